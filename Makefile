@@ -1,0 +1,63 @@
+# SQLite Production Lab. `make` alone lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := .setup
+KERNEL := sqlitelab
+# Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here).
+APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux
+
+.PHONY: help setup test test-fast run seed lab servers clean distclean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+setup: $(STAMP)/apt $(STAMP)/venv $(STAMP)/kernel servers ## install everything the lab needs (idempotent; quick the second time)
+
+$(STAMP)/apt:
+	@mkdir -p $(STAMP)
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing Debian packages: $$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@touch $@
+
+$(STAMP)/venv: pyproject.toml
+	@mkdir -p $(STAMP)
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@echo "setup: installing the Python dependencies into $(VENV)"
+	@$(PY) -m pip install -q --disable-pip-version-check -e .
+	@touch $@
+
+$(STAMP)/kernel: $(STAMP)/venv
+	@$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sqlitelab)" >/dev/null
+	@touch $@
+
+servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server (cached by each servers/*/run)
+	@$(PY) -m sqlitelab.servers build
+
+test: setup ## run the whole test suite (unit, contract, notebook smoke runs)
+	$(PY) -m pytest -q
+
+test-fast: setup ## unit and contract tests only
+	$(PY) -m pytest -q -m "not slow"
+
+run: setup ## run every notebook in the quick scale with papermill, then summarise
+	$(PY) -m sqlitelab.batch --scale quick
+
+seed: setup ## run every notebook in the seed scale (the articles' own settings)
+	$(PY) -m sqlitelab.batch --scale seed
+
+lab: setup ## open JupyterLab on the notebooks
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean: ## remove results, runs and scratch databases (keeps the environment)
+	rm -rf data/results.db* data/runs data/tmp
+
+distclean: clean ## also remove the environment and server builds
+	rm -rf $(VENV) $(STAMP) servers/rust-axum/target servers/go-nethttp/bin

@@ -1,0 +1,677 @@
+"""python-fastapi: FastAPI + uvicorn + stdlib sqlite3, implementing servers/openapi.yaml.
+
+Configuration is the LAB_* environment (servers/README.md). Reads are plain `def`
+handlers (FastAPI runs them in its thread pool, LAB_THREADS threads). Write handlers are
+`async def` only to read and validate the body; the transaction itself runs in the thread
+pool (`pool`) or on the one writer thread (`writer`, `batch`) — never on the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import html
+import importlib.metadata
+import itertools
+import json
+import math
+import mmap
+import os
+import platform
+import queue
+import random
+import re
+import shutil
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+SERVER = "python-fastapi"
+MAX_BODY = 1_048_576
+MAX_PAYLOAD = 65_536
+MAX_ID = 2**63 - 1
+
+
+# ----------------------------------------------------------------------------- config
+
+class ConfigError(Exception):
+    pass
+
+
+PRAGMA_VALUES = {
+    "journal_mode": {"delete", "truncate", "persist", "memory", "wal", "off"},
+    "synchronous": {"off", "normal", "full", "extra", "0", "1", "2", "3"},
+    "temp_store": {"default", "file", "memory", "0", "1", "2"},
+    "foreign_keys": {"on", "off", "true", "false", "0", "1"},
+    "cache_size": int, "mmap_size": int, "journal_size_limit": int, "wal_autocheckpoint": int,
+}
+
+
+def _int_env(env, name, default, minimum=1, maximum=None):
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if not re.fullmatch(r"[0-9]+", raw) or int(raw) < minimum or (maximum and int(raw) > maximum):
+        bound = f"{minimum}..{maximum}" if maximum else f">= {minimum}"
+        raise ConfigError(f"{name}={raw!r} is not an integer {bound}")
+    return int(raw)
+
+
+def parse_config(env=os.environ) -> dict:
+    cfg: dict = {}
+    cfg["host"] = env.get("LAB_HOST") or "127.0.0.1"
+    if not env.get("LAB_PORT"):
+        raise ConfigError("LAB_PORT is required")
+    cfg["port"] = _int_env(env, "LAB_PORT", None, 1, 65535)
+    db = env.get("LAB_DB")
+    if not db:
+        raise ConfigError("LAB_DB is required (a database made from servers/schema.sql)")
+    if not Path(db).is_file():
+        raise ConfigError(f"LAB_DB={db!r} does not exist (make it from servers/schema.sql)")
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        con.close()
+    except sqlite3.Error as e:
+        raise ConfigError(f"LAB_DB={db!r} is not a readable SQLite database: {e}")
+    missing = {"requests", "metrics", "items", "users"} - tables
+    if missing:
+        raise ConfigError(f"LAB_DB={db!r} lacks tables {sorted(missing)} of servers/schema.sql")
+    cfg["db"] = db
+
+    pragmas = []
+    for part in filter(None, (p.strip() for p in (env.get("LAB_PRAGMAS") or "").split(","))):
+        name, sep, value = part.partition("=")
+        name, value = name.strip().lower(), value.strip().lower()
+        if name not in PRAGMA_VALUES:
+            raise ConfigError(f"LAB_PRAGMAS: pragma {name!r} is not allowed "
+                              f"(allowed: {', '.join(sorted(PRAGMA_VALUES))})")
+        allowed = PRAGMA_VALUES[name]
+        if not sep or (allowed is int and not re.fullmatch(r"-?[0-9]+", value)) or \
+                (allowed is not int and value not in allowed):
+            want = "an integer" if allowed is int else "|".join(sorted(allowed))
+            raise ConfigError(f"LAB_PRAGMAS: {name}={value!r} is not {want}")
+        pragmas.append((name, value))
+    cfg["pragmas"] = pragmas
+
+    txn = env.get("LAB_TXN_MODE") or "deferred"
+    if txn not in ("deferred", "immediate"):
+        raise ConfigError(f"LAB_TXN_MODE={txn!r} is not one of deferred|immediate")
+    cfg["txn_mode"] = txn
+
+    busy = env.get("LAB_BUSY") or "busy_timeout:5000"
+    m = re.fullmatch(r"(busy_timeout|sleep_poll|retries):([0-9]{1,9})|none", busy)
+    if not m:
+        raise ConfigError(f"LAB_BUSY={busy!r} is not busy_timeout:<ms>|sleep_poll:<ms>|retries:<n>|none")
+    cfg["busy"] = busy
+    cfg["busy_kind"], cfg["busy_arg"] = (m.group(1), int(m.group(2))) if m.group(1) else ("none", 0)
+
+    path = env.get("LAB_WRITE_PATH") or "pool"
+    if path not in ("pool", "writer", "batch"):
+        raise ConfigError(f"LAB_WRITE_PATH={path!r} is not one of pool|writer|batch")
+    cfg["write_path"] = path
+    cfg["processes"] = _int_env(env, "LAB_PROCESSES", 1, 1, 256)
+    cfg["threads"] = _int_env(env, "LAB_THREADS", 4, 1, 1024)
+    cfg["readers"] = _int_env(env, "LAB_READERS", cfg["threads"], 1, 1024)
+    if path != "pool" and cfg["processes"] > 1:
+        raise ConfigError(f"LAB_WRITE_PATH={path} needs LAB_PROCESSES=1 "
+                          "(one writer thread serves one process)")
+    templates = Path(env.get("LAB_TEMPLATES") or Path(__file__).resolve().parent.parent / "templates")
+    cfg["templates"] = templates
+    return cfg
+
+
+# ----------------------------------------------------------------------------- errors
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+
+
+def is_busy(exc: BaseException) -> bool:
+    return (isinstance(exc, sqlite3.OperationalError)
+            and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (SQLITE_BUSY, SQLITE_LOCKED))
+
+
+def busy_error() -> HTTPError:
+    return HTTPError(503, "database is locked")
+
+
+# ----------------------------------------------------------------------------- database
+
+class BusyPolicy:
+    """LAB_BUSY. busy_timeout is SQLite's own; sleep_poll/retries are emulated where SQLite
+    would call a busy handler (stdlib sqlite3 offers no sqlite3_busy_handler)."""
+
+    def __init__(self, kind: str, arg: int):
+        self.kind, self.arg = kind, arg
+        self.emulated = kind in ("sleep_poll", "retries")
+
+    def configure(self, con: sqlite3.Connection) -> None:
+        ms = self.arg if self.kind == "busy_timeout" else 0
+        con.execute(f"PRAGMA busy_timeout = {ms}")
+
+    def call(self, fn):
+        """Run a lock-taking statement, retrying on SQLITE_BUSY as a busy handler would."""
+        if not self.emulated:
+            return fn()
+        start, count = time.monotonic(), 0
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if not is_busy(e):
+                    raise
+                if self.kind == "retries":
+                    count += 1
+                    if count > self.arg:
+                        raise
+                else:
+                    if (time.monotonic() - start) * 1000 >= self.arg:
+                        raise
+                    time.sleep(0.001)
+
+
+class Tx:
+    """An open write transaction. Under BEGIN DEFERRED the first statement takes the first
+    lock, so only it goes through the busy policy; later ones (the read->write upgrade) don't."""
+
+    def __init__(self, con: sqlite3.Connection, policy: BusyPolicy, deferred: bool):
+        self.con, self.policy, self.fresh = con, policy, deferred
+
+    def execute(self, sql: str, params=()) -> sqlite3.Cursor:
+        if self.fresh:
+            self.fresh = False
+            return self.policy.call(lambda: self.con.execute(sql, params))
+        return self.con.execute(sql, params)
+
+
+class Database:
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+        self.policy = BusyPolicy(cfg["busy_kind"], cfg["busy_arg"])
+        self.begin = "BEGIN IMMEDIATE" if cfg["txn_mode"] == "immediate" else "BEGIN DEFERRED"
+        self.pool: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
+        for _ in range(cfg["readers"]):
+            self.pool.put(self.connect())
+        self.writer = Writer(self, batch=cfg["write_path"] == "batch") \
+            if cfg["write_path"] != "pool" else None
+
+    def connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.cfg["db"], isolation_level=None, check_same_thread=False,
+                              cached_statements=256)
+        self.policy.configure(con)
+        for name, value in self.cfg["pragmas"]:
+            con.execute(f"PRAGMA {name} = {value}")
+        return con
+
+    def read(self, sql: str, params=()):
+        con = self.pool.get()
+        try:
+            return self.policy.call(lambda: con.execute(sql, params).fetchone())
+        except sqlite3.Error as e:
+            raise busy_error() if is_busy(e) else e
+        finally:
+            self.pool.put(con)
+
+    def transaction(self, con: sqlite3.Connection, work):
+        self.policy.call(lambda: con.execute(self.begin))
+        try:
+            result = work(Tx(con, self.policy, self.begin == "BEGIN DEFERRED"))
+            self.policy.call(lambda: con.execute("COMMIT"))
+            return result
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+
+    def write_in_pool(self, work):
+        con = self.pool.get()
+        try:
+            return self.transaction(con, work)
+        except sqlite3.Error as e:
+            raise busy_error() if is_busy(e) else e
+        finally:
+            self.pool.put(con)
+
+    async def write(self, work):
+        """Run `work(tx)` in one write transaction; return only after its COMMIT."""
+        if self.writer is None:
+            from starlette.concurrency import run_in_threadpool
+            return await run_in_threadpool(self.write_in_pool, work)
+        return await asyncio.wrap_future(self.writer.submit(work))
+
+    def effective_pragmas(self) -> dict[str, str]:
+        con = self.pool.get()
+        try:
+            return {name: str(con.execute(f"PRAGMA {name}").fetchone()[0]).lower()
+                    for name, _ in self.cfg["pragmas"]}
+        finally:
+            self.pool.put(con)
+
+    def close(self) -> None:
+        if self.writer:
+            self.writer.stop()
+        while not self.pool.empty():
+            self.pool.get_nowait().close()
+
+
+class Writer:
+    """One thread, one connection, fed by a queue. `batch`: group commit of all queued jobs."""
+
+    def __init__(self, db: Database, batch: bool):
+        self.db, self.batch = db, batch
+        self.con = db.connect()
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self.loop, name="sqlite-writer", daemon=True)
+        self.thread.start()
+
+    def submit(self, work) -> Future:
+        fut: Future = Future()
+        self.jobs.put((work, fut))
+        return fut
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+        self.thread.join()
+        self.con.close()
+
+    def loop(self) -> None:
+        while True:
+            first = self.jobs.get()
+            if first is None:
+                return
+            batch = [first]
+            if self.batch:
+                while True:
+                    try:
+                        job = self.jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is None:
+                        self.jobs.put(None)  # stop after this batch
+                        break
+                    batch.append(job)
+            self.run(batch)
+
+    def run(self, batch) -> None:
+        if not self.batch:
+            work, fut = batch[0]
+            try:
+                fut.set_result(self.db.transaction(self.con, work))
+            except sqlite3.Error as e:
+                fut.set_exception(busy_error() if is_busy(e) else e)
+            except BaseException as e:
+                fut.set_exception(e)
+            return
+        results = []
+        try:
+            def group(tx: Tx):
+                for work, _ in batch:
+                    tx.execute("SAVEPOINT job")
+                    try:
+                        results.append((True, work(tx)))
+                        self.con.execute("RELEASE job")
+                    except HTTPError as e:
+                        self.con.execute("ROLLBACK TO job")
+                        self.con.execute("RELEASE job")
+                        results.append((False, e))
+            self.db.transaction(self.con, group)
+        except BaseException as e:  # the commit failed: no job of the batch is acknowledged
+            err = busy_error() if is_busy(e) else e
+            for _, fut in batch:
+                fut.set_exception(err)
+            return
+        for (ok, value), (_, fut) in zip(results, batch):
+            (fut.set_result if ok else fut.set_exception)(value)
+
+
+# ----------------------------------------------------------------------------- request counter
+
+class Counter:
+    """Requests answered by this process, in an mmap'd file of LAB_STATS_DIR so that
+    /health can sum every worker process."""
+
+    def __init__(self, directory: Path):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{os.getpid()}.count"
+        with open(self.path, "wb") as f:
+            f.write(b"\0" * 8)
+        self.file = open(self.path, "r+b")
+        self.mm = mmap.mmap(self.file.fileno(), 8)
+        self.seq = itertools.count(1)
+        self.dir = directory
+
+    def bump(self) -> None:
+        self.mm[:8] = next(self.seq).to_bytes(8, "little")
+
+    def total(self) -> int:
+        total = 0
+        for p in self.dir.glob("*.count"):
+            try:
+                total += int.from_bytes(p.read_bytes()[:8], "little")
+            except OSError:
+                pass
+        return total
+
+
+# ----------------------------------------------------------------------------- rendering
+
+class Template:
+    def __init__(self, path: Path):
+        parts = re.split(r"\{\{(\w+)\}\}", path.read_text())
+        self.parts = parts  # even: literal, odd: field name
+
+    def render(self, values: dict) -> str:
+        out = []
+        for i, part in enumerate(self.parts):
+            out.append(html.escape(str(values[part]), quote=True) if i % 2 else part)
+        return "".join(out)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_id(raw: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,19}", raw) or not 1 <= int(raw) <= MAX_ID:
+        raise HTTPError(400, f"invalid id {raw[:40]!r}: expected an integer 1..{MAX_ID}")
+    return int(raw)
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_json(request, required: bool):
+    """The request body as JSON (whatever its Content-Type), at most MAX_BODY bytes."""
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        raise HTTPError(413, f"request body over {MAX_BODY} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise HTTPError(413, f"request body over {MAX_BODY} bytes")
+    if not body.strip():
+        if required:
+            raise HTTPError(400, "a JSON body is required")
+        return None
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as e:
+        raise HTTPError(400, f"malformed JSON: {str(e)[:200]}")
+
+
+def is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def short_str(v, field: str, lo: int = 1, hi: int = 64) -> str:
+    if not isinstance(v, str) or not lo <= len(v) <= hi:
+        raise HTTPError(400, f"{field} must be a string of {lo} to {hi} characters")
+    return v
+
+
+# ----------------------------------------------------------------------------- the app
+
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response  # noqa: E402
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+
+CFG = None
+DB: Database | None = None
+COUNTER: Counter | None = None
+TEMPLATES: dict[str, Template] = {}
+METRIC_NAMES = ("cpu", "memory", "disk", "load", "requests")
+
+
+@asynccontextmanager
+async def lifespan(app):
+    global CFG, DB, COUNTER
+    CFG = parse_config()
+    import anyio.to_thread
+    anyio.to_thread.current_default_thread_limiter().total_tokens = CFG["threads"]
+    for name in ("request", "user", "user_page"):
+        TEMPLATES[name] = Template(CFG["templates"] / f"{name}.html")
+    COUNTER = Counter(Path(os.environ["LAB_STATS_DIR"]))
+    DB = Database(CFG)
+    yield
+    DB.close()
+
+
+app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+
+
+class CountRequests:
+    """Pure ASGI middleware: count every answered request but /health."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] == "/health":
+            return await self.app(scope, receive, send)
+
+        async def counted_send(message):
+            if message["type"] == "http.response.start":
+                COUNTER.bump()
+            await send(message)
+        await self.app(scope, receive, counted_send)
+
+
+app.add_middleware(CountRequests)
+
+
+def error(status: int, message: str, headers=None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+@app.exception_handler(HTTPError)
+async def lab_error(request, exc: HTTPError):
+    return error(exc.status, exc.message)
+
+
+@app.exception_handler(StarletteHTTPException)
+async def http_error(request, exc: StarletteHTTPException):
+    message = {404: "not found", 405: "method not allowed"}.get(exc.status_code, str(exc.detail))
+    return error(exc.status_code, message, getattr(exc, "headers", None))
+
+
+@app.exception_handler(RequestValidationError)
+async def validation_error(request, exc):
+    return error(400, "invalid request")
+
+
+@app.exception_handler(Exception)
+async def internal_error(request, exc):
+    return error(500, "internal error")
+
+
+@app.get("/health")
+def health():
+    return {
+        "server": SERVER,
+        "versions": {"python": platform.python_version(),
+                     **{p: importlib.metadata.version(p) for p in ("fastapi", "starlette", "uvicorn")}},
+        "sqlite_version": sqlite3.sqlite_version,
+        "pid": os.getpid(),
+        "knobs": {"pragmas": DB.effective_pragmas(), "txn_mode": CFG["txn_mode"],
+                  "busy": CFG["busy"], "write_path": CFG["write_path"],
+                  "processes": CFG["processes"], "threads": CFG["threads"],
+                  "readers": CFG["readers"]},
+        "emulated": ({"busy": f"{CFG['busy_kind']} emulated in application code around lock-taking "
+                              "statements and COMMIT: stdlib sqlite3 has no sqlite3_busy_handler"}
+                     if DB.policy.emulated else {}),
+        "requests_handled": COUNTER.total(),
+    }
+
+
+@app.get("/hello", response_class=PlainTextResponse)
+def hello():
+    return PlainTextResponse("Hello, World!")
+
+
+@app.post("/requests")
+async def create_request(request: Request):
+    params = await read_json(request, required=False)
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise HTTPError(400, "the body must be a JSON object")
+    row = (str(uuid.uuid4()), request.client.host if request.client else "",
+           request.method, str(request.url), json.dumps(params, separators=(",", ":")))
+
+    def work(tx: Tx) -> int:
+        ts = now()
+        return tx.execute("INSERT INTO requests (uid, ip, method, url, parameters, created_at, "
+                          "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)", (*row, ts, ts)).lastrowid
+    new_id = await DB.write(work)
+    location = f"/requests/{new_id}"
+    return HTMLResponse(f'<html><body>You are being <a href="{location}">redirected</a>.</body></html>',
+                        status_code=302, headers={"Location": location})
+
+
+@app.get("/requests/{id}", response_class=HTMLResponse)
+def show_request(id: str):
+    row = DB.read("SELECT id, uid, ip, method, url, parameters, created_at, updated_at "
+                  "FROM requests WHERE id = ?", (parse_id(id),))
+    if row is None:
+        raise HTTPError(404, f"request {id} not found")
+    keys = ("id", "uid", "ip", "method", "url", "parameters", "created_at", "updated_at")
+    return HTMLResponse(TEMPLATES["request"].render(dict(zip(keys, row))))
+
+
+@app.post("/metrics", status_code=201)
+async def create_metrics(request: Request):
+    body = await read_json(request, required=False)
+    if body is None:
+        instance = f"instance-{random.randint(1, 10)}"
+        measurements = [(n, random.uniform(0, 100)) for n in METRIC_NAMES]
+    else:
+        if not isinstance(body, dict):
+            raise HTTPError(400, "the body must be a JSON object")
+        instance = short_str(body.get("instance"), "instance")
+        ms = body.get("measurements")
+        if not isinstance(ms, list) or len(ms) != 5:
+            raise HTTPError(400, "measurements must be a list of exactly 5 {name, value} objects")
+        measurements = []
+        for m in ms:
+            if not isinstance(m, dict) or not is_number(m.get("value")):
+                raise HTTPError(400, "each measurement needs a name and a finite numeric value")
+            measurements.append((short_str(m.get("name"), "measurement name"), float(m["value"])))
+
+    def work(tx: Tx) -> list[int]:
+        ids, ts = [], now()
+        for name, value in measurements:
+            prev = tx.execute("SELECT value FROM metrics WHERE instance = ? AND name = ? "
+                              "ORDER BY id DESC LIMIT 1", (instance, name)).fetchone()
+            ids.append(tx.execute("INSERT INTO metrics (instance, name, value, previous, created_at) "
+                                  "VALUES (?, ?, ?, ?, ?)",
+                                  (instance, name, value, prev[0] if prev else None, ts)).lastrowid)
+        return ids
+    ids = await DB.write(work)
+    return JSONResponse({"instance": instance, "ids": ids}, status_code=201)
+
+
+@app.post("/items")
+async def create_item(request: Request):
+    body = await read_json(request, required=True)
+    if not isinstance(body, dict) or not isinstance(body.get("payload"), str):
+        raise HTTPError(400, 'the body must be {"payload": "<string>"}')
+    payload = body["payload"]
+    if len(payload.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD:
+        raise HTTPError(400, f"payload over {MAX_PAYLOAD} bytes")
+
+    def work(tx: Tx) -> int:
+        return tx.execute("INSERT INTO items (payload, created_at) VALUES (?, ?)",
+                          (payload, now())).lastrowid
+    return JSONResponse({"id": await DB.write(work)}, status_code=201)
+
+
+@app.get("/items/{id}")
+def show_item(id: str):
+    row = DB.read("SELECT id, payload, created_at FROM items WHERE id = ?", (parse_id(id),))
+    if row is None:
+        raise HTTPError(404, f"item {id} not found")
+    return {"id": row[0], "payload": row[1], "created_at": row[2]}
+
+
+USER_SQL = "SELECT uid, username, departname, created FROM users WHERE uid = ?"
+USER_KEYS = ("uid", "username", "departname", "created")
+
+
+def user_row(uid: str) -> dict:
+    row = DB.read(USER_SQL, (parse_id(uid),))
+    if row is None:
+        raise HTTPError(404, f"user {uid} not found")
+    return dict(zip(USER_KEYS, row))
+
+
+@app.get("/users/{uid}", response_class=HTMLResponse)
+def show_user(uid: str):
+    return HTMLResponse(TEMPLATES["user"].render(user_row(uid)))
+
+
+@app.get("/users/{uid}/page", response_class=HTMLResponse)
+def show_user_page(uid: str):
+    return HTMLResponse(TEMPLATES["user_page"].render(user_row(uid)))
+
+
+@app.post("/users/{uid}")
+async def update_user(uid: str, request: Request):
+    key = parse_id(uid)
+    body = await read_json(request, required=True)
+    if not isinstance(body, dict):
+        raise HTTPError(400, 'the body must be {"departname": "<string>"}')
+    departname = short_str(body.get("departname"), "departname")
+
+    def work(tx: Tx):
+        if tx.execute("UPDATE users SET departname = ?, updates = updates + 1 WHERE uid = ?",
+                      (departname, key)).rowcount == 0:
+            raise HTTPError(404, f"user {uid} not found")
+        return tx.execute(USER_SQL, (key,)).fetchone()
+    row = await DB.write(work)
+    return HTMLResponse(TEMPLATES["user"].render(dict(zip(USER_KEYS, row))))
+
+
+# ----------------------------------------------------------------------------- main
+
+def main() -> int:
+    try:
+        cfg = parse_config()
+        for name in ("request", "user", "user_page"):
+            if not (cfg["templates"] / f"{name}.html").is_file():
+                raise ConfigError(f"LAB_TEMPLATES={str(cfg['templates'])!r} lacks {name}.html")
+        con = sqlite3.connect(cfg["db"])  # check every pragma really applies
+        for name, value in cfg["pragmas"]:
+            con.execute(f"PRAGMA {name} = {value}")
+        con.close()
+    except (ConfigError, sqlite3.Error) as e:
+        print(f"lab: {e}", file=sys.stderr)
+        return 2
+    import uvicorn
+    stats = tempfile.mkdtemp(prefix="lab-stats-")
+    os.environ["LAB_STATS_DIR"] = stats
+    try:
+        uvicorn.run("app:app", app_dir=str(Path(__file__).resolve().parent),
+                    host=cfg["host"], port=cfg["port"], workers=cfg["processes"],
+                    access_log=False, log_level="warning", server_header=False,
+                    timeout_graceful_shutdown=10)
+    finally:
+        shutil.rmtree(stats, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

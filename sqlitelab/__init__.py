@@ -1,0 +1,1 @@
+"""SQLite Production Lab: the harness every notebook calls (notebooks hold no logic)."""

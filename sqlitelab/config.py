@@ -1,0 +1,18 @@
+"""Every path the lab uses, from one place."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJ_ROOT = Path(os.environ.get("LAB_ROOT", Path(__file__).resolve().parents[1]))
+SERVERS_DIR = PROJ_ROOT / "servers"
+SCHEMA_SQL = SERVERS_DIR / "schema.sql"
+PROFILES_TOML = SERVERS_DIR / "profiles.toml"
+TEMPLATES_DIR = SERVERS_DIR / "templates"
+DATA_DIR = Path(os.environ.get("LAB_DATA_DIR", PROJ_ROOT / "data"))
+RESULTS_DB = DATA_DIR / "results.db"
+RUNS_DIR = DATA_DIR / "runs"
+TMP_DIR = DATA_DIR / "tmp"          # scratch databases of running sweeps
+FIGURES_DIR = Path(os.environ.get("LAB_FIGURES_DIR", PROJ_ROOT / "figures"))
+NOTEBOOKS_DIR = PROJ_ROOT / "notebooks"
+KERNEL_NAME = "sqlitelab"           # the Jupyter kernel `make setup` registers

@@ -1,0 +1,356 @@
+"""Bundled servers: profiles, fresh databases, and processes started and stopped by PID.
+
+    db = prepare_database(tmp / "x.db", users=1000, items=1000)
+    with start_server("python-fastapi", db, profile="rails71", cpus="0") as srv:
+        httpx.get(srv.url + "/health")
+
+Nothing started here outlives its `with` block, an exception, a KeyboardInterrupt (an
+interrupted notebook cell) or the interpreter (atexit).
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import config
+
+# One line per stack: the contract suite and the notebooks take their list from here.
+STACKS: dict[str, dict] = {
+    "python-fastapi": {"multiprocess": True},
+    "rust-axum": {"multiprocess": False},
+    "go-nethttp": {"multiprocess": False},
+    "ruby-puma": {"multiprocess": True},
+}
+
+KNOB_ENV = {
+    "pragmas": "LAB_PRAGMAS",
+    "txn_mode": "LAB_TXN_MODE",
+    "busy": "LAB_BUSY",
+    "write_path": "LAB_WRITE_PATH",
+    "processes": "LAB_PROCESSES",
+    "threads": "LAB_THREADS",
+    "readers": "LAB_READERS",
+}
+
+
+class ServerStartError(RuntimeError):
+    """A server did not come up; the message ends with the tail of its log."""
+
+
+def load_profiles(path: Path = config.PROFILES_TOML) -> dict[str, dict]:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def knob_env(profile: str | None = None, **knobs) -> dict[str, str]:
+    """LAB_* variables for a named profile, with knob overrides (None drops a knob)."""
+    values: dict = {}
+    if profile is not None:
+        profiles = load_profiles()
+        if profile not in profiles:
+            raise ValueError(f"unknown profile {profile!r}; known: {', '.join(profiles)}")
+        values.update({k: v for k, v in profiles[profile].items() if k in KNOB_ENV})
+    for k, v in knobs.items():
+        if k not in KNOB_ENV:
+            raise ValueError(f"unknown knob {k!r}; known: {', '.join(KNOB_ENV)}")
+        values[k] = v
+    return {KNOB_ENV[k]: str(v) for k, v in values.items() if v is not None}
+
+
+# --------------------------------------------------------------------------- databases
+
+USERS_DEPARTMENTS = ["engineering", "sales", "support", "research", "operations"]
+
+
+def prepare_database(path: Path | str, *, users: int = 0, items: int = 0,
+                     payload_bytes: int = 2048, batch: int = 50_000) -> Path:
+    """A fresh database from schema.sql, seeded with sqlite-utils.
+
+    `users` rows get uid 1..users; `items` rows get ids 1..items with `payload_bytes` of text.
+    Any existing file (and its -wal/-shm) is replaced.
+    """
+    import sqlite_utils
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    db = sqlite_utils.Database(path)
+    db.conn.executescript(config.SCHEMA_SQL.read_text())
+    # Seeding is bulk loading: no durability needed until it is done.
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    if users:
+        created = "2026-01-01"
+        rows = ({"uid": i, "username": f"user{i}",
+                 "departname": USERS_DEPARTMENTS[i % len(USERS_DEPARTMENTS)],
+                 "created": created, "updates": 0} for i in range(1, users + 1))
+        db["users"].insert_all(rows, batch_size=batch)
+    if items:
+        payload = ("x" * payload_bytes)
+        rows = ({"id": i, "payload": payload, "created_at": "2026-01-01T00:00:00.000000Z"}
+                for i in range(1, items + 1))
+        db["items"].insert_all(rows, batch_size=batch)
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.conn.close()
+    return path
+
+
+def table_counts(path: Path | str) -> dict[str, int]:
+    """Rows per table and the sum of users.updates, read from the file itself."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        out = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+               for t in ("requests", "metrics", "items", "users")}
+        out["user_updates"] = con.execute("SELECT coalesce(sum(updates), 0) FROM users").fetchone()[0]
+        return out
+    finally:
+        con.close()
+
+
+def integrity_check(path: Path | str) -> str:
+    con = sqlite3.connect(path)
+    try:
+        return ";".join(r[0] for r in con.execute("PRAGMA integrity_check"))
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------------------------- processes
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def available_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def parse_cpus(spec: str | None) -> list[int] | None:
+    """'0', '0-1', '0,2' -> [..]; None stays None."""
+    if spec is None:
+        return None
+    out: list[int] = []
+    for part in str(spec).split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        elif part:
+            out.append(int(part))
+    if not out:
+        raise ValueError(f"empty CPU set {spec!r}")
+    bad = sorted(set(out) - set(available_cpus()))
+    if bad:
+        raise ValueError(f"CPU set {spec!r} names CPUs {bad} this process cannot use "
+                         f"(available: {available_cpus()})")
+    return out
+
+
+def pin_command(cmd: list[str], cpus: str | None) -> tuple[list[str], str | None]:
+    """Prefix `taskset -c` when a CPU set is asked and taskset exists; return what was applied."""
+    if cpus is None:
+        return cmd, None
+    parse_cpus(cpus)
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        return cmd, None
+    return [taskset, "-c", str(cpus), *cmd], str(cpus)
+
+
+_LIVE: dict[int, "Server"] = {}
+
+
+def _stop_all_live() -> None:
+    for srv in list(_LIVE.values()):
+        srv.stop()
+
+
+atexit.register(_stop_all_live)
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(empty log)"
+
+
+def build_server(stack: str, timeout: float = 900) -> None:
+    """Build a stack once (cached by its `run` script); raises with the build log tail."""
+    run = config.SERVERS_DIR / stack / "run"
+    if not run.exists():
+        raise ServerStartError(f"unknown stack {stack!r}: {run} does not exist")
+    proc = subprocess.run([str(run)], env={**os.environ, "LAB_BUILD_ONLY": "1"},
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise ServerStartError(f"{stack}: build failed (exit {proc.returncode}):\n{tail}")
+
+
+@dataclass
+class Server:
+    """One running server process, started by `start_server`."""
+    stack: str
+    db: Path
+    port: int
+    env: dict[str, str]
+    log_path: Path
+    cpus: str | None = None
+    host: str = "127.0.0.1"
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+    pinned: str | None = None
+    health: dict | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> "Server":
+        run = config.SERVERS_DIR / self.stack / "run"
+        if not run.exists():
+            raise ServerStartError(f"unknown stack {self.stack!r}: {run} does not exist")
+        cmd, self.pinned = pin_command([str(run)], self.cpus)
+        env = {**os.environ, **self.env, "LAB_HOST": self.host, "LAB_PORT": str(self.port),
+               "LAB_DB": str(self.db)}
+        env.pop("LAB_BUILD_ONLY", None)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        # Own session: the server and any workers it forks form a group we can signal.
+        self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        _LIVE[self.proc.pid] = self
+        try:
+            self.health = self.wait_healthy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def get_json(self, path: str, timeout: float = 5.0) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def wait_healthy(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise ServerStartError(
+                    f"{self.stack} exited with status {code} before answering /health "
+                    f"(log {self.log_path}):\n{log_tail(self.log_path)}")
+            try:
+                return self.get_json("/health", timeout=2.0)
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServerStartError(
+                    f"{self.stack} did not answer /health within {timeout:.0f} s "
+                    f"(log {self.log_path}):\n{log_tail(self.log_path)}")
+            time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace: float = 10.0) -> int | None:
+        """SIGTERM the server's process group, then SIGKILL; returns the exit status."""
+        proc = self.proc
+        if proc is None:
+            return None
+        try:
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(grace)
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait(5)
+            # Workers a master left behind (same process group) go too.
+            _signal_group(proc.pid, signal.SIGKILL)
+        finally:
+            _LIVE.pop(proc.pid, None)
+        return proc.returncode
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def start_server(stack: str, db: Path | str, *, profile: str | None = None,
+                 cpus: str | None = None, port: int | None = None,
+                 log_path: Path | str | None = None, timeout: float = 60.0,
+                 extra_env: dict[str, str] | None = None, **knobs) -> Server:
+    """Start `stack` on a free loopback port with a profile and knob overrides; wait for /health."""
+    if stack not in STACKS:
+        raise ValueError(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
+    env = knob_env(profile, **knobs)
+    env.update(extra_env or {})
+    db = Path(db)
+    log_path = Path(log_path) if log_path else db.with_suffix(f".{stack}.log")
+    srv = Server(stack=stack, db=db, port=port or free_port(), env=env,
+                 log_path=log_path, cpus=cpus)
+    return srv.start(timeout=timeout)
+
+
+def our_processes() -> list[int]:
+    """PIDs of servers this interpreter started that are still alive."""
+    return [pid for pid, s in _LIVE.items() if s.alive()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m sqlitelab.servers prepare DB [--users N] [--items N]`"""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m sqlitelab.servers")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    pr = sub.add_parser("prepare", help="a fresh database from servers/schema.sql")
+    pr.add_argument("db")
+    pr.add_argument("--users", type=int, default=0)
+    pr.add_argument("--items", type=int, default=0)
+    b = sub.add_parser("build", help="build stacks (all when none named)")
+    b.add_argument("stacks", nargs="*")
+    args = p.parse_args(argv)
+    if args.cmd == "prepare":
+        t = time.perf_counter()
+        prepare_database(args.db, users=args.users, items=args.items)
+        print(f"{args.db}: {table_counts(args.db)} in {time.perf_counter() - t:.1f} s")
+    elif args.cmd == "build":
+        for stack in args.stacks or list(STACKS):
+            t = time.perf_counter()
+            build_server(stack)
+            print(f"{stack}: built in {time.perf_counter() - t:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,401 @@
+"""The language-agnostic contract suite: every stack, every endpoint, every error, every profile.
+
+It starts each server on a free loopback port with a fresh database and checks what a
+client sees (status, exact Content-Type, body, Content-Length, a Date that changes, the
+redirect Location) and what reached the database file. A stack joins by one line in
+sqlitelab.servers.STACKS.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import email.utils
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sqlitelab import config, servers
+from conftest import STACKS
+
+pytestmark = pytest.mark.contract
+
+USERS = 20
+ITEMS = 10
+JSON = "application/json"
+HTML = "text/html; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def srv(request, tmp_path_factory):
+    stack = request.param
+    db = servers.prepare_database(tmp_path_factory.mktemp(stack) / "contract.db",
+                                  users=USERS, items=ITEMS)
+    with servers.start_server(stack, db, profile="rails71", timeout=300) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def http(srv):
+    with httpx.Client(base_url=srv.url, follow_redirects=False, timeout=10) as c:
+        yield c
+
+
+def row(db: Path, sql: str, params=()):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql, params).fetchone()
+    finally:
+        con.close()
+
+
+def check_headers(r: httpx.Response, content_type: str) -> None:
+    assert r.headers.get("content-type") == content_type, r.headers
+    assert int(r.headers["content-length"]) == len(r.content)
+    date = email.utils.parsedate_to_datetime(r.headers["date"])
+    assert abs(time.time() - date.timestamp()) < 5
+
+
+def check_error(r: httpx.Response, status: int) -> None:
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    check_headers(r, JSON)
+    body = r.json()
+    assert isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"]
+
+
+# ------------------------------------------------------------------ endpoints
+
+def test_health(srv, http):
+    r = http.get("/health")
+    assert r.status_code == 200
+    check_headers(r, JSON)
+    h = r.json()
+    assert h["server"] == srv.stack
+    assert re.fullmatch(r"3\.\d+\.\d+", h["sqlite_version"])
+    assert isinstance(h["pid"], int) and isinstance(h["versions"], dict) and h["versions"]
+    knobs = h["knobs"]
+    profile = servers.load_profiles()["rails71"]
+    assert knobs["txn_mode"] == profile["txn_mode"]
+    assert knobs["busy"] == profile["busy"]
+    assert knobs["write_path"] == profile["write_path"]
+    assert knobs["pragmas"]["journal_mode"] == "wal"
+    assert knobs["pragmas"]["synchronous"] in ("1", "normal")
+    assert knobs["pragmas"]["mmap_size"] == "134217728"
+    for k in ("processes", "threads", "readers"):
+        assert isinstance(knobs[k], int) and knobs[k] >= 1
+    assert isinstance(h["emulated"], dict)
+    assert isinstance(h["requests_handled"], int)
+
+
+def test_hello_and_fresh_date(http):
+    first = http.get("/hello")
+    assert first.status_code == 200 and first.content == b"Hello, World!"
+    check_headers(first, TEXT)
+    time.sleep(1.1)
+    second = http.get("/hello")
+    assert second.headers["date"] != first.headers["date"]
+
+
+def test_post_requests_redirects_and_writes(srv, http):
+    before = row(srv.db, "SELECT count(*) FROM requests")[0]
+    r = http.post("/requests")
+    assert r.status_code == 302
+    check_headers(r, HTML)
+    m = re.fullmatch(r"/requests/([0-9]+)", r.headers["location"])
+    assert m, r.headers["location"]
+    new_id = int(m.group(1))
+    assert f'href="/requests/{new_id}"' in r.text
+    assert row(srv.db, "SELECT count(*) FROM requests")[0] == before + 1
+    uid, ip, method, url, params = row(
+        srv.db, "SELECT uid, ip, method, url, parameters FROM requests WHERE id = ?", (new_id,))
+    uuid.UUID(uid)
+    assert ip == "127.0.0.1" and method == "POST"
+    assert url == f"{srv.url}/requests"
+    assert json.loads(params) == {}
+
+    show = http.get(r.headers["location"])
+    assert show.status_code == 200
+    check_headers(show, HTML)
+    assert uid in show.text and 1000 <= len(show.content) <= 3000
+
+
+def test_post_requests_stores_json_parameters(srv, http):
+    r = http.post("/requests", content=json.dumps({"name": "<b>x</b>", "n": 3}))
+    assert r.status_code == 302
+    new_id = int(r.headers["location"].rsplit("/", 1)[1])
+    params = row(srv.db, "SELECT parameters FROM requests WHERE id = ?", (new_id,))[0]
+    assert json.loads(params) == {"name": "<b>x</b>", "n": 3}
+    show = http.get(f"/requests/{new_id}")
+    assert "<b>x</b>" not in show.text and "&lt;b&gt;" in show.text  # escaped
+
+
+def test_post_metrics_generated_and_given(srv, http):
+    r = http.post("/metrics")
+    assert r.status_code == 201
+    check_headers(r, JSON)
+    out = r.json()
+    assert len(out["ids"]) == 5 and out["instance"]
+    got = row(srv.db, f"SELECT count(*) FROM metrics WHERE id IN ({','.join(map(str, out['ids']))})")
+    assert got[0] == 5
+
+    body = {"instance": "contract-1",
+            "measurements": [{"name": n, "value": v} for n, v in
+                             zip(["a", "b", "c", "d", "e"], [1, 2.5, 3, 4, 5])]}
+    first = http.post("/metrics", json=body).json()
+    body["measurements"][1]["value"] = 7
+    second = http.post("/metrics", json=body).json()
+    value, previous = row(srv.db, "SELECT value, previous FROM metrics WHERE id = ?",
+                          (second["ids"][1],))
+    assert (value, previous) == (7.0, 2.5)
+    assert row(srv.db, "SELECT previous FROM metrics WHERE id = ?", (first["ids"][0],))[0] is None
+
+
+def test_items_roundtrip(srv, http):
+    payload = "é" * 1000 + "x" * 48
+    r = http.post("/items", content=json.dumps({"payload": payload}))  # no Content-Type
+    assert r.status_code == 201
+    check_headers(r, JSON)
+    new_id = r.json()["id"]
+    assert row(srv.db, "SELECT payload FROM items WHERE id = ?", (new_id,))[0] == payload
+    g = http.get(f"/items/{new_id}")
+    assert g.status_code == 200
+    check_headers(g, JSON)
+    item = g.json()
+    assert item["id"] == new_id and item["payload"] == payload and item["created_at"]
+    edge = http.post("/items", json={"payload": "y" * 65536})
+    assert edge.status_code == 201
+
+
+def test_users_read_page_update(srv, http):
+    r = http.get("/users/7")
+    assert r.status_code == 200
+    check_headers(r, HTML)
+    assert "user7" in r.text
+    page = http.get("/users/7/page")
+    assert page.status_code == 200
+    check_headers(page, HTML)
+    assert len(page.content) >= 100_000 and "user7" in page.text
+
+    before = row(srv.db, "SELECT updates FROM users WHERE uid = 7")[0]
+    u = http.post("/users/7", json={"departname": "Q&A"})
+    assert u.status_code == 200
+    check_headers(u, HTML)
+    assert "Q&amp;A" in u.text
+    assert row(srv.db, "SELECT departname, updates FROM users WHERE uid = 7") == ("Q&A", before + 1)
+
+
+def test_requests_handled_counts_exactly(srv, http):
+    before = http.get("/health").json()["requests_handled"]
+    for _ in range(25):
+        http.get("/hello")
+    http.get("/nope")
+    after = http.get("/health").json()["requests_handled"]
+    assert after - before == 26
+
+
+# ------------------------------------------------------------------ bad input
+
+BIG = 2**63
+BAD = [
+    # (method, path, body, status)
+    ("POST", "/items", b"{not json", 400),
+    ("POST", "/items", b'{"payload": 5}', 400),
+    ("POST", "/items", b'{"payload": null}', 400),
+    ("POST", "/items", b"[1, 2]", 400),
+    ("POST", "/items", b'"just a string"', 400),
+    ("POST", "/items", b"{}", 400),
+    ("POST", "/items", b"", 400),
+    ("POST", "/items", b'{"payload": NaN}', 400),
+    ("POST", "/items", json.dumps({"payload": "z" * 65537}).encode(), 400),
+    ("POST", "/items", b'{"payload": "' + b"a" * 1_100_000 + b'"}', 413),
+    ("POST", "/requests", b"{oops", 400),
+    ("POST", "/requests", b"[1]", 400),
+    ("POST", "/requests", b" " + b"x" * 1_100_000, 413),
+    ("POST", "/metrics", b"{", 400),
+    ("POST", "/metrics", b'{"instance": "i"}', 400),
+    ("POST", "/metrics", b'{"instance": 3, "measurements": []}', 400),
+    ("POST", "/metrics", json.dumps({"instance": "i", "measurements": [{"name": "a", "value": 1}] * 4}).encode(), 400),
+    ("POST", "/metrics", json.dumps({"instance": "i", "measurements": [{"name": "a", "value": "1"}] * 5}).encode(), 400),
+    ("POST", "/metrics", json.dumps({"instance": "i", "measurements": [{"name": "a", "value": True}] * 5}).encode(), 400),
+    ("POST", "/users/3", b'{"departname": 12}', 400),
+    ("POST", "/users/3", b'{"departname": ""}', 400),
+    ("POST", "/users/3", json.dumps({"departname": "d" * 65}).encode(), 400),
+    ("POST", "/users/3", b'{"name": "x"}', 400),
+    ("POST", "/users/3", b"nope", 400),
+    ("POST", f"/users/{USERS + 1000}", b'{"departname": "x"}', 404),
+    ("GET", f"/items/{ITEMS + 10_000}", None, 404),
+    ("GET", "/requests/999999", None, 404),
+    ("GET", f"/users/{USERS + 1000}", None, 404),
+    ("GET", f"/users/{USERS + 1000}/page", None, 404),
+    ("GET", "/no/such/route", None, 404),
+    ("GET", "/", None, 404),
+    ("DELETE", "/items/1", None, 405),
+    ("PUT", "/items", b"{}", 405),
+    ("GET", "/items", None, 405),
+    ("POST", "/hello", b"", 405),
+    ("GET", "/requests", None, 405),
+    ("GET", "/metrics", None, 405),
+    ("PATCH", "/users/1", b"{}", 405),
+]
+for bad_id in ["abc", "-1", "0", "+1", "1.5", str(BIG), "99999999999999999999999", "%20"]:
+    BAD += [("GET", f"/items/{bad_id}", None, 400), ("GET", f"/requests/{bad_id}", None, 400),
+            ("GET", f"/users/{bad_id}", None, 400), ("GET", f"/users/{bad_id}/page", None, 400),
+            ("POST", f"/users/{bad_id}", b'{"departname": "x"}', 400)]
+
+
+@pytest.mark.parametrize("method,path,body,status", BAD,
+                         ids=[f"{m} {p[:40]} {len(b or b'')}B {s}" for m, p, b, s in BAD])
+def test_bad_input_gets_json_error(srv, http, method, path, body, status):
+    r = http.request(method, path, content=body)
+    check_error(r, status)
+    if status == 405:
+        assert r.headers.get("allow"), "405 needs an Allow header"
+    assert srv.alive()
+
+
+def test_still_answers_after_bad_input(srv, http):
+    assert http.get("/hello").status_code == 200
+    assert http.post("/items", json={"payload": "after"}).status_code == 201
+    assert srv.alive()
+
+
+def test_bad_input_wrote_nothing(srv):
+    """None of the rejected writes above left a row behind."""
+    assert row(srv.db, "SELECT count(*) FROM items WHERE length(payload) > 65536")[0] == 0
+    assert row(srv.db, "SELECT count(*) FROM users WHERE uid > ?", (USERS,))[0] == 0
+
+
+# ------------------------------------------------------------------ profiles and knobs
+
+PROFILES = list(servers.load_profiles())
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_starts_and_reports_its_knobs(stack, profile, tmp_path):
+    db = servers.prepare_database(tmp_path / "p.db", users=5)
+    spec = servers.load_profiles()[profile]
+    with servers.start_server(stack, db, profile=profile, timeout=300) as s:
+        h = s.get_json("/health")
+        k = h["knobs"]
+        assert (k["txn_mode"], k["busy"], k["write_path"]) == \
+            (spec["txn_mode"], spec["busy"], spec["write_path"])
+        wanted = dict(p.split("=") for p in spec["pragmas"].split(","))
+        assert k["pragmas"]["journal_mode"] == wanted["journal_mode"]
+        assert set(k["pragmas"]) == set(wanted)
+        with httpx.Client(base_url=s.url, follow_redirects=False, timeout=30) as c:
+            def one(i):
+                return (c.post("/items", json={"payload": f"p{i}"}).status_code,
+                        c.post("/requests").status_code,
+                        c.post("/users/1", json={"departname": f"d{i}"}).status_code)
+            with cf.ThreadPoolExecutor(8) as pool:
+                results = list(pool.map(one, range(40)))
+    codes = {code for r in results for code in r}
+    # Only a busy handler that never sleeps (seed 001's `retries:`) may give up under load.
+    allowed = {201, 302, 200} | ({503} if spec["busy"].startswith("retries") else set())
+    assert codes <= allowed, results
+    acked = [sum(r[i] == ok for r in results) for i, ok in enumerate((201, 302, 200))]
+    counts = servers.table_counts(db)
+    assert [counts["items"], counts["requests"], counts["user_updates"]] == acked
+    assert servers.integrity_check(db) == "ok"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("path", ["writer", "batch"])
+def test_writer_paths_isolate_failing_jobs(stack, path, tmp_path):
+    """Concurrent writes through the writer: good ones commit, a 404 job fails alone."""
+    db = servers.prepare_database(tmp_path / "w.db", users=5)
+    with servers.start_server(stack, db, profile="single-writer", write_path=path,
+                              timeout=300) as s:
+        with httpx.Client(base_url=s.url, timeout=30) as c:
+            def one(i):
+                if i % 5 == 0:
+                    return c.post("/users/999", json={"departname": "x"}).status_code
+                return c.post("/items", json={"payload": f"w{i}"}).status_code
+            with cf.ThreadPoolExecutor(16) as pool:
+                codes = list(pool.map(one, range(200)))
+    assert codes.count(404) == 40 and codes.count(201) == 160
+    assert servers.table_counts(db)["items"] == 160
+
+
+def test_multiprocess_counter_sums_all_workers(tmp_path):
+    stacks = [s for s in STACKS if servers.STACKS[s]["multiprocess"]]
+    if not stacks:
+        pytest.skip("no multi-process stack selected")
+    for stack in stacks:
+        db = servers.prepare_database(tmp_path / f"{stack}.db")
+        with servers.start_server(stack, db, profile="rails71", processes=2, threads=2,
+                                  timeout=300) as s:
+            pids = set()
+            before = s.get_json("/health")["requests_handled"]
+            for _ in range(60):  # new connections spread over the workers
+                with httpx.Client(base_url=s.url) as c:
+                    assert c.get("/hello").status_code == 200
+                    pids.add(c.get("/health").json()["pid"])
+            after = s.get_json("/health")["requests_handled"]
+            assert after - before == 60
+            assert s.get_json("/health")["knobs"]["processes"] == 2
+
+
+INVALID = [
+    ({"LAB_TXN_MODE": "sometimes"}, "LAB_TXN_MODE"),
+    ({"LAB_BUSY": "forever"}, "LAB_BUSY"),
+    ({"LAB_BUSY": "busy_timeout:abc"}, "LAB_BUSY"),
+    ({"LAB_WRITE_PATH": "fast"}, "LAB_WRITE_PATH"),
+    ({"LAB_PRAGMAS": "key=secret"}, "LAB_PRAGMAS"),
+    ({"LAB_PRAGMAS": "journal_mode=banana"}, "LAB_PRAGMAS"),
+    ({"LAB_PRAGMAS": "cache_size=lots"}, "LAB_PRAGMAS"),
+    ({"LAB_THREADS": "0"}, "LAB_THREADS"),
+    ({"LAB_READERS": "x"}, "LAB_READERS"),
+    ({"LAB_PROCESSES": "-1"}, "LAB_PROCESSES"),
+    ({"LAB_PORT": "notaport"}, "LAB_PORT"),
+    ({"LAB_DB": "/nonexistent/lab.db"}, "LAB_DB"),
+    ({"LAB_WRITE_PATH": "writer", "LAB_PROCESSES": "2"}, "LAB_"),
+    ({"LAB_WRITE_PATH": "batch", "LAB_PROCESSES": "3"}, "LAB_"),
+]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("env,names", INVALID, ids=[",".join(f"{k}={v}" for k, v in e.items()) for e, _ in INVALID])
+def test_invalid_knobs_fail_with_one_line(stack, env, names, tmp_path):
+    db = servers.prepare_database(tmp_path / "i.db")
+    servers.build_server(stack)
+    run_env = {**os.environ, "LAB_PORT": str(servers.free_port()), "LAB_DB": str(db), **env}
+    proc = subprocess.run([str(config.SERVERS_DIR / stack / "run")], env=run_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    lab_lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.startswith("lab: ")]
+    assert len(lab_lines) == 1, proc.stderr[-2000:]
+    assert names in lab_lines[0]
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if not servers.STACKS[s]["multiprocess"]])
+def test_single_process_stacks_refuse_processes(stack, tmp_path):
+    db = servers.prepare_database(tmp_path / "s.db")
+    servers.build_server(stack)
+    proc = subprocess.run([str(config.SERVERS_DIR / stack / "run")],
+                          env={**os.environ, "LAB_PORT": str(servers.free_port()),
+                               "LAB_DB": str(db), "LAB_PROCESSES": "2"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert [l for l in proc.stderr.splitlines() if l.startswith("lab: ") and "LAB_PROCESSES" in l]
+
+
+def test_schema_without_tables_is_refused(tmp_path):
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    for stack in STACKS:
+        servers.build_server(stack)
+        proc = subprocess.run([str(config.SERVERS_DIR / stack / "run")],
+                              env={**os.environ, "LAB_PORT": str(servers.free_port()),
+                                   "LAB_DB": str(empty)},
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0, stack
+        assert [l for l in proc.stderr.splitlines() if l.startswith("lab: ")], (stack, proc.stderr)
