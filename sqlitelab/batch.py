@@ -1,0 +1,100 @@
+"""Run notebooks with papermill: `python -m sqlitelab.batch --scale quick [--only 01] [-p key value]`.
+
+Each notebook is executed into data/runs/<run_id>/<notebook>.ipynb (never over the source),
+with the fixed `sqlitelab` kernel, its `scale` and `run_id` parameters set, and any -p
+overrides (values parsed as Python literals: `-p levels "[1, 2]"`). A summary of the points
+each run stored, and where the executed notebooks and figures are, is printed at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+from pathlib import Path
+
+from . import config, results
+
+
+def notebooks(only: list[str] | None = None) -> list[Path]:
+    found = sorted(p for p in config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
+    if only:
+        found = [p for p in found if any(p.stem.startswith(o) for o in only)]
+    return found
+
+
+def run_notebook(path: Path, scale: str, overrides: dict | None = None,
+                 runs_dir: Path | None = None, log_output: bool = True) -> dict:
+    import papermill as pm
+    run_id = results.new_run_id(path.stem)
+    out_dir = Path(runs_dir or config.RUNS_DIR) / run_id
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / path.name
+    params = {"scale": scale, "run_id": run_id, **(overrides or {})}
+    t = time.perf_counter()
+    error = None
+    try:
+        pm.execute_notebook(str(path), str(out), parameters=params, kernel_name=config.KERNEL_NAME,
+                            cwd=str(config.NOTEBOOKS_DIR), log_output=log_output,
+                            progress_bar=False)
+    except pm.PapermillExecutionError as e:
+        error = f"{e.ename}: {e.evalue}"
+    return {"notebook": path.stem, "run_id": run_id, "executed": str(out),
+            "seconds": round(time.perf_counter() - t, 1), "error": error}
+
+
+def summary(done: list[dict]) -> str:
+    import pandas as pd
+    rows = []
+    for d in done:
+        pts = results.load_points()
+        if len(pts):
+            pts = pts[pts["run_id"].str.startswith(d["run_id"])]
+        row = {"notebook": d["notebook"], "seconds": d["seconds"], "points": len(pts),
+               "status": "error: " + d["error"] if d["error"] else "ok"}
+        if len(pts):
+            row["best rps"] = round(pts["rps"].max(), 1)
+            best = pts.loc[pts["rps"].idxmax()]
+            row["at"] = f"{best['server']}/{best['profile']} {best['users']}u"
+            row["audit"] = "ok" if pts["audit_ok"].all() else "FAILED"
+            row["gen-bound"] = int(pts["generator_bound"].sum())
+        rows.append(row)
+    return pd.DataFrame(rows).to_string(index=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sqlitelab.batch", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=["quick", "seed"], default="quick")
+    ap.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01 03")
+    ap.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="override a parameter (a Python literal; bare words are strings)")
+    args = ap.parse_args(argv)
+    overrides = {}
+    for name, value in args.param:
+        try:
+            overrides[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[name] = value
+    found = notebooks(args.only)
+    if not found:
+        print(f"No notebooks to run in {config.NOTEBOOKS_DIR}"
+              + (f" matching {args.only}" if args.only else "") + ".")
+        return 0
+    t = time.perf_counter()
+    done = []
+    for path in found:
+        print(f"== {path.stem} ({args.scale})", flush=True)
+        done.append(run_notebook(path, args.scale, overrides))
+        print(f"   {done[-1]['seconds']} s -> {done[-1]['executed']}"
+              + (f"\n   FAILED: {done[-1]['error']}" if done[-1]["error"] else ""), flush=True)
+    print(f"\nSummary ({args.scale} scale, {time.perf_counter() - t:.0f} s in all, "
+          f"{results.machine_label()}):")
+    print(summary(done))
+    print(f"\nExecuted notebooks: {config.RUNS_DIR}/<run_id>/\nFigures: {config.FIGURES_DIR}/<notebook>/"
+          f"\nResults: {config.RESULTS_DB}")
+    return 1 if any(d["error"] for d in done) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

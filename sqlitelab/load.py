@@ -1,0 +1,325 @@
+"""Driving load: one Locust subprocess per level, an exact measurement window, merged
+HdrHistograms, server and generator CPU, and the audit of every acknowledged write.
+
+    df = sweep(notebook="01-linear-writes", servers=["python-fastapi"], profiles=["rails71"],
+               scenario="rails-writes", levels=[1, 2, 4], duration=10, repeats=3)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from hdrh.histogram import HdrHistogram
+
+from . import config, servers
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    user_class: str
+    description: str
+    write: str | None = None          # the request whose acknowledgement is a write
+    acked: tuple[int, ...] = ()       # statuses that acknowledge it
+    counter: str | None = None        # what servers.table_counts() it grows
+    rows_per_ack: int = 1
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "hello": Scenario("Hello", "GET /hello, no database (seed 004)"),
+    "rails-writes": Scenario("RailsWrites", "POST /requests following the redirect, as hey does (seed 000)",
+                             "POST POST /requests", (200, 302), "requests"),
+    "rails-writes-noredirect": Scenario("RailsWritesNoRedirect", "POST /requests, oha --redirect 0",
+                                        "POST POST /requests", (302,), "requests"),
+    "metrics-writes": Scenario("MetricsWrites", "POST /metrics: 10 statements, 5 writes (seed 001)",
+                               "POST POST /metrics", (201,), "metrics", 5),
+    "mix": Scenario("Mix", "GET/POST /items, 2 KB payloads, write share a parameter (seed 002)",
+                    "POST POST /items", (201,), "items"),
+    "user-read": Scenario("UserRead", "GET /users/{uid}: read + small template (seed 004)"),
+    "user-page": Scenario("UserPage", "GET /users/{uid}/page: 100 KB page (seed 004)"),
+    "user-update": Scenario("UserUpdate", "POST /users/{uid}: UPDATE + re-SELECT (seed 004)",
+                            "POST POST /users/{uid}", (200,), "user_updates"),
+}
+
+PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
+GENERATOR_BOUND_CPU = 0.90
+
+
+class LoadError(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------- sampling
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        p = psutil.Process(pid)
+        return [p, *p.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    total = 0.0
+    for p in _tree(pid):
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def tree_rss(pid: int) -> int:
+    total = 0
+    for p in _tree(pid):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+class Sampler(threading.Thread):
+    """Samples (time, server CPU s, server RSS, generator CPU s) every `every` seconds,
+    and takes exact samples (with the server's own request counter) at t0 and t1."""
+
+    def __init__(self, server: servers.Server, gen_pid: int, t0: float, t1: float, every=0.25):
+        super().__init__(daemon=True)
+        self.server, self.gen_pid, self.t0, self.t1, self.every = server, gen_pid, t0, t1, every
+        self.samples: list[tuple[float, float, int, float]] = []
+        self.marks: dict[str, dict] = {}
+        self.stop_event = threading.Event()
+
+    def sample(self) -> tuple[float, float, int, float]:
+        s = (time.time(), tree_cpu_seconds(self.server.pid), tree_rss(self.server.pid),
+             tree_cpu_seconds(self.gen_pid))
+        self.samples.append(s)
+        return s
+
+    def mark(self, name: str) -> None:
+        t, scpu, rss, gcpu = self.sample()
+        try:
+            handled = self.server.get_json("/health", timeout=2)["requests_handled"]
+        except (OSError, ValueError, KeyError):
+            handled = None
+        self.marks[name] = {"t": t, "server_cpu": scpu, "gen_cpu": gcpu, "handled": handled}
+
+    def run(self) -> None:
+        pending = [("t0", self.t0), ("t1", self.t1)]
+        while not self.stop_event.is_set():
+            now = time.time()
+            if pending and now >= pending[0][1]:
+                self.mark(pending.pop(0)[0])
+                continue
+            self.sample()
+            wait = self.every if not pending else min(self.every, max(0.0, pending[0][1] - now))
+            self.stop_event.wait(wait)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(5)
+
+    def between(self, t0: float, t1: float) -> dict:
+        """CPU seconds and peak RSS over [t0, t1], from the nearest samples."""
+        inside = [s for s in self.samples if t0 <= s[0] <= t1] or self.samples[-1:]
+        def at(t):
+            return min(self.samples, key=lambda s: abs(s[0] - t))
+        a, b = at(t0), at(t1)
+        span = max(b[0] - a[0], 1e-9)
+        return {"server_cpu_s": b[1] - a[1], "gen_cpu_s": b[3] - a[3], "span": span,
+                "server_rss_max": max((s[2] for s in inside), default=0)}
+
+
+# --------------------------------------------------------------------------- one level
+
+def locust_command(scenario: str, users: int, url: str, run_time: float, processes: int,
+                   out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+           "-u", str(users), "-r", str(max(users, 1)), "--run-time", f"{math.ceil(run_time)}s",
+           "--stop-timeout", "30", "--host", url, "--csv", str(out_dir / "locust"),
+           "--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
+    if processes > 1:
+        cmd += ["--processes", str(processes)]
+    cmd.append(SCENARIOS[scenario].user_class)
+    return servers.pin_command(cmd, cpus)
+
+
+def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, *,
+              duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
+              max_duration: float = 300.0, processes: int = 1, cpus: str | None = None,
+              params: dict | None = None, startup: float | None = None) -> dict:
+    """Drive `users` closed-loop users of `scenario` at `server` and measure one window.
+
+    The window opens `warmup` seconds after all users should have spawned and closes after
+    `duration` seconds, or (when `requests` is given) once that many requests have been
+    recorded, bounded by `max_duration`. Returns the merged measurement.
+    """
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    if users < 1 or processes < 1 or duration <= 0 or warmup < 0:
+        raise ValueError("users and processes must be >= 1, duration > 0, warmup >= 0")
+    if not server.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
+        raise ValueError(f"load goes to loopback only, not {server.url}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = params or {}
+    # Locust spawns its users ~0.5 s after launch here (more with --processes); a late
+    # spawn is caught by `ramp_in_window`.
+    startup = startup if startup is not None else 1.2 + 0.8 * (processes - 1) + users / 1000
+    launch = time.time()
+    t0 = launch + startup + warmup
+    t1 = t0 + (max_duration if requests else duration)
+    env = {**os.environ, "LAB_T0": repr(t0), "LAB_T1": repr(t1), "LAB_OUT_DIR": str(out_dir),
+           "LAB_TARGET": str(math.ceil(requests / processes)) if requests else "0",
+           **{f"LAB_{k.upper()}": str(v) for k, v in params.items()}}
+    cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 0.5, processes,
+                                 out_dir, cpus)
+    log = open(out_dir / "locust.log", "wb")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    log.close()
+    sampler = Sampler(server, proc.pid, t0, t1)
+    sampler.start()
+    try:
+        proc.wait(timeout=t1 - launch + 90)
+    except BaseException:  # timeout, KeyboardInterrupt: stop the generator by its PID
+        _stop_group(proc)
+        raise
+    finally:
+        sampler.stop()
+        _stop_group(proc)
+    return merge_level(out_dir, sampler, server, scenario, users, processes, pinned,
+                       requests, (t0, t1), proc.returncode)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if proc.poll() is None:
+        proc.wait(5)
+
+
+def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,
+                window, returncode) -> dict:
+    files = sorted(out_dir.glob("proc-*.json"))
+    log_text = (out_dir / "locust.log").read_text(errors="replace")
+    if not files:
+        raise LoadError(f"Locust wrote no measurements (exit {returncode}); its log:\n"
+                        + "\n".join(log_text.splitlines()[-25:]))
+    procs = [json.loads(f.read_text()) for f in files]
+    hist = HdrHistogram(1, 100_000_000, 3)
+    status, failures, run_counts = {}, {}, {}
+    for p in procs:
+        if p["hist"]:
+            hist.add(HdrHistogram.decode(p["hist"]))
+        for src, dst in ((p["status"], status), (p["failures"], failures), (p["run_counts"], run_counts)):
+            for k, v in src.items():
+                dst[k] = dst.get(k, 0) + v
+    count = sum(p["count"] for p in procs)
+    t0 = window[0]
+    t1s = [p["t1"] for p in procs]
+    win = max(max(t1s) - t0, 1e-9)
+    # Throughput adds up over processes, each over its own window.
+    rps = sum(p["count"] / max(p["t1"] - t0, 1e-9) for p in procs)
+    cpu = sampler.between(t0, max(t1s))
+    gen_cpus = len(servers.parse_cpus(pinned)) if pinned else len(servers.available_cpus())
+    gen_util = cpu["gen_cpu_s"] / (cpu["span"] * gen_cpus)
+    locust_warned = "CPU usage above 90%" in log_text or "CPU usage was too high" in log_text
+    spawned = [p["spawned_at"] for p in procs if p["spawned_at"]]
+    m0, m1 = sampler.marks.get("t0"), sampler.marks.get("t1")
+    server_handled = (m1["handled"] - m0["handled"]) if (m0 and m1 and m0["handled"] is not None
+                                                        and m1["handled"] is not None and not requests) else None
+    sc = SCENARIOS[scenario]
+    acked = 0
+    if sc.write:
+        acked = sum(v for k, v in run_counts.items()
+                    if k.rsplit(" ", 1)[0] == sc.write and int(k.rsplit(" ", 1)[1]) in sc.acked)
+    point = {
+        "users": users, "processes": processes, "window_s": win, "requests": count,
+        "rps": rps, "mean_ms": (sum(p["sum_us"] for p in procs) / count / 1000) if count else None,
+        **{f"{k}_ms": (hist.get_value_at_percentile(v) / 1000 if count else None)
+           for k, v in PERCENTILES.items()},
+        "max_ms": hist.get_max_value() / 1000 if count else None,
+        "hist_mean_ms": hist.get_mean_value() / 1000 if count else None,
+        "min_ms": hist.get_min_value() / 1000 if count else None,
+        "status_counts": json.dumps(dict(sorted(status.items()))),
+        "busy_errors": failures.get("busy", 0),
+        "server_errors": failures.get("server_error", 0),
+        "client_errors": failures.get("client_error", 0),
+        "connection_errors": failures.get("connection", 0),
+        "timeouts": failures.get("timeout", 0),
+        "errors": sum(failures.values()),
+        "bytes_per_s": sum(p["bytes"] for p in procs) / win,
+        "server_cpu_pct": 100 * cpu["server_cpu_s"] / cpu["span"],
+        "server_rss_mb": cpu["server_rss_max"] / 2**20,
+        "gen_cpu_pct": 100 * gen_util * gen_cpus,
+        "gen_cpus": gen_cpus,
+        "generator_bound": bool(gen_util >= GENERATOR_BOUND_CPU or locust_warned),
+        "locust_cpu_warning": locust_warned,
+        "server_requests": server_handled,
+        "ramp_in_window": bool(spawned and max(spawned) > t0),
+        "acked_writes": acked,
+        "run_counts": json.dumps(dict(sorted(run_counts.items()))),
+        "locust_avg_ms": _locust_average(out_dir),
+        **_locust_window(procs),
+        "generator_pinning": pinned,
+        "histogram": hist.encode().decode() if count else None,
+        "locust_exit": returncode,
+    }
+    return point
+
+
+def _locust_window(procs: list[dict]) -> dict:
+    """Locust's own exact average over the window (reset at t0), where it was taken."""
+    views = [p.get("locust_window") for p in procs]
+    if not views or any(v is None for v in views):
+        return {"locust_window_avg_ms": None, "locust_window_requests": None}
+    n = sum(v["requests"] for v in views)
+    avg = sum(v["avg_ms"] * v["requests"] for v in views) / n if n else None
+    return {"locust_window_avg_ms": avg, "locust_window_requests": n}
+
+
+def _locust_average(out_dir: Path) -> float | None:
+    """Locust's own exact average over the whole run (Aggregated row of its CSV)."""
+    import csv
+    path = out_dir / "locust_stats.csv"
+    if not path.exists():
+        return None
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if r.get("Name") == "Aggregated":
+                try:
+                    return float(r["Average Response Time"])
+                except (KeyError, ValueError):
+                    return None
+    return None
+
+
+# --------------------------------------------------------------------------- primer
+
+def prime(server: servers.Server, n: int = 50) -> None:
+    """A few unmeasured requests (no writes) so the first level doesn't pay cold starts."""
+    import urllib.request
+    for _ in range(n):
+        with urllib.request.urlopen(server.url + "/hello", timeout=5) as r:
+            r.read()

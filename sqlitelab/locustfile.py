@@ -1,0 +1,214 @@
+"""Locust scenarios of DESIGN.md, with the lab's own in-window recorder.
+
+Run by sqlitelab.load as a subprocess (never inside a notebook kernel). Every Locust process
+that runs users records, for each request that starts at or after LAB_T0 and finishes by
+LAB_T1 (epoch seconds), its latency into an HdrHistogram in microseconds, plus counts per
+status code and failure kind; and, for the audit, every response of the whole run by
+(request name, status). At quit it writes `LAB_OUT_DIR/proc-<pid>.json`.
+
+With LAB_TARGET (requests per process) the process ends its window once it has recorded
+that many, stops its users after their current request and quits: a level of N requests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import gevent
+from hdrh.histogram import HdrHistogram
+from locust import FastHttpUser, constant, constant_throughput, events, task
+from locust.exception import StopUser
+from locust.runners import LocalRunner, MasterRunner
+
+from sqlitelab.failures import failure_kind
+
+T0 = float(os.environ.get("LAB_T0", "0"))
+T1 = float(os.environ.get("LAB_T1", "1e12"))
+TARGET = int(os.environ.get("LAB_TARGET", "0"))
+OUT_DIR = Path(os.environ.get("LAB_OUT_DIR", "."))
+WRITE_SHARE = float(os.environ.get("LAB_WRITE_SHARE", "0.1"))
+PAYLOAD = "p" * int(os.environ.get("LAB_PAYLOAD_BYTES", "2048"))
+ITEMS = int(os.environ.get("LAB_ITEMS", "1000"))         # ids 1..ITEMS exist when the level starts
+USERS_ROWS = int(os.environ.get("LAB_USERS_ROWS", "1000"))
+FOLLOW = os.environ.get("LAB_FOLLOW_REDIRECTS", "1") == "1"
+RATE = float(os.environ.get("LAB_RATE_PER_USER", "0"))    # open-loop: requests/s per user; 0 = closed loop
+TIMEOUT = float(os.environ.get("LAB_REQUEST_TIMEOUT", "30"))
+
+# 1 µs .. 100 s at 3 significant digits
+hist = HdrHistogram(1, 100_000_000, 3)
+window_status: Counter = Counter()
+window_failures: Counter = Counter()
+run_counts: Counter = Counter()  # "name status" -> n over the whole run (the audit's acks)
+state = {"count": 0, "bytes": 0, "sum_us": 0, "first_start": None, "last_end": None,
+         "t1": None, "stopping": False, "spawned_at": None, "max_item": ITEMS,
+         "locust_window": None}
+
+
+@events.request.add_listener
+def record(request_type, name, response_time, response_length, response=None, exception=None,
+           start_time=None, **kw):
+    status = getattr(response, "status_code", 0) or 0
+    run_counts[f"{request_type} {name} {status}"] += 1
+    if start_time is None or state["t1"] is not None:
+        return
+    end = start_time + response_time / 1000.0
+    if start_time < T0 or end > T1:
+        return
+    us = max(1, int(round(response_time * 1000)))
+    hist.record_value(min(us, 100_000_000))
+    state["count"] += 1
+    state["sum_us"] += us
+    state["bytes"] += response_length or 0
+    state["first_start"] = start_time if state["first_start"] is None else min(state["first_start"], start_time)
+    state["last_end"] = end if state["last_end"] is None else max(state["last_end"], end)
+    window_status[str(status)] += 1
+    kind = failure_kind(status, exception)
+    if kind:
+        window_failures[kind] += 1
+    if TARGET and state["count"] >= TARGET:
+        state["t1"] = end
+        state["stopping"] = True
+
+
+@events.spawning_complete.add_listener
+def spawned(user_count, **kw):
+    state["spawned_at"] = time.time()
+
+
+@events.init.add_listener
+def locust_window(environment, **kw):
+    """Locust's own view of the window (single-process runner): its stats reset at T0 and
+    its exact average read at the window's end, to cross-check the HdrHistogram."""
+    if not isinstance(environment.runner, LocalRunner):
+        return
+
+    def reset_then_snapshot():
+        gevent.sleep(max(0.0, T0 - time.time()))
+        environment.runner.stats.reset_all()
+        while not state["stopping"] and time.time() < T1:
+            gevent.sleep(min(0.02, max(0.0, T1 - time.time())))
+        total = environment.runner.stats.total
+        state["locust_window"] = {"requests": total.num_requests,
+                                  "avg_ms": total.avg_response_time}
+    gevent.spawn(reset_then_snapshot)
+
+
+@events.init.add_listener
+def watch_for_target(environment, **kw):
+    if TARGET and not isinstance(environment.runner, MasterRunner):
+        def stopper():
+            while not state["stopping"]:
+                gevent.sleep(0.02)
+            # users finish their current request (stop_timeout), then this process quits
+            environment.runner.quit()
+        gevent.spawn(stopper)
+
+
+@events.quitting.add_listener
+def dump(environment, **kw):
+    if isinstance(environment.runner, MasterRunner):
+        return
+    t1 = state["t1"] if state["t1"] is not None else min(T1, time.time())
+    out = {
+        "pid": os.getpid(), "t0": T0, "t1": t1, "target": TARGET,
+        "count": state["count"], "sum_us": state["sum_us"], "bytes": state["bytes"],
+        "first_start": state["first_start"], "last_end": state["last_end"],
+        "spawned_at": state["spawned_at"],
+        "status": dict(window_status), "failures": dict(window_failures),
+        "run_counts": dict(run_counts), "locust_window": state["locust_window"],
+        "hist": hist.encode().decode() if state["count"] else None,
+    }
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    (OUT_DIR / f"proc-{os.getpid()}.json").write_text(json.dumps(out))
+
+
+class LabUser(FastHttpUser):
+    abstract = True
+    wait_time = constant_throughput(RATE) if RATE > 0 else constant(0)
+    network_timeout = TIMEOUT
+    connection_timeout = TIMEOUT
+
+    def on_start(self):
+        if state["stopping"]:
+            raise StopUser()
+
+    def check(self):
+        if state["stopping"]:
+            raise StopUser()
+
+
+class Hello(LabUser):
+    @task
+    def hello(self):
+        self.check()
+        self.client.get("/hello", name="GET /hello")
+
+
+class RailsWrites(LabUser):
+    """POST /requests and follow the redirect to the show page, as `hey` does."""
+    @task
+    def create(self):
+        self.check()
+        self.client.post("/requests", name="POST /requests", allow_redirects=FOLLOW)
+
+
+class RailsWritesNoRedirect(LabUser):
+    """POST /requests without following the redirect (`oha --redirect 0`)."""
+    @task
+    def create(self):
+        self.check()
+        self.client.post("/requests", name="POST /requests", allow_redirects=False)
+
+
+class MetricsWrites(LabUser):
+    """POST /metrics with an empty body (the article's load_test=true), no redirects."""
+    @task
+    def metrics(self):
+        self.check()
+        self.client.post("/metrics", name="POST /metrics", allow_redirects=False)
+
+
+class Mix(LabUser):
+    """GET/POST /items: WRITE_SHARE of requests write a PAYLOAD; reads pick existing ids."""
+    @task
+    def mix(self):
+        self.check()
+        if random.random() < WRITE_SHARE:
+            with self.client.post("/items", data=json.dumps({"payload": PAYLOAD}),
+                                  headers={"Content-Type": "application/json"},
+                                  name="POST /items", catch_response=True) as r:
+                if r.status_code == 201:
+                    try:
+                        state["max_item"] = max(state["max_item"], int(r.json()["id"]))
+                    except (ValueError, KeyError, TypeError):
+                        pass
+        else:
+            self.client.get(f"/items/{random.randint(1, max(1, state['max_item']))}",
+                            name="GET /items/{id}")
+
+
+class UserRead(LabUser):
+    @task
+    def read(self):
+        self.check()
+        self.client.get(f"/users/{random.randint(1, USERS_ROWS)}", name="GET /users/{uid}")
+
+
+class UserPage(LabUser):
+    @task
+    def page(self):
+        self.check()
+        self.client.get(f"/users/{random.randint(1, USERS_ROWS)}/page", name="GET /users/{uid}/page")
+
+
+class UserUpdate(LabUser):
+    @task
+    def update(self):
+        self.check()
+        self.client.post(f"/users/{random.randint(1, USERS_ROWS)}",
+                         data=json.dumps({"departname": f"dept-{random.randint(1, 999)}"}),
+                         headers={"Content-Type": "application/json"}, name="POST /users/{uid}")

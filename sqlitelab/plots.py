@@ -1,0 +1,162 @@
+"""Figures: one style, one deterministic save, the two standard charts.
+
+    plt.style.use("sqlitelab.blog")
+    fig = throughput_chart(df, caption=caption_for(df))
+    save_figure(fig, "throughput", notebook="01-linear-writes")
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+import pandas as pd
+
+from . import config
+
+MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+PERCENTILE_STYLES = {"p50_ms": ("p50", "-"), "p95_ms": ("p95", "--"), "p99_ms": ("p99", ":"),
+                     "p999_ms": ("p99.9", "-.")}
+
+
+def use_style() -> None:
+    plt.style.use("sqlitelab.blog")
+
+
+def new_figure(ncols: int = 1, nrows: int = 1, caption: str | None = None, **kw):
+    """A figure of the lab's fixed size with room for a caption line at the bottom."""
+    use_style()
+    fig, axes = plt.subplots(nrows, ncols, **kw)
+    if caption:
+        set_caption(fig, caption)
+    return fig, axes
+
+
+def set_caption(fig, text: str) -> None:
+    fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
+    fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True)
+
+
+def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path | None = None) -> list[Path]:
+    """Write figures/<notebook>/<name>.png and .svg, byte-for-byte reproducible."""
+    notebook = notebook or os.environ.get("LAB_NOTEBOOK") or "misc"
+    out = Path(figures_dir or config.FIGURES_DIR) / notebook
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    with matplotlib.rc_context({"svg.hashsalt": "sqlitelab"}):
+        fig.savefig(paths[0], metadata={"Software": None})
+        fig.savefig(paths[1], metadata={"Date": None, "Creator": None})
+    return paths
+
+
+def caption_for(df: pd.DataFrame, extra: str = "") -> str:
+    """Machine, pinning and the key knobs of the points drawn."""
+    if df.empty:
+        return extra
+    first = df.iloc[0]
+    parts = []
+    if "machine" in df:
+        parts.append(str(first["machine"]))
+    pin = f"server CPUs {first.get('server_pinning') or 'unpinned'}, generator CPUs {first.get('generator_pinning') or 'unpinned'}"
+    parts.append(pin)
+    knobs = sorted({f"{r.server}/{r.profile}: {r.txn_mode}, {r.busy}, {r.write_path}, "
+                    f"{r.server_processes}×{r.server_threads}"
+                    for r in df.itertuples() if hasattr(r, "txn_mode")})
+    if knobs and len(knobs) <= 4:
+        parts.append("; ".join(knobs))
+    if extra:
+        parts.append(extra)
+    return " · ".join(parts)
+
+
+def series_label(server: str, profile: str, many_profiles: bool, many_servers: bool) -> str:
+    if many_profiles and many_servers:
+        return f"{server} · {profile}"
+    return profile if many_profiles else server
+
+
+def summarise(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFrame:
+    """Mean and spread over repeats of each point; generator_bound if any repeat was."""
+    cols = [c for c in ("rps", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms",
+                        "errors", "busy_errors", "server_cpu_pct", "gen_cpu_pct", "server_rss_mb",
+                        "bytes_per_s") if c in df]
+    g = df.groupby(list(by), sort=True)
+    out = g[cols].mean()
+    out["rps_min"], out["rps_max"] = g["rps"].min(), g["rps"].max()
+    out["repeats"] = g.size()
+    out["generator_bound"] = g["generator_bound"].any()
+    if "audit_ok" in df:
+        out["audit_ok"] = g["audit_ok"].all()
+    return out.reset_index()
+
+
+def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
+                     caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
+                     logx: bool = True):
+    """Mean over repeats with min–max bars; hollow markers where the generator was the limit."""
+    s = summarise(df)
+    fig, ax = new_figure(caption=caption)
+    many_p, many_s = s["profile"].nunique() > 1, s["server"].nunique() > 1
+    for i, ((server, profile), g) in enumerate(s.groupby(["server", "profile"], sort=True)):
+        label = series_label(server, profile, many_p, many_s)
+        line, = ax.plot(g["users"], g[y], marker=MARKERS[i % len(MARKERS)], label=label)
+        if y == "rps":
+            ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
+                        fmt="none", ecolor=line.get_color(), capsize=3, linewidth=1)
+        gb = g[g["generator_bound"]]
+        if len(gb):
+            ax.plot(gb["users"], gb[y], linestyle="none", marker="o", markersize=11,
+                    markerfacecolor="none", markeredgecolor="#cc0000",
+                    label="generator-bound" if i == 0 else None)
+    _users_axis(ax, s, logx)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.legend()
+    return fig
+
+
+def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurrent users",
+                  caption: str | None = None, percentiles=("p50_ms", "p95_ms", "p99_ms"),
+                  logx: bool = True):
+    """Colour per server/profile, line style per percentile, log-scale milliseconds."""
+    s = summarise(df)
+    fig, ax = new_figure(caption=caption)
+    many_p, many_s = s["profile"].nunique() > 1, s["server"].nunique() > 1
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, ((server, profile), g) in enumerate(s.groupby(["server", "profile"], sort=True)):
+        label = series_label(server, profile, many_p, many_s)
+        for col in percentiles:
+            name, style = PERCENTILE_STYLES[col]
+            ax.plot(g["users"], g[col], color=colors[i % len(colors)], linestyle=style,
+                    marker=MARKERS[i % len(MARKERS)], label=f"{label} {name}")
+    _users_axis(ax, s, logx)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_ylabel("latency (ms, log scale)")
+    ax.set_title(title)
+    ax.legend(ncols=2 if s.groupby(["server", "profile"]).ngroups > 2 else 1)
+    return fig
+
+
+def _users_axis(ax, s: pd.DataFrame, logx: bool) -> None:
+    levels = sorted(s["users"].unique())
+    if logx and len(levels) > 1 and levels[-1] / max(levels[0], 1) > 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(levels)
+    ax.set_xticklabels([str(u) for u in levels])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrent users (closed loop)")
+
+
+def status_table(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFrame:
+    """Status-code distribution per point, summed over repeats."""
+    rows = []
+    for _, r in df.iterrows():
+        counts = json.loads(r["status_counts"]) if isinstance(r["status_counts"], str) else {}
+        rows.append({**{k: r[k] for k in by}, **{f"[{k}]": v for k, v in counts.items()}})
+    t = pd.DataFrame(rows).fillna(0)
+    return t.groupby(list(by)).sum().astype(int).reset_index()

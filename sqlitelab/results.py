@@ -1,0 +1,118 @@
+"""data/results.db, the catalogue of every run and point (written with sqlite-utils,
+readable in Datasette), and the metadata that makes a number reproducible."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import sqlite3
+import subprocess
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+import sqlite_utils
+
+from . import config
+
+
+def new_run_id(notebook: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{notebook}-{secrets.token_hex(2)}"
+
+
+def git_commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=config.PROJ_ROOT, text=True,
+                             capture_output=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=config.PROJ_ROOT, text=True, capture_output=True,
+                               timeout=10).stdout.strip()
+        return (sha or "unknown") + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def machine() -> dict:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import psutil
+    return {"host": platform.node(), "system": f"{platform.system()} {platform.release()}",
+            "cpu": model or platform.processor(), "cores": os.cpu_count(),
+            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1)}
+
+
+def machine_label(m: dict | None = None) -> str:
+    m = m or machine()
+    return f"{m['cores']} cores ({m['cpu']}), {m['memory_gib']:g} GiB"
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version(), "sqlite (python)": sqlite3.sqlite_version}
+    for pkg in ("locust", "pandas", "matplotlib", "sqlite-utils", "hdrhistogram", "papermill"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
+    path = Path(path or config.RESULTS_DB)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite_utils.Database(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    return db
+
+
+def store_run(run: dict, points: list[dict], path: Path | str | None = None) -> None:
+    db = open_db(path)
+    row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
+           for k, v in run.items()}
+    db["runs"].insert(row, pk="run_id", replace=True, alter=True)
+    if points:
+        db["points"].insert_all(points, alter=True)
+        db["points"].create_index(["run_id"], if_not_exists=True)
+    db.conn.close()
+
+
+def load_points(path: Path | str | None = None, notebook: str | None = None,
+                run_id: str | None = None) -> pd.DataFrame:
+    """Every stored point (joined with its run's notebook), newest runs first."""
+    path = Path(path or config.RESULTS_DB)
+    if not path.exists():
+        return pd.DataFrame()
+    con = sqlite3.connect(path)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"runs", "points"} <= tables:
+            return pd.DataFrame()
+        sql = ("SELECT p.*, r.notebook, r.started, r.machine FROM points p "
+               "JOIN runs r USING (run_id)")
+        where, args = [], []
+        if notebook:
+            where.append("r.notebook = ?"); args.append(notebook)
+        if run_id:
+            where.append("p.run_id = ?"); args.append(run_id)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return pd.read_sql_query(sql + " ORDER BY r.started DESC", con, params=args)
+    finally:
+        con.close()
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def elapsed(t0: float) -> float:
+    return round(time.perf_counter() - t0, 3)

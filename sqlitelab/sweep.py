@@ -1,0 +1,179 @@
+"""sweep(): servers × profiles × levels × repeats → a tidy DataFrame, stored and audited.
+
+For each server and profile: a fresh database (copied from one seeded template), the server
+started on its CPU set, a primer, then every level and repeat through `load.run_level`, each
+audited (rows written == acknowledged writes) while the server still runs; then the server
+is stopped by its PID and the file checked (`PRAGMA integrity_check`). Points go to
+data/results.db; raw Locust output, histograms and server logs stay in data/runs/<run_id>/.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from . import config, load, results
+from . import servers as stacks
+
+
+class AuditWarning(UserWarning):
+    """Rows written differ from acknowledged writes, or the database failed its check."""
+
+
+def default_cpus() -> tuple[str | None, str | None]:
+    """Server on the first CPU, generator on the rest; no pinning on a 1-CPU machine."""
+    cpus = stacks.available_cpus()
+    if len(cpus) < 2:
+        return None, None
+    rest = cpus[1:]
+    return str(cpus[0]), (f"{rest[0]}-{rest[-1]}" if len(rest) > 1 else str(rest[0]))
+
+
+def _check_args(server_list, profile_list, scenario, levels, repeats):
+    unknown = [s for s in server_list if s not in stacks.STACKS]
+    if unknown:
+        raise ValueError(f"unknown servers {unknown}; known: {list(stacks.STACKS)}")
+    known = stacks.load_profiles()
+    bad = [p for p in profile_list if p not in known]
+    if bad:
+        raise ValueError(f"unknown profiles {bad}; known: {list(known)}")
+    if scenario not in load.SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; known: {list(load.SCENARIOS)}")
+    if not levels or any((not isinstance(u, int)) or u < 1 for u in levels):
+        raise ValueError(f"levels must be positive integers, got {levels!r}")
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+
+
+def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | None = None, profiles: list[str] | None = None,
+          scenario: str = "rails-writes", levels: list[int] = (1, 2, 4), repeats: int = 1,
+          duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
+          max_duration: float = 300.0, pause: float = 0.5, processes: int = 1,
+          server_cpus: str | None = "auto", generator_cpus: str | None = "auto",
+          knobs: dict | None = None, server_knobs: dict[str, dict] | None = None,
+          seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,
+          params: dict | None = None, parameters: dict | None = None, progress: bool = True,
+          results_db: Path | None = None, runs_dir: Path | None = None,
+          run_id: str | None = None) -> pd.DataFrame:
+    """Run a sweep and return its points (one row per server, profile, level and repeat)."""
+    server_list = list(servers or ["python-fastapi"])
+    profile_list = list(profiles or ["rails71"])
+    levels = list(levels)
+    _check_args(server_list, profile_list, scenario, levels, repeats)
+    auto_server, auto_gen = default_cpus()
+    server_cpus = auto_server if server_cpus == "auto" else server_cpus
+    generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
+    stacks.parse_cpus(server_cpus), stacks.parse_cpus(generator_cpus)
+
+    run_id = run_id or results.new_run_id(notebook)
+    if experiment:  # several sweeps of one notebook run share its run_id folder
+        run_id = f"{run_id}/{experiment}"
+    run_dir = Path(runs_dir or config.RUNS_DIR) / run_id
+    tmp_dir = config.TMP_DIR / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    sc = load.SCENARIOS[scenario]
+    params = {**(params or {})}
+    if scenario == "mix":
+        params.setdefault("items", seed_items)
+        params.setdefault("payload_bytes", payload_bytes)
+    if scenario.startswith("user-"):
+        params.setdefault("users_rows", seed_users)
+    run = {"run_id": run_id, "notebook": notebook, "experiment": experiment,
+           "started": results.now_iso(),
+           "parameters": parameters or {}, "git_commit": results.git_commit(),
+           "machine": results.machine_label(), "machine_info": results.machine(),
+           "versions": results.versions(), "server_cpus": server_cpus,
+           "generator_cpus": generator_cpus, "scenario": scenario,
+           "sweep": {"servers": server_list, "profiles": profile_list, "levels": levels,
+                     "repeats": repeats, "duration": duration, "warmup": warmup,
+                     "requests": requests, "processes": processes, "knobs": knobs or {},
+                     "server_knobs": server_knobs or {}, "seed_users": seed_users,
+                     "seed_items": seed_items, "params": params}}
+    points: list[dict] = []
+    template = tmp_dir / "template.db"
+    t = time.perf_counter()
+    stacks.prepare_database(template, users=seed_users, items=seed_items,
+                             payload_bytes=payload_bytes)
+    run["seed_seconds"] = results.elapsed(t)
+
+    from tqdm.auto import tqdm
+    total = len(server_list) * len(profile_list) * len(levels) * repeats
+    bar = tqdm(total=total, desc=notebook, disable=not progress, mininterval=0.5)
+    try:
+        for stack in server_list:
+            for profile in profile_list:
+                these = {**(knobs or {}), **((server_knobs or {}).get(stack, {}))}
+                points += _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id,
+                                      scenario, sc, levels, repeats, duration, warmup, requests,
+                                      max_duration, pause, processes, server_cpus,
+                                      generator_cpus, params, bar)
+    finally:
+        bar.close()
+        run["finished"] = results.now_iso()
+        run["points"] = len(points)
+        results.store_run(run, points, results_db)
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    df = pd.DataFrame(points)
+    if len(df) and not df["audit_ok"].all():
+        bad = df.loc[~df["audit_ok"], ["server", "profile", "users", "repeat",
+                                        "acked_writes", "rows_written", "integrity"]]
+        warnings.warn(f"AUDIT FAILED for {len(bad)} point(s): rows written != acknowledged "
+                      f"writes or integrity_check != ok\n{bad.to_string(index=False)}",
+                      AuditWarning, stacklevel=2)
+    return df
+
+
+def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scenario, sc,
+                levels, repeats, duration, warmup, requests, max_duration, pause, processes,
+                server_cpus, generator_cpus, params, bar) -> list[dict]:
+    db = tmp_dir / f"{stack}-{profile}.db"
+    shutil.copyfile(template, db)
+    log = run_dir / f"server-{stack}-{profile}.log"
+    bar.set_postfix_str(f"{stack}/{profile}: starting")
+    out: list[dict] = []
+    with stacks.start_server(stack, db, profile=profile, cpus=server_cpus, log_path=log,
+                              timeout=300, **these) as srv:
+        health = srv.health
+        load.prime(srv)
+        for users in levels:
+            for rep in range(1, repeats + 1):
+                bar.set_postfix_str(f"{stack}/{profile}: {users} users, repeat {rep}")
+                before = stacks.table_counts(db)
+                level_dir = run_dir / stack / profile / scenario / f"u{users:04d}-r{rep}"
+                p = load.run_level(srv, scenario, users, level_dir, duration=duration,
+                                   warmup=warmup, requests=requests, max_duration=max_duration,
+                                   processes=processes, cpus=generator_cpus, params=params)
+                after = stacks.table_counts(db)
+                written = (after[sc.counter] - before[sc.counter]) if sc.counter else 0
+                expected = p["acked_writes"] * sc.rows_per_ack
+                p.update({
+                    "run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,
+                    "repeat": rep, "rows_written": written, "expected_rows": expected,
+                    "audit_ok": written == expected, "integrity": None,
+                    "server_pinning": srv.pinned,
+                    "knobs": json.dumps(health["knobs"], sort_keys=True),
+                    "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
+                    "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
+                    "sqlite_version": health.get("sqlite_version"),
+                    "server_processes": health["knobs"].get("processes"),
+                    "server_threads": health["knobs"].get("threads"),
+                    "write_path": health["knobs"].get("write_path"),
+                    "txn_mode": health["knobs"].get("txn_mode"),
+                    "busy": health["knobs"].get("busy"),
+                })
+                out.append(p)
+                bar.update(1)
+                time.sleep(pause)
+        if not srv.alive():
+            raise stacks.ServerStartError(f"{stack} died during the sweep:\n"
+                                           f"{stacks.log_tail(log)}")
+    integrity = stacks.integrity_check(db)
+    for p in out:
+        p["integrity"] = integrity
+        p["audit_ok"] = bool(p["audit_ok"] and integrity == "ok")
+    return out

@@ -1,0 +1,47 @@
+"""environment.yml (conda) declares exactly the Python dependencies of pyproject.toml."""
+from __future__ import annotations
+
+import re
+import tomllib
+
+import yaml
+
+from sqlitelab import config
+
+CONDA_NAMES = {"uvicorn-standard": "uvicorn"}  # conda-forge's name for uvicorn[standard]
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:2])
+
+
+def pyproject_deps() -> dict[str, str]:
+    data = tomllib.loads((config.PROJ_ROOT / "pyproject.toml").read_text())
+    out = {}
+    for dep in data["project"]["dependencies"]:
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*>=\s*([0-9.]+)", dep.strip())
+        assert m, f"pyproject dependency {dep!r} should be name>=version"
+        out[m.group(1).lower()] = m.group(3)
+    return out
+
+
+def conda_deps() -> dict[str, str]:
+    env = yaml.safe_load((config.PROJ_ROOT / "environment.yml").read_text())
+    out = {}
+    for dep in env["dependencies"]:
+        if not isinstance(dep, str) or dep.split("=")[0] in ("python", "pip"):
+            continue
+        name, _, version = dep.partition("=")
+        out[CONDA_NAMES.get(name, name).lower()] = version
+    return out
+
+
+def test_same_packages():
+    assert set(conda_deps()) == set(pyproject_deps())
+
+
+def test_conda_pins_satisfy_pyproject_minimums():
+    py = pyproject_deps()
+    for name, pin in conda_deps().items():
+        assert _version(pin) >= _version(py[name]), (name, pin, py[name])
+        assert len(pin.split(".")) == 2, f"{name}: pin major.minor, not {pin}"

@@ -1,0 +1,121 @@
+"""Fast unit tests on synthetic data: no servers, no load."""
+from __future__ import annotations
+
+import json
+
+import matplotlib
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+from sqlitelab import analysis, plots, scales, servers
+from sqlitelab.failures import failure_kind
+
+
+def test_knob_env_from_profile_with_overrides():
+    env = servers.knob_env("rails8", threads=3, busy=None)
+    assert env["LAB_TXN_MODE"] == "immediate" and env["LAB_THREADS"] == "3"
+    assert "LAB_BUSY" not in env
+    with pytest.raises(ValueError, match="unknown profile"):
+        servers.knob_env("turbo")
+    with pytest.raises(ValueError, match="unknown knob"):
+        servers.knob_env("rails71", warp_speed=9)
+
+
+def test_every_profile_names_only_known_knobs():
+    for name, p in servers.load_profiles().items():
+        assert p.get("description"), name
+        assert set(p) - {"description"} <= set(servers.KNOB_ENV), name
+
+
+def test_cpu_sets():
+    cpus = servers.available_cpus()
+    assert servers.parse_cpus(str(cpus[0])) == [cpus[0]]
+    assert servers.parse_cpus(None) is None
+    with pytest.raises(ValueError, match="CPU set"):
+        servers.parse_cpus("4096")
+    cmd, applied = servers.pin_command(["x"], str(cpus[0]))
+    assert applied == str(cpus[0]) and cmd[-1] == "x"
+
+
+def test_scales():
+    s = scales.settings("01-linear-writes", "quick", duration=1.5, levels=None)
+    assert s["duration"] == 1.5 and s["levels"] == scales.SCALES["01-linear-writes"]["quick"]["levels"]
+    with pytest.raises(ValueError, match="scale must be one of"):
+        scales.settings("01-linear-writes", "huge")
+
+
+@pytest.mark.parametrize("status,exc,kind", [
+    (503, None, "busy"), (500, None, "server_error"), (404, None, "client_error"),
+    (0, ConnectionRefusedError("refused"), "connection"), (0, TimeoutError("timed out"), "timeout"),
+    (200, None, None), (302, None, None)])
+def test_failure_kinds(status, exc, kind):
+    assert failure_kind(status, exc) == kind
+
+
+def synthetic_points() -> pd.DataFrame:
+    rows = []
+    for server, scale in (("python-fastapi", 1.0), ("rust-axum", 5.0)):
+        for users, rps in ((1, 100), (2, 180), (4, 300), (8, 250)):
+            for rep in (1, 2):
+                rows.append({"server": server, "profile": "rails71", "users": users, "repeat": rep,
+                             "rps": rps * scale + rep, "mean_ms": users / scale, "p50_ms": 1.0 * users,
+                             "p90_ms": 2.0 * users, "p95_ms": 3.0 * users, "p99_ms": 4.0 * users,
+                             "p999_ms": 5.0 * users, "max_ms": 9.0 * users + rep,
+                             "errors": 3 if users == 8 else 0, "busy_errors": 0,
+                             "generator_bound": server == "rust-axum" and users == 4,
+                             "audit_ok": True, "status_counts": json.dumps({"200": 10}),
+                             "machine": "test box", "server_pinning": "0",
+                             "generator_pinning": "1", "txn_mode": "deferred",
+                             "busy": "busy_timeout:5000", "write_path": "pool",
+                             "server_processes": 1, "server_threads": 4})
+    return pd.DataFrame(rows)
+
+
+def test_seed_table_and_findings():
+    df = synthetic_points()
+    t = analysis.seed_table(df)
+    py = t[(t.server == "python-fastapi") & (t.users == 4)].iloc[0]
+    assert py["rps"] == pytest.approx(301.5) and py["max_ms"] == 38 and py["repeats"] == 2
+    pk = analysis.peak(t).set_index("server")
+    assert pk.loc["python-fastapi", "peak_users"] == 4
+    assert pk.loc["python-fastapi", "errors_from_users"] == 8
+    assert pk.loc["rust-axum", "peak_generator_bound"]
+    text = analysis.linear_writes_findings(t)
+    assert "302 writes/s" in text and "errors begin at 8 users" in text and "generator-bound" in text
+
+
+def test_reference_data_has_its_source():
+    ref, meta = analysis.reference("seed000_linear_writes")
+    assert list(ref["users"]) == [1, 2, 4, 8, 10, 16]
+    assert ref.loc[ref.users == 10, "rps"].item() == 2730
+    assert "M1 Max" in meta["hardware"] and meta["source"]
+
+
+def test_figures_are_deterministic(tmp_path):
+    df = synthetic_points()
+    digests = []
+    for i in range(2):
+        fig = plots.throughput_chart(df, caption=plots.caption_for(df))
+        paths = plots.save_figure(fig, "t", notebook="unit", figures_dir=tmp_path / str(i))
+        fig2 = plots.latency_chart(df, caption="c")
+        paths += plots.save_figure(fig2, "l", notebook="unit", figures_dir=tmp_path / str(i))
+        digests.append([p.read_bytes() for p in paths])
+        import matplotlib.pyplot as plt
+        plt.close("all")
+    assert digests[0] == digests[1]
+    assert (tmp_path / "0" / "unit" / "t.png").stat().st_size > 10_000
+    svg = (tmp_path / "0" / "unit" / "t.svg").read_text()
+    assert "<dc:date>" not in svg
+
+
+def test_figures_have_fixed_size(tmp_path):
+    df = synthetic_points()
+    from PIL import Image
+    sizes = set()
+    for title in ("short", "a much longer title that could change a tight bounding box"):
+        fig = plots.throughput_chart(df, title=title, caption="x" * 200)
+        p = plots.save_figure(fig, "s", notebook="unit", figures_dir=tmp_path / title[:5])[0]
+        sizes.add(Image.open(p).size)
+    assert sizes == {(1200, 675)}
