@@ -1,0 +1,748 @@
+# frozen_string_literal: true
+
+# SQLite Production Lab: the ruby-puma server. A plain Rack app (one object with
+# `call(env)`, routes by hand) over the sqlite3 gem, run by Puma. The contract is
+# ../openapi.yaml and ../README.md; puma.rb maps the LAB_* knobs onto Puma.
+
+require "json"
+require "cgi"
+require "securerandom"
+require "time"
+require "tmpdir"
+require "fileutils"
+begin
+  require "sqlite3"
+  require "rack"
+rescue LoadError => e
+  warn "lab: #{e.message}: install the Debian packages ruby puma ruby-sqlite3 ruby-rack (or: bundle install)"
+  exit 1
+end
+
+module Lab
+  # A start-up error: printed as one `lab: ...` line, then exit 1 before listening.
+  class ConfigError < StandardError; end
+
+  # An HTTP error answered as {"error": message}.
+  class HttpError < StandardError
+    attr_reader :status, :headers
+
+    def initialize(status, message, headers = nil)
+      super(message)
+      @status = status
+      @headers = headers
+    end
+  end
+
+  MAX_ID = 9_223_372_036_854_775_807
+  MAX_BODY = 1_048_576
+  MAX_PAYLOAD = 65_536
+  METRIC_NAMES = %w[cpu memory disk load requests].freeze
+
+  PRAGMA_VALUES = {
+    "journal_mode" => %w[delete truncate persist memory wal off],
+    "synchronous" => %w[off normal full extra 0 1 2 3],
+    "temp_store" => %w[default file memory 0 1 2],
+    "foreign_keys" => %w[on off true false 0 1],
+    "cache_size" => :integer,
+    "mmap_size" => :integer,
+    "journal_size_limit" => :integer,
+    "wal_autocheckpoint" => :integer,
+  }.freeze
+
+  SCHEMA = {
+    "requests" => %w[id uid ip method url parameters created_at updated_at],
+    "metrics" => %w[id instance name value previous created_at],
+    "items" => %w[id payload created_at],
+    "users" => %w[uid username departname created updates],
+  }.freeze
+
+  # The LAB_* environment, validated once in the Puma master before it listens.
+  class Config
+    attr_reader :host, :port, :db, :pragmas, :txn_mode, :busy, :busy_kind, :busy_arg,
+                :write_path, :processes, :threads, :readers, :templates
+
+    def initialize(env)
+      @host = env.fetch("LAB_HOST", "").empty? ? "127.0.0.1" : env["LAB_HOST"]
+      @port = int(env, "LAB_PORT", nil, 1..65_535)
+      @db = env["LAB_DB"].to_s
+      raise ConfigError, "LAB_DB is required (path of a database made from servers/schema.sql)" if @db.empty?
+      raise ConfigError, "LAB_DB='#{@db}' does not exist (make it from servers/schema.sql)" unless File.file?(@db)
+
+      @pragmas = parse_pragmas(env.fetch("LAB_PRAGMAS", ""))
+      @txn_mode = choice(env, "LAB_TXN_MODE", "deferred", %w[deferred immediate])
+      @busy_kind, @busy_arg = parse_busy(env.fetch("LAB_BUSY", "").empty? ? "busy_timeout:5000" : env["LAB_BUSY"])
+      @busy = @busy_kind == "none" ? "none" : "#{@busy_kind}:#{@busy_arg}"
+      @write_path = choice(env, "LAB_WRITE_PATH", "pool", %w[pool writer batch])
+      @processes = int(env, "LAB_PROCESSES", 1, 1..)
+      @threads = int(env, "LAB_THREADS", 3, 1..)
+      @readers = int(env, "LAB_READERS", @threads, 1..)
+      if @write_path != "pool" && @processes > 1
+        raise ConfigError, "LAB_WRITE_PATH=#{@write_path} needs LAB_PROCESSES=1 (one writer thread serves one process)"
+      end
+
+      @templates = env.fetch("LAB_TEMPLATES", "").empty? ? File.expand_path("../templates", __dir__) : env["LAB_TEMPLATES"]
+    end
+
+    def clustered? = @processes > 1
+
+    private
+
+    def int(env, name, default, range)
+      raw = env.fetch(name, "")
+      if raw.empty?
+        raise ConfigError, "#{name} is required (an integer in #{range.begin}..#{range.end})" if default.nil?
+
+        return default
+      end
+      value = raw.match?(/\A[0-9]+\z/) ? raw.to_i : nil
+      return value if value && range.cover?(value)
+
+      raise ConfigError, "#{name}='#{raw}' is not an integer #{range.end ? "in #{range.begin}..#{range.end}" : ">= #{range.begin}"}"
+    end
+
+    def choice(env, name, default, allowed)
+      raw = env.fetch(name, "")
+      return default if raw.empty?
+      return raw if allowed.include?(raw)
+
+      raise ConfigError, "#{name}='#{raw}' is not one of #{allowed.join("|")}"
+    end
+
+    def parse_busy(raw)
+      return ["none", nil] if raw == "none"
+
+      kind, arg = raw.split(":", 2)
+      if %w[busy_timeout sleep_poll retries].include?(kind) && arg&.match?(/\A[0-9]+\z/) && arg.to_i <= 2**31 - 1
+        return [kind, arg.to_i]
+      end
+
+      raise ConfigError, "LAB_BUSY='#{raw}' is not one of busy_timeout:<ms>|sleep_poll:<ms>|retries:<n>|none"
+    end
+
+    def parse_pragmas(raw)
+      raw.split(",").map(&:strip).reject(&:empty?).map do |item|
+        name, value = item.split("=", 2).map { |s| s.strip.downcase }
+        raise ConfigError, "LAB_PRAGMAS: '#{item}' is not name=value" if value.nil? || name.empty? || value.empty?
+
+        allowed = PRAGMA_VALUES[name]
+        if allowed.nil?
+          raise ConfigError, "LAB_PRAGMAS: pragma '#{name}' is not allowed (allowed: #{PRAGMA_VALUES.keys.sort.join(", ")})"
+        end
+
+        ok = allowed == :integer ? value.match?(/\A-?[0-9]{1,19}\z/) : allowed.include?(value)
+        unless ok
+          expected = allowed == :integer ? "an integer" : "one of #{allowed.join("|")}"
+          raise ConfigError, "LAB_PRAGMAS: #{name}='#{value}' is not #{expected}"
+        end
+        [name, value]
+      end
+    end
+  end
+
+  # One SQLite connection with its prepared statements. Used by one thread at a time.
+  class Conn
+    def initialize(config)
+      @db = SQLite3::Database.new(config.db, readwrite: true)
+      case config.busy_kind
+      when "busy_timeout"
+        # SQLite's own sqlite3_busy_timeout: it sleeps inside sqlite3_step, and the
+        # sqlite3 gem 1.4 holds Ruby's GVL there (seed 000).
+        @db.busy_timeout(config.busy_arg)
+      when "sleep_poll"
+        # A busy handler that sleeps 1 ms per try (Ruby's sleep releases the GVL)
+        # until <ms> have passed since the first try. The gem retries unless the
+        # block returns false (nil means retry), so return a strict boolean.
+        limit = config.busy_arg / 1000.0
+        deadline = nil
+        @db.busy_handler do |count|
+          now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          deadline = now + limit if count.zero?
+          if now < deadline
+            sleep 0.001
+            true
+          else
+            false
+          end
+        end
+      when "retries"
+        # Rails 7.1 `retries:`: retry without sleeping (seed 001).
+        retries = config.busy_arg
+        @db.busy_handler { |count| count <= retries }
+      end
+      config.pragmas.each { |name, value| @db.execute("PRAGMA #{name} = #{value}") }
+      @stmts = {}
+      @begin = "BEGIN #{config.txn_mode.upcase}"
+    end
+
+    def stmt(sql)
+      @stmts[sql] ||= @db.prepare(sql)
+    end
+
+    # Runs a statement to completion; returns its first row (or nil).
+    def first_row(sql, *args)
+      s = stmt(sql)
+      s.reset!
+      args.each_with_index { |v, i| s.bind_param(i + 1, v) }
+      s.step
+    ensure
+      s&.reset! # ends the statement, so an autocommit read releases its snapshot
+    end
+    alias run first_row
+
+    def last_insert_row_id = @db.last_insert_row_id
+    def changes = @db.changes
+    def in_transaction? = @db.transaction_active?
+    def begin_transaction = run(@begin)
+
+    # BEGIN <LAB_TXN_MODE>; yield; COMMIT; on any error ROLLBACK and re-raise.
+    def transaction
+      begin_transaction
+      value = yield self
+      run("COMMIT")
+      value
+    rescue Exception # rubocop:disable Lint/RescueException
+      rollback
+      raise
+    end
+
+    def rollback
+      run("ROLLBACK") if in_transaction?
+    rescue SQLite3::Exception
+      nil
+    end
+
+    def pragma(name) = first_row("PRAGMA #{name}")&.first
+    def all_rows(sql) = @db.execute(sql)
+
+    def close
+      @stmts.each_value { |s| s.close unless s.closed? }
+      @stmts.clear
+      @db.close unless @db.closed?
+    end
+  end
+
+  # A fixed set of connections handed out to one thread at a time (Queue#pop sleeps
+  # without the GVL when all are in use).
+  class Pool
+    def initialize(size, &open)
+      @all = Array.new(size, &open)
+      @idle = Thread::Queue.new
+      @all.each { |c| @idle << c }
+    end
+
+    def with
+      conn = @idle.pop
+      yield conn
+    ensure
+      @idle << conn if conn
+    end
+
+    def close = @all.each(&:close)
+  end
+
+  # LAB_WRITE_PATH=writer|batch: one thread with its own connection, fed by a queue.
+  # A request waits on its own one-slot queue for the result, sent after COMMIT.
+  class Writer
+    Job = Struct.new(:work, :reply) do
+      def succeed(value) = reply << [true, value]
+      def fail(error) = reply << [false, error]
+    end
+
+    def initialize(conn, batch:)
+      @conn = conn
+      @batch = batch
+      @queue = Thread::Queue.new
+      @thread = Thread.new { run }
+      @thread.name = "lab-writer"
+    end
+
+    # Runs work.call(conn) in the writer's transaction; returns its value after COMMIT.
+    def submit(&work)
+      job = Job.new(work, Thread::Queue.new)
+      @queue << job
+      ok, value = job.reply.pop
+      raise value unless ok
+
+      value
+    end
+
+    # Answers everything already queued, then stops the thread and closes its connection.
+    def stop
+      @queue.close
+      @thread.join
+      @conn.close
+    end
+
+    private
+
+    def run
+      while (job = @queue.pop)
+        jobs = [job]
+        jobs << @queue.pop while @batch && !@queue.empty?
+        begin
+          @batch ? commit_batch(jobs) : commit_one(job)
+        rescue Exception => e # rubocop:disable Lint/RescueException
+          @conn.rollback # the writer thread never dies, nor leaves a transaction open
+          jobs.each { |j| j.fail(e) } # a second answer to a job is never read
+        end
+      end
+    end
+
+    def commit_one(job)
+      value = @conn.transaction { job.work.call(@conn) }
+      job.succeed(value)
+    rescue StandardError => e
+      job.fail(e)
+    end
+
+    # Group commit: each job inside SAVEPOINT job ... RELEASE job, one COMMIT for all,
+    # then every job in the batch is acknowledged. A failed job is rolled back to its
+    # savepoint and answered alone; a failed COMMIT fails every job in the batch.
+    def commit_batch(jobs)
+      begin
+        @conn.begin_transaction
+      rescue StandardError => e
+        return jobs.each { |j| j.fail(e) }
+      end
+      done = []
+      jobs.each_with_index do |job, i|
+        begin
+          @conn.run("SAVEPOINT job")
+          value = job.work.call(@conn)
+          @conn.run("RELEASE job")
+          done << [job, value]
+        rescue StandardError => e
+          job.fail(e)
+          begin
+            @conn.run("ROLLBACK TO job")
+            @conn.run("RELEASE job")
+          rescue SQLite3::Exception
+            nil
+          end
+          next if @conn.in_transaction?
+
+          # SQLite ended the whole transaction (e.g. an I/O error): nothing is acknowledged.
+          done.each { |j, _| j.fail(e) }
+          jobs[(i + 1)..].each { |j| j.fail(e) }
+          return
+        end
+      end
+      begin
+        @conn.run("COMMIT")
+      rescue StandardError => e
+        @conn.rollback
+        return done.each { |j, _| j.fail(e) }
+      end
+      done.each { |j, value| j.succeed(value) }
+    end
+  end
+
+  # requests_handled over all processes. Single mode: a counter in memory. Clustered:
+  # each worker also pwrite()s its count to <dir>/<pid> (dir made by the master
+  # before fork, removed when it exits) and /health sums the files.
+  class Counter
+    attr_reader :dir
+
+    def initialize(dir)
+      @dir = dir
+      @count = 0
+      @lock = Thread::Mutex.new
+      @file = nil
+    end
+
+    def after_fork
+      @count = 0
+      @file = File.open(File.join(@dir, Process.pid.to_s), File::RDWR | File::CREAT | File::TRUNC, 0o600) if @dir
+    end
+
+    def increment
+      @lock.synchronize do
+        @count += 1
+        @file&.pwrite([@count].pack("Q"), 0)
+      end
+    end
+
+    def total
+      return @count unless @dir
+
+      Dir.children(@dir).sum { |name| File.binread(File.join(@dir, name), 8)&.unpack1("Q") || 0 }
+    end
+
+    def close = @file&.close
+  end
+
+  # A template from $LAB_TEMPLATES, split once at start-up into literal text and
+  # {{field}} slots; render() HTML-escapes each value (& < > " ').
+  class Template
+    def initialize(path)
+      parts = File.read(path, encoding: "UTF-8").split(/\{\{(\w+)\}\}/)
+      @pairs = parts.each_slice(2).map { |text, field| [text.freeze, field&.to_sym] }
+      @size = parts.sum(&:bytesize)
+    end
+
+    def render(fields)
+      out = String.new(capacity: @size + 512, encoding: Encoding::UTF_8)
+      @pairs.each do |text, field|
+        out << text
+        out << CGI.escapeHTML(fields.fetch(field).to_s) if field
+      end
+      out
+    end
+  end
+
+  # The Rack application.
+  class App
+    JSON_TYPE = "application/json"
+    HTML_TYPE = "text/html; charset=utf-8"
+    TEXT_TYPE = "text/plain; charset=utf-8"
+
+    INSERT_REQUEST = "INSERT INTO requests (uid, ip, method, url, parameters, created_at, updated_at) " \
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    SELECT_REQUEST = "SELECT id, uid, ip, method, url, parameters, created_at, updated_at FROM requests WHERE id = ?"
+    SELECT_LATEST = "SELECT value FROM metrics WHERE instance = ? AND name = ? ORDER BY id DESC LIMIT 1"
+    INSERT_METRIC = "INSERT INTO metrics (instance, name, value, previous, created_at) VALUES (?, ?, ?, ?, ?)"
+    INSERT_ITEM = "INSERT INTO items (payload, created_at) VALUES (?, ?)"
+    SELECT_ITEM = "SELECT id, payload, created_at FROM items WHERE id = ?"
+    SELECT_USER = "SELECT uid, username, departname, created FROM users WHERE uid = ?"
+    UPDATE_USER = "UPDATE users SET departname = ?, updates = updates + 1 WHERE uid = ?"
+
+    REQUEST_FIELDS = %i[id uid ip method url parameters created_at updated_at].freeze
+    USER_FIELDS = %i[uid username departname created].freeze
+
+    attr_reader :config
+
+    # Validates the database and loads the templates; connections open in start.
+    def initialize(config)
+      @config = config
+      @templates = %w[request user user_page].to_h do |name|
+        path = File.join(config.templates, "#{name}.html")
+        raise ConfigError, "LAB_TEMPLATES='#{config.templates}' has no #{name}.html" unless File.file?(path)
+
+        [name.to_sym, Template.new(path)]
+      end
+      @sqlite_version = check_database
+      @counter = Counter.new(config.clustered? ? Dir.mktmpdir("lab-ruby-puma-") : nil)
+      @versions = {
+        "ruby" => RUBY_VERSION,
+        "puma" => defined?(Puma::Const::PUMA_VERSION) ? Puma::Const::PUMA_VERSION : "unknown",
+        "rack" => Rack.release,
+        "sqlite3-ruby" => SQLite3::VERSION,
+      }
+    end
+
+    # Per process (after fork in clustered mode): open the connections, start the writer.
+    def start
+      @counter.after_fork
+      @readers = Pool.new(@config.readers) { Conn.new(@config) }
+      @writer = Writer.new(Conn.new(@config), batch: @config.write_path == "batch") if @config.write_path != "pool"
+    end
+
+    # Graceful stop: Puma has finished the requests in flight; the writer answers what
+    # is queued, then every connection closes.
+    def stop
+      @writer&.stop
+      @readers&.close
+      @counter.close
+      @writer = @readers = nil
+    end
+
+    # The master's clean-up of the counter directory (clustered mode).
+    def remove_counter_dir
+      FileUtils.rm_rf(@counter.dir) if @counter.dir
+    end
+
+    def call(env)
+      path = env["PATH_INFO"]
+      response = begin
+        route(env, env["REQUEST_METHOD"], path)
+      rescue HttpError => e
+        error(e.status, e.message, e.headers)
+      rescue SQLite3::BusyException, SQLite3::LockedException
+        error(503, "database is locked")
+      rescue StandardError => e
+        warn "lab: #{e.class}: #{e.message}"
+        error(500, "internal server error")
+      end
+      response[2] = [] if env["REQUEST_METHOD"] == "HEAD" # as GET, headers only
+      @counter.increment unless path == "/health"
+      response
+    end
+
+    private
+
+    # ---- routing ---------------------------------------------------------------
+
+    def route(env, method, path)
+      get = method == "GET" || method == "HEAD"
+      case path
+      when "/hello"
+        get ? hello : not_allowed("GET, HEAD")
+      when "/health"
+        get ? health : not_allowed("GET, HEAD")
+      when "/requests"
+        method == "POST" ? create_request(env) : not_allowed("POST")
+      when "/metrics"
+        method == "POST" ? create_metrics(env) : not_allowed("POST")
+      when "/items"
+        method == "POST" ? create_item(env) : not_allowed("POST")
+      when %r{\A/requests/([^/]*)\z}
+        get ? show_request(Regexp.last_match(1)) : not_allowed("GET, HEAD")
+      when %r{\A/items/([^/]*)\z}
+        get ? show_item(Regexp.last_match(1)) : not_allowed("GET, HEAD")
+      when %r{\A/users/([^/]*)\z}
+        uid = Regexp.last_match(1)
+        if get then show_user(uid)
+        elsif method == "POST" then update_user(env, uid)
+        else not_allowed("GET, HEAD, POST")
+        end
+      when %r{\A/users/([^/]*)/page\z}
+        get ? show_user_page(Regexp.last_match(1)) : not_allowed("GET, HEAD")
+      else
+        raise HttpError.new(404, "not found")
+      end
+    end
+
+    # ---- endpoints -------------------------------------------------------------
+
+    def health
+      pragmas = @readers.with do |conn|
+        @config.pragmas.to_h { |name, _| [name, conn.pragma(name).to_s.downcase] }
+      end
+      json(200, {
+        server: "ruby-puma",
+        versions: @versions,
+        sqlite_version: @sqlite_version,
+        pid: Process.pid,
+        knobs: {
+          pragmas: pragmas,
+          txn_mode: @config.txn_mode,
+          busy: @config.busy,
+          write_path: @config.write_path,
+          processes: @config.processes,
+          threads: @config.threads,
+          readers: @config.readers,
+        },
+        emulated: {},
+        requests_handled: @counter.total,
+      })
+    end
+
+    def hello
+      respond(200, TEXT_TYPE, "Hello, World!")
+    end
+
+    def create_request(env)
+      body = read_body(env)
+      params = body.empty? ? {} : parse_object(body)
+      host = env["HTTP_HOST"] || "#{env["SERVER_NAME"]}:#{env["SERVER_PORT"]}"
+      url = +"http://#{host}/requests"
+      url << "?" << env["QUERY_STRING"] unless env["QUERY_STRING"].to_s.empty?
+      ip = env["REMOTE_ADDR"].to_s
+      uid = SecureRandom.uuid
+      now = timestamp
+      parameters = begin
+        JSON.generate(params)
+      rescue JSON::GeneratorError # e.g. 1e400, which Ruby parses as Infinity
+        raise HttpError.new(400, "body has a number out of range")
+      end
+      id = write do |conn|
+        conn.run(INSERT_REQUEST, uid, utf8(ip), "POST", utf8(url), parameters, now, now)
+        conn.last_insert_row_id
+      end
+      location = "/requests/#{id}"
+      respond(302, HTML_TYPE, %(<html><body>You are being <a href="#{location}">redirected</a>.</body></html>),
+              { "Location" => location })
+    end
+
+    def show_request(raw)
+      id = parse_id(raw)
+      row = @readers.with { |conn| conn.first_row(SELECT_REQUEST, id) }
+      raise HttpError.new(404, "request #{id} not found") unless row
+
+      respond(200, HTML_TYPE, @templates[:request].render(REQUEST_FIELDS.zip(row).to_h))
+    end
+
+    def create_metrics(env)
+      body = read_body(env)
+      instance, measurements = body.empty? ? generated_metrics : parse_metrics(parse_object(body))
+      now = timestamp
+      ids = write do |conn|
+        measurements.map do |name, value|
+          previous = conn.first_row(SELECT_LATEST, instance, name)&.first
+          conn.run(INSERT_METRIC, instance, name, value, previous, now)
+          conn.last_insert_row_id
+        end
+      end
+      json(201, { instance: instance, ids: ids })
+    end
+
+    def create_item(env)
+      payload = parse_object(read_body(env))["payload"]
+      raise HttpError.new(400, "payload must be a string") unless payload.is_a?(String)
+      raise HttpError.new(400, "payload is over #{MAX_PAYLOAD} bytes") if payload.bytesize > MAX_PAYLOAD
+
+      now = timestamp
+      id = write do |conn|
+        conn.run(INSERT_ITEM, payload, now)
+        conn.last_insert_row_id
+      end
+      json(201, { id: id })
+    end
+
+    def show_item(raw)
+      id = parse_id(raw)
+      row = @readers.with { |conn| conn.first_row(SELECT_ITEM, id) }
+      raise HttpError.new(404, "item #{id} not found") unless row
+
+      json(200, { id: row[0], payload: row[1], created_at: row[2] })
+    end
+
+    def show_user(raw)
+      respond(200, HTML_TYPE, @templates[:user].render(find_user(parse_id(raw))))
+    end
+
+    def show_user_page(raw)
+      respond(200, HTML_TYPE, @templates[:user_page].render(find_user(parse_id(raw))))
+    end
+
+    def update_user(env, raw)
+      uid = parse_id(raw)
+      departname = parse_object(read_body(env))["departname"]
+      unless departname.is_a?(String) && departname.length.between?(1, 64)
+        raise HttpError.new(400, "departname must be a string of 1 to 64 characters")
+      end
+
+      row = write do |conn|
+        conn.run(UPDATE_USER, departname, uid)
+        raise HttpError.new(404, "user #{uid} not found") if conn.changes.zero?
+
+        conn.first_row(SELECT_USER, uid)
+      end
+      respond(200, HTML_TYPE, @templates[:user].render(USER_FIELDS.zip(row).to_h))
+    end
+
+    # ---- helpers ---------------------------------------------------------------
+
+    # One write transaction: on a pooled connection in this thread (pool), or in the
+    # writer thread, answered after its COMMIT (writer, batch).
+    def write(&work)
+      return @writer.submit(&work) if @writer
+
+      @readers.with { |conn| conn.transaction(&work) }
+    end
+
+    def find_user(uid)
+      row = @readers.with { |conn| conn.first_row(SELECT_USER, uid) }
+      raise HttpError.new(404, "user #{uid} not found") unless row
+
+      USER_FIELDS.zip(row).to_h
+    end
+
+    def parse_id(raw)
+      id = raw.match?(/\A[0-9]{1,19}\z/) ? raw.to_i : 0
+      raise HttpError.new(400, "id must be an integer in 1..#{MAX_ID}") unless id.between?(1, MAX_ID)
+
+      id
+    end
+
+    # At most 1 MiB: by Content-Length, or by reading at most that much.
+    def read_body(env)
+      length = env["CONTENT_LENGTH"]
+      raise HttpError.new(413, "request body is over #{MAX_BODY} bytes") if length && length.to_i > MAX_BODY
+
+      body = env["rack.input"]&.read(MAX_BODY + 1) || +""
+      raise HttpError.new(413, "request body is over #{MAX_BODY} bytes") if body.bytesize > MAX_BODY
+
+      body.force_encoding(Encoding::UTF_8)
+    end
+
+    def parse_object(body)
+      raise HttpError.new(400, "body is not valid UTF-8") unless body.valid_encoding?
+
+      value = JSON.parse(body)
+      raise HttpError.new(400, "body must be a JSON object") unless value.is_a?(Hash)
+
+      value
+    rescue JSON::ParserError
+      raise HttpError.new(400, "malformed JSON")
+    end
+
+    def parse_metrics(body)
+      instance = body["instance"]
+      unless instance.is_a?(String) && instance.length.between?(1, 64)
+        raise HttpError.new(400, "instance must be a string of 1 to 64 characters")
+      end
+
+      measurements = body["measurements"]
+      unless measurements.is_a?(Array) && measurements.size == 5
+        raise HttpError.new(400, "measurements must be an array of exactly 5 objects")
+      end
+
+      pairs = measurements.map do |m|
+        name = m["name"] if m.is_a?(Hash)
+        value = m["value"] if m.is_a?(Hash)
+        unless name.is_a?(String) && name.length.between?(1, 64) && value.is_a?(Numeric) && value.to_f.finite?
+          raise HttpError.new(400, "each measurement needs a name (string of 1 to 64 characters) and a finite number value")
+        end
+
+        [name, value.to_f]
+      end
+      [instance, pairs]
+    end
+
+    # The article's load_test=true: a random instance, the five names, values in [0, 100).
+    def generated_metrics
+      ["instance-#{rand(1..10)}", METRIC_NAMES.map { |name| [name, rand * 100] }]
+    end
+
+    def timestamp = Time.now.utc.strftime("%Y-%m-%dT%H:%M:%S.%6NZ")
+
+    def utf8(str) = str.dup.force_encoding(Encoding::UTF_8).scrub
+
+    def not_allowed(allow)
+      raise HttpError.new(405, "method not allowed", { "Allow" => allow })
+    end
+
+    def error(status, message, headers = nil)
+      json(status, { error: message }, headers)
+    end
+
+    def json(status, object, headers = nil)
+      respond(status, JSON_TYPE, JSON.generate(object), headers)
+    end
+
+    def respond(status, type, body, headers = nil)
+      h = {
+        "Content-Type" => type,
+        "Content-Length" => body.bytesize.to_s,
+        "Date" => Time.now.httpdate,
+      }
+      h.merge!(headers) if headers
+      [status, h, [body]]
+    end
+
+    # Refuses a database without the schema (in the master, before listening); also
+    # applies the pragmas once, so a value SQLite rejects fails here.
+    def check_database
+      conn = Conn.new(@config)
+      SCHEMA.each do |table, columns|
+        have = conn.all_rows("PRAGMA table_info(#{table})").map { |row| row[1] }
+        missing = columns - have
+        next if missing.empty?
+
+        what = have.empty? ? "no table #{table}" : "table #{table} lacks #{missing.join(", ")}"
+        raise ConfigError, "LAB_DB='#{@config.db}' has #{what} (make it from servers/schema.sql)"
+      end
+      conn.first_row("SELECT sqlite_version()").first
+    rescue SQLite3::Exception => e
+      raise ConfigError, "LAB_DB='#{@config.db}' cannot be used: #{e.message}"
+    ensure
+      conn&.close
+    end
+  end
+
+  # The one application object of this process (built in the master with preload_app!).
+  def self.app
+    @app ||= App.new(Config.new(ENV))
+  end
+end

@@ -1,0 +1,2 @@
+require_relative "app"
+run Lab.app
