@@ -75,3 +75,89 @@ def linear_writes_findings(table: pd.DataFrame) -> str:
             s += "."
         lines.append(s)
     return "\n".join(lines)
+
+
+def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4) -> str:
+    """Seed 000's napkin math applied to a measured peak."""
+    from . import capacity
+    per_day = capacity.requests_per_day(peak_rps, peak_hours)
+    dau = capacity.daily_active_users(peak_rps, writes_per_user, peak_hours)
+    return (f"At **{peak_rps:,.0f} writes/s**, with a day's writes packed into {peak_hours:g} peak "
+            f"hours, this server absorbs **{per_day / 1e6:,.1f} million writes per day** — "
+            f"**{dau:,.0f} daily active users** at {writes_per_user:g} writes each "
+            f"(the article: ~2,500/s → 35 M/day → 1 M DAU).")
+
+
+def busy_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per server, profile, transaction mode and users: requests, busy 503s and their share."""
+    keys = [k for k in ("server", "profile", "txn_mode", "users") if k in df]
+    g = df.groupby(keys, sort=True)
+    out = pd.DataFrame({"requests": g["requests"].sum(), "busy_errors": g["busy_errors"].sum(),
+                        "other_errors": g["errors"].sum() - g["busy_errors"].sum(),
+                        "rps": g["rps"].mean(), "p99_ms": g["p99_ms"].mean(),
+                        "max_ms": g["max_ms"].max(), "audit_ok": g["audit_ok"].all()}).reset_index()
+    out["busy_share"] = out["busy_errors"] / out["requests"].where(out["requests"] > 0)
+    return out
+
+
+def busy_findings(summary: pd.DataFrame) -> str:
+    lines = []
+    for (server, profile), g in summary.groupby(["server", "profile"], sort=True):
+        erring = g[g["busy_errors"] > 0]
+        if len(erring):
+            first = erring.iloc[0]
+            worst = erring.loc[erring["busy_share"].idxmax()]
+            lines.append(f"- **{server} · {profile}**: 'database is locked' from {int(first.users)} "
+                         f"user(s); worst at {int(worst.users)} users, {worst.busy_share:.1%} of requests.")
+        else:
+            lines.append(f"- **{server} · {profile}**: no busy errors at any level "
+                         f"({int(g['requests'].sum()):,} requests).")
+    return "\n".join(lines)
+
+
+def txn_mode_findings(summary: pd.DataFrame) -> str:
+    """Deferred vs immediate under the same busy policy: the cause of the errors."""
+    lines = []
+    if "txn_mode" not in summary:
+        return ""
+    for (server, profile), g in summary.groupby(["server", "profile"], sort=True):
+        by = g.groupby("txn_mode")["busy_errors"].sum()
+        if {"deferred", "immediate"} <= set(by.index):
+            lines.append(f"- **{server} · {profile}**: {int(by['deferred']):,} busy errors with deferred "
+                         f"transactions, {int(by['immediate']):,} with immediate.")
+    return "\n".join(lines)
+
+
+def mix_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Seed 002's layout: per stack, workers (users), rps, p50, p95, p99, errors."""
+    g = df.groupby(["server", "users"], sort=True)
+    return pd.DataFrame({"rps": g["rps"].mean(), "p50_ms": g["p50_ms"].mean(),
+                         "p95_ms": g["p95_ms"].mean(), "p99_ms": g["p99_ms"].mean(),
+                         "errors": g["errors"].sum(), "generator_bound": g["generator_bound"].any(),
+                         "audit_ok": g["audit_ok"].all()}).reset_index()
+
+
+def active_users_table(table: pd.DataFrame, seconds_between_requests: float = 10) -> pd.DataFrame:
+    from . import capacity
+    best = table.loc[table.groupby("server")["rps"].idxmax()].copy()
+    best["active_users"] = [capacity.active_users(r, seconds_between_requests) for r in best["rps"]]
+    return best[["server", "users", "rps", "p99_ms", "active_users", "generator_bound"]]
+
+
+def stack_ratios(table: pd.DataFrame, base: str = "python-fastapi") -> str:
+    peaks = table.groupby("server")["rps"].max()
+    if base not in peaks or len(peaks) < 2:
+        return ""
+    return ", ".join(f"{s} {peaks[s] / peaks[base]:.1f}×" for s in peaks.index if s != base) + \
+        f" the peak of {base} ({peaks[base]:,.0f} rps)."
+
+
+def single_machine_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Seed 004's layout: per stack and endpoint, the best level's rps, RSS and Mbit/s."""
+    g = df.groupby(["server", "scenario", "users"], sort=True)
+    lv = pd.DataFrame({"rps": g["rps"].mean(), "server_rss_mb": g["server_rss_mb"].max(),
+                       "mbit_s": g["bytes_per_s"].mean() * 8 / 1e6, "p99_ms": g["p99_ms"].mean(),
+                       "errors": g["errors"].sum(), "server_cpu_pct": g["server_cpu_pct"].mean(),
+                       "generator_bound": g["generator_bound"].any(),
+                       "audit_ok": g["audit_ok"].all()}).reset_index()
+    return lv.loc[lv.groupby(["server", "scenario"])["rps"].idxmax()].reset_index(drop=True)

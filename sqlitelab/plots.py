@@ -160,3 +160,119 @@ def status_table(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.Data
         rows.append({**{k: r[k] for k in by}, **{f"[{k}]": v for k, v in counts.items()}})
     t = pd.DataFrame(rows).fillna(0)
     return t.groupby(list(by)).sum().astype(int).reset_index()
+
+
+def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, xlabel: str,
+               ylabel: str, caption: str | None = None, logx: bool = False, logy: bool = False,
+               ref_lines: dict[str, float] | None = None, style_by: str | None = None):
+    """One line per combination of `series` columns (mean over duplicates of x);
+    `style_by` (a series column) picks the line style, the rest the colour."""
+    fig, ax = new_figure(caption=caption)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ["-", "--", ":", "-."]
+    colour_keys = [c for c in series if c != style_by]
+    ckeys = sorted({tuple(r) for r in df[colour_keys].itertuples(index=False)}) if colour_keys else [()]
+    skeys = sorted(df[style_by].unique()) if style_by else [None]
+    for key, g in df.groupby(series, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        kd = dict(zip(series, key))
+        ci = ckeys.index(tuple(kd[c] for c in colour_keys)) if colour_keys else 0
+        si = skeys.index(kd[style_by]) if style_by else 0
+        m = g.groupby(x, sort=True)[y].mean()
+        ax.plot(m.index, m.values, color=colors[ci % len(colors)], linestyle=styles[si % len(styles)],
+                marker=MARKERS[ci % len(MARKERS)], label=" · ".join(str(v) for v in key))
+    for i, (label, value) in enumerate((ref_lines or {}).items()):
+        ax.axhline(value, color="#777777", linewidth=1, linestyle=(0, (2, 2)))
+        ax.annotate(f"{label} ({value:,.0f})", xy=(0.01, value), xycoords=("axes fraction", "data"),
+                    fontsize=8, color="#555555", va="bottom")
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(ncols=2 if len(ax.get_lines()) > 6 else 1)
+    return fig
+
+
+def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: str, ylabel: str,
+              caption: str | None = None, ref_lines: dict[str, float] | None = None, logy: bool = False,
+              hatch_col: str | None = "generator_bound"):
+    """Grouped bars (mean over repeats); hatched where `hatch_col` is true (generator-bound)."""
+    import numpy as np
+    fig, ax = new_figure(caption=caption)
+    cats = list(dict.fromkeys(df[category]))
+    sers = sorted(df[series].unique())
+    width = 0.8 / max(len(sers), 1)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, s in enumerate(sers):
+        g = df[df[series] == s]
+        vals = [g[g[category] == c][value].mean() for c in cats]
+        flags = [bool(g[g[category] == c][hatch_col].any()) if hatch_col and hatch_col in g else False
+                 for c in cats]
+        xs = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
+        bars = ax.bar(xs, vals, width, label=str(s), color=colors[i % len(colors)])
+        for b, flag in zip(bars, flags):
+            if flag:
+                b.set_hatch("//")
+                b.set_edgecolor("white")
+    for label, v in (ref_lines or {}).items():
+        ax.axhline(v, color="#777777", linewidth=1, linestyle=(0, (2, 2)))
+        ax.annotate(f"{label} ({v:,.0f})", xy=(1.0, v), xycoords=("axes fraction", "data"),
+                    fontsize=8, color="#555555", ha="right", va="bottom")
+    ax.set_xticks(range(len(cats)))
+    ax.set_xticklabels([str(c) for c in cats])
+    if logy:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    handles, labels = ax.get_legend_handles_labels()
+    if hatch_col and hatch_col in df and df[hatch_col].any():
+        from matplotlib.patches import Patch
+        handles.append(Patch(facecolor="#cccccc", hatch="//", edgecolor="white"))
+        labels.append("generator-bound (server capacity ≥ bar)")
+    ax.legend(handles, labels)
+    return fig
+
+
+def histogram_counts(encoded: str) -> pd.DataFrame:
+    """(latency_ms, count) of the recorded values of an encoded HdrHistogram."""
+    from hdrh.histogram import HdrHistogram
+    h = HdrHistogram.decode(encoded)
+    rows = [(it.value_iterated_to / 1000, it.count_at_value_iterated_to)
+            for it in h.get_recorded_iterator()]
+    return pd.DataFrame(rows, columns=["latency_ms", "count"])
+
+
+def latency_histogram(df: pd.DataFrame, series: list[str], title: str, caption: str | None = None,
+                      bins: int = 60):
+    """Distribution of every measured request's latency (merged HdrHistograms), log-spaced bins."""
+    import numpy as np
+    from hdrh.histogram import HdrHistogram
+    fig, ax = new_figure(caption=caption)
+    merged = {}
+    for key, g in df.groupby(series, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        h = HdrHistogram(1, 100_000_000, 3)
+        for enc in g["histogram"].dropna():
+            h.add(HdrHistogram.decode(enc))
+        if h.get_total_count():
+            merged[" · ".join(map(str, key))] = h
+    if merged:
+        lo = min(h.get_min_value() for h in merged.values()) / 1000
+        hi = max(h.get_max_value() for h in merged.values()) / 1000
+        edges = np.geomspace(max(lo, 0.01), max(hi, lo * 1.01, 0.02), bins)
+        for i, (label, h) in enumerate(merged.items()):
+            vals = np.array([(it.value_iterated_to / 1000, it.count_at_value_iterated_to)
+                             for it in h.get_recorded_iterator()])
+            counts, _ = np.histogram(vals[:, 0], bins=edges, weights=vals[:, 1])
+            ax.stairs(counts, edges, label=f"{label} (n={h.get_total_count():,})", linewidth=1.6)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("latency (ms, log scale)")
+    ax.set_ylabel("requests")
+    ax.set_title(title)
+    ax.legend()
+    return fig

@@ -116,3 +116,23 @@ def now_iso() -> str:
 
 def elapsed(t0: float) -> float:
     return round(time.perf_counter() - t0, 3)
+
+
+def store_table(run_id: str, notebook: str, table: str, rows: pd.DataFrame,
+                parameters: dict | None = None, path: Path | str | None = None) -> None:
+    """A run row plus its measurements in another table (e.g. `buffer_points`), and a CSV
+    copy under data/runs/<run_id>/."""
+    run = {"run_id": run_id, "notebook": notebook, "started": now_iso(), "finished": now_iso(),
+           "parameters": parameters or {}, "git_commit": git_commit(), "machine": machine_label(),
+           "machine_info": machine(), "versions": versions(), "points": len(rows)}
+    db = open_db(path)
+    db["runs"].insert({k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
+                       for k, v in run.items()}, pk="run_id", replace=True, alter=True)
+    records = [{"run_id": run_id, **{k: (None if pd.isna(v) else v) for k, v in r.items()}}
+               for r in rows.to_dict("records")]
+    if records:
+        db[table].insert_all(records, alter=True)
+    db.conn.close()
+    out = (Path(path).parent / "runs" if path else config.RUNS_DIR) / run_id
+    out.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(out / f"{table}.csv", index=False)

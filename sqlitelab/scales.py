@@ -8,8 +8,36 @@ from __future__ import annotations
 
 SCALES: dict[str, dict[str, dict]] = {
     "01-linear-writes": {
-        "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 3.0, "warmup": 1.0, "repeats": 1},
+        "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.0, "warmup": 0.5, "repeats": 1},
         "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 2.0, "repeats": 3},
+    },
+    "02-busy-errors": {
+        "quick": {"levels": [1, 3, 16], "duration": 1.5, "warmup": 0.3, "repeats": 1},
+        "seed": {"levels": [1, 3, 16], "duration": 5.0, "warmup": 1.0, "repeats": 3},
+    },
+    "03-read-write-mix": {
+        "quick": {"levels": [8, 32, 128], "requests": 3000, "warmup": 0.5, "repeats": 1,
+                  "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
+                  "paths_users": 64, "beyond_requests": 2000},
+        "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "warmup": 2.0, "repeats": 1,
+                 "fine_levels": [8, 10, 13, 16, 20, 25, 32, 40, 51, 64, 81, 102, 128, 161, 203, 256],
+                 "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 64, "paths_users": 128,
+                 "beyond_requests": 20_000},
+    },
+    "04-sqlite-as-buffer": {
+        "quick": {"totals": [1_000, 10_000, 100_000, 1_000_000], "rows_per_txn": [10, 25, 100],
+                  "synchronous": ["normal", "full"], "max_seconds": 60.0},
+        "seed": {"totals": [1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000],
+                 "rows_per_txn": [10, 25, 100], "synchronous": ["normal", "full"], "max_seconds": 900.0},
+    },
+    "05-single-machine": {
+        "quick": {"users_rows": 100_000, "levels": [32], "duration": 2.0, "warmup": 0.5, "repeats": 1},
+        "seed": {"users_rows": 5_000_000, "levels": [16, 64, 256], "duration": 10.0, "warmup": 2.0,
+                 "repeats": 3},
+    },
+    "06-capacity": {
+        "quick": {"slo_p99_ms": 100.0},
+        "seed": {"slo_p99_ms": 100.0},
     },
 }
 
