@@ -17,15 +17,15 @@ NOTEBOOKS = notebooks()
 # Tiny parameters per notebook: seconds, not minutes. Each names the stacks it exercises,
 # so that between them the smoke runs cover all four.
 SMOKE = {
-    "01-linear-writes": {"servers": ["ruby-puma"], "levels": [1, 2], "duration": 1.0,
+    "01-linear-writes": {"servers": ["ruby-puma", "go-nethttp"], "levels": [1, 2], "duration": 1.0,
                          "warmup": 0.3, "repeats": 1},
-    "02-busy-errors": {"servers": ["ruby-puma", "python-fastapi"], "txn_mode_servers": ["ruby-puma"],
+    "02-busy-errors": {"servers": ["ruby-puma", "rust-axum"], "txn_mode_servers": ["ruby-puma"],
                        "levels": [3], "duration": 1.0, "warmup": 0.3, "repeats": 1},
-    "03-read-write-mix": {"servers": ["python-fastapi"], "levels": [8], "requests": 300,
+    "03-read-write-mix": {"servers": ["python-fastapi", "rust-axum"], "levels": [8], "requests": 300,
                           "repeats": 1, "warmup_rows": 50},
     "04-sqlite-as-buffer": {"totals": [1000, 5000], "rows_per_txn": [2, 5], "synchronous": ["normal"],
                             "records_per_row": 100},
-    "05-single-machine": {"servers": ["python-fastapi"], "users_rows": 2000, "levels": [4],
+    "05-single-machine": {"servers": ["go-nethttp", "python-fastapi"], "users_rows": 2000, "levels": [4],
                           "duration": 1.0, "warmup": 0.3, "repeats": 1},
     "06-capacity": {},
 }
