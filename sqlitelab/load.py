@@ -184,7 +184,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     env = {**os.environ, "LAB_T0": repr(t0), "LAB_T1": repr(t1), "LAB_OUT_DIR": str(out_dir),
            "LAB_TARGET": str(math.ceil(requests / processes)) if requests else "0",
            **{f"LAB_{k.upper()}": str(v) for k, v in params.items()}}
-    cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 0.5, processes,
+    cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 5, processes,
                                  out_dir, cpus)
     log = open(out_dir / "locust.log", "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,

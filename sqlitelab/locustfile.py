@@ -98,14 +98,18 @@ def locust_window(environment, **kw):
 
 
 @events.init.add_listener
-def watch_for_target(environment, **kw):
-    if TARGET and not isinstance(environment.runner, MasterRunner):
-        def stopper():
-            while not state["stopping"]:
-                gevent.sleep(0.02)
-            # users finish their current request (stop_timeout), then this process quits
-            environment.runner.quit()
-        gevent.spawn(stopper)
+def end_at_window_close(environment, **kw):
+    """The window closes at T1, or at TARGET requests: users finish their current request,
+    then this process quits (Locust's --run-time, whole seconds only, is just a bound)."""
+    if isinstance(environment.runner, MasterRunner):
+        return
+
+    def stopper():
+        while not state["stopping"] and time.time() < T1:
+            gevent.sleep(0.02)
+        state["stopping"] = True
+        environment.runner.quit()
+    gevent.spawn(stopper)
 
 
 @events.quitting.add_listener

@@ -52,7 +52,7 @@ def _check_args(server_list, profile_list, scenario, levels, repeats):
 def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | None = None, profiles: list[str] | None = None,
           scenario: str = "rails-writes", levels: list[int] = (1, 2, 4), repeats: int = 1,
           duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
-          max_duration: float = 300.0, pause: float = 0.5, processes: int = 1,
+          max_duration: float = 300.0, pause: float = 0.25, processes: int = 1,
           server_cpus: str | None = "auto", generator_cpus: str | None = "auto",
           knobs: dict | None = None, server_knobs: dict[str, dict] | None = None,
           seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,

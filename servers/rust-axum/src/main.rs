@@ -283,19 +283,7 @@ fn open_connection(cfg: &Config) -> Result<Connection, String> {
 
 fn check_schema(conn: &Connection, db: &Path) -> Result<(), String> {
     let wanted: [(&str, &[&str]); 4] = [
-        (
-            "requests",
-            &[
-                "id",
-                "uid",
-                "ip",
-                "method",
-                "url",
-                "parameters",
-                "created_at",
-                "updated_at",
-            ],
-        ),
+        ("requests", &REQUEST_FIELDS),
         (
             "metrics",
             &["id", "instance", "name", "value", "previous", "created_at"],
