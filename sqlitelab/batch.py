@@ -43,6 +43,20 @@ def run_notebook(path: Path, scale: str, overrides: dict | None = None,
             "seconds": round(time.perf_counter() - t, 1), "error": error}
 
 
+def _count(run_id: str, table: str) -> int:
+    """Measurements a run stored in a table other than `points` (0 when there is none)."""
+    import sqlite3
+    if not config.RESULTS_DB.exists():
+        return 0
+    con = sqlite3.connect(config.RESULTS_DB)
+    try:
+        return con.execute(f"SELECT count(*) FROM {table} WHERE run_id LIKE ?", (run_id + "%",)).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        con.close()
+
+
 def summary(done: list[dict]) -> str:
     import pandas as pd
     rows = []
@@ -50,7 +64,8 @@ def summary(done: list[dict]) -> str:
         pts = results.load_points()
         if len(pts):
             pts = pts[pts["run_id"].str.startswith(d["run_id"])]
-        row = {"notebook": d["notebook"], "seconds": d["seconds"], "points": len(pts),
+        row = {"notebook": d["notebook"], "seconds": d["seconds"],
+               "points": len(pts) or _count(d["run_id"], "buffer_points"),
                "status": "error: " + d["error"] if d["error"] else "ok"}
         if len(pts):
             row["best rps"] = round(pts["rps"].max(), 1)

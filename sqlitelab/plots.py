@@ -27,7 +27,8 @@ def use_style() -> None:
 
 
 def new_figure(ncols: int = 1, nrows: int = 1, caption: str | None = None, **kw):
-    """A figure of the lab's fixed size with room for a caption line at the bottom."""
+    """A figure of the lab's fixed size (the style's, unless a chart type fixes its own
+    `figsize`) with room for a caption line at the bottom."""
     use_style()
     fig, axes = plt.subplots(nrows, ncols, **kw)
     if caption:
@@ -36,7 +37,9 @@ def new_figure(ncols: int = 1, nrows: int = 1, caption: str | None = None, **kw)
 
 
 def set_caption(fig, text: str) -> None:
-    fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
+    height = fig.get_figheight()
+    room = min(0.3, 0.5 / height)  # about half an inch for two lines of caption
+    fig.get_layout_engine().set(rect=(0, room, 1, 1 - room))
     fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True)
 
 
@@ -53,20 +56,23 @@ def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path |
 
 
 def caption_for(df: pd.DataFrame, extra: str = "") -> str:
-    """Machine, pinning and the key knobs of the points drawn."""
+    """Machine, pinning and the key knobs of the points drawn, compactly."""
     if df.empty:
         return extra
     first = df.iloc[0]
     parts = []
     if "machine" in df:
         parts.append(str(first["machine"]))
-    pin = f"server CPUs {first.get('server_pinning') or 'unpinned'}, generator CPUs {first.get('generator_pinning') or 'unpinned'}"
-    parts.append(pin)
-    knobs = sorted({f"{r.server}/{r.profile}: {r.txn_mode}, {r.busy}, {r.write_path}, "
-                    f"{r.server_processes}×{r.server_threads}"
-                    for r in df.itertuples() if hasattr(r, "txn_mode")})
-    if knobs and len(knobs) <= 4:
-        parts.append("; ".join(knobs))
+    parts.append(f"server CPU {first.get('server_pinning') or 'unpinned'}, "
+                 f"Locust CPU {first.get('generator_pinning') or 'unpinned'}")
+    if "txn_mode" in df:
+        profiles = sorted({f"{r.profile} ({r.txn_mode}, {r.busy}, {r.write_path})"
+                           for r in df.itertuples()})
+        if len(profiles) <= 3:
+            parts.append("; ".join(profiles))
+        shapes = sorted({f"{r.server.split('-')[0]} {r.server_processes}×{r.server_threads}"
+                         for r in df.itertuples()})
+        parts.append("processes×threads: " + ", ".join(shapes))
     if extra:
         parts.append(extra)
     return " · ".join(parts)
@@ -198,42 +204,62 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
 
 def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: str, ylabel: str,
               caption: str | None = None, ref_lines: dict[str, float] | None = None, logy: bool = False,
-              hatch_col: str | None = "generator_bound"):
-    """Grouped bars (mean over repeats); hatched where `hatch_col` is true (generator-bound)."""
+              hatch_col: str | None = "generator_bound", horizontal: bool = False):
+    """Grouped bars (mean over repeats); hatched where `hatch_col` is true (generator-bound).
+    `horizontal` puts the categories on the y axis, for long lists of labels."""
     import numpy as np
-    fig, ax = new_figure(caption=caption)
+    from matplotlib.patches import Patch
     cats = list(dict.fromkeys(df[category]))
     sers = sorted(df[series].unique())
+    kw = {"figsize": (8, max(4.5, 1.2 + 0.22 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
+    fig, ax = new_figure(caption=caption, **kw)
     width = 0.8 / max(len(sers), 1)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    handles = []
     for i, s in enumerate(sers):
         g = df[df[series] == s]
         vals = [g[g[category] == c][value].mean() for c in cats]
         flags = [bool(g[g[category] == c][hatch_col].any()) if hatch_col and hatch_col in g else False
                  for c in cats]
-        xs = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
-        bars = ax.bar(xs, vals, width, label=str(s), color=colors[i % len(colors)])
+        pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
+        color = colors[i % len(colors)]
+        bars = (ax.barh(pos, vals, width, color=color) if horizontal
+                else ax.bar(pos, vals, width, color=color))
         for b, flag in zip(bars, flags):
             if flag:
                 b.set_hatch("//")
                 b.set_edgecolor("white")
-    for label, v in (ref_lines or {}).items():
-        ax.axhline(v, color="#777777", linewidth=1, linestyle=(0, (2, 2)))
-        ax.annotate(f"{label} ({v:,.0f})", xy=(1.0, v), xycoords=("axes fraction", "data"),
-                    fontsize=8, color="#555555", ha="right", va="bottom")
-    ax.set_xticks(range(len(cats)))
-    ax.set_xticklabels([str(c) for c in cats])
+        handles.append(Patch(facecolor=color, label=str(s)))
+    dashes = [(0, (2, 2)), (0, (6, 2)), (0, (1, 1)), (0, (6, 2, 1, 2))]
+    for k, (label, v) in enumerate((ref_lines or {}).items()):
+        if horizontal:  # labels of nearby vertical lines collide: name them in the legend
+            handles.append(ax.axvline(v, color="#555555", linewidth=1.2, linestyle=dashes[k % len(dashes)],
+                                      label=f"{label}: {v:,.0f}/s"))
+        else:
+            ax.axhline(v, color="#777777", linewidth=1, linestyle=(0, (2, 2)))
+            ax.annotate(f"{label} ({v:,.0f})", xy=(1.0, v), xycoords=("axes fraction", "data"),
+                        fontsize=8, color="#555555", ha="right", va="bottom")
+    if horizontal:
+        ax.set_yticks(range(len(cats)))
+        ax.set_yticklabels([str(c) for c in cats], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(ylabel)
+    else:
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels([str(c) for c in cats])
+        ax.set_ylabel(ylabel)
     if logy:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.set_ylabel(ylabel)
+        (ax.set_xscale if horizontal else ax.set_yscale)("log")
+        (ax.xaxis if horizontal else ax.yaxis).set_major_formatter(
+            matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_title(title)
-    handles, labels = ax.get_legend_handles_labels()
     if hatch_col and hatch_col in df and df[hatch_col].any():
-        from matplotlib.patches import Patch
-        handles.append(Patch(facecolor="#cccccc", hatch="//", edgecolor="white"))
-        labels.append("generator-bound (server capacity ≥ bar)")
-    ax.legend(handles, labels)
+        handles.append(Patch(facecolor="#bbbbbb", hatch="//", edgecolor="white",
+                             label="generator-bound (server capacity ≥ bar)"))
+    if horizontal:  # below the axes: bars fill the plot area
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncols=3, fontsize=8)
+    else:
+        ax.legend(handles=handles)
     return fig
 
 

@@ -28,7 +28,7 @@ SCALES: dict[str, dict[str, dict]] = {
         "quick": {"totals": [1_000, 10_000, 100_000, 1_000_000], "rows_per_txn": [10, 25, 100],
                   "synchronous": ["normal", "full"], "max_seconds": 60.0},
         "seed": {"totals": [1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000],
-                 "rows_per_txn": [10, 25, 100], "synchronous": ["normal", "full"], "max_seconds": 900.0},
+                 "rows_per_txn": [10, 25, 100], "synchronous": ["normal", "full"], "max_seconds": 300.0},
     },
     "05-single-machine": {
         "quick": {"users_rows": 100_000, "levels": [32], "duration": 2.0, "warmup": 0.5, "repeats": 1},
