@@ -36,7 +36,18 @@ def seed_table(df: pd.DataFrame) -> pd.DataFrame:
         "generator_bound": g["generator_bound"].any(),
         "audit_ok": g["audit_ok"].all(),
     })
+    if "max_overrun_ms" in df:
+        out["max_overrun_ms"] = g["max_overrun_ms"].max()
     return out.reset_index()
+
+
+STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
+
+
+def stalled(table: pd.DataFrame) -> pd.Series:
+    """Levels where requests stalled past the window, or none completed in it at all."""
+    over = table["max_overrun_ms"] if "max_overrun_ms" in table else 0
+    return (table["rps"] <= 0) | (over >= STALL_MS)
 
 
 def peak(table: pd.DataFrame) -> pd.DataFrame:
@@ -44,7 +55,7 @@ def peak(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (server, profile), g in table.groupby(["server", "profile"], sort=True):
         best = g.loc[g["rps"].idxmax()]
-        erring = g[g["errors"] > 0]
+        erring = g[(g["errors"] > 0) | stalled(g)]
         last = g.loc[g["users"].idxmax()]
         rows.append({"server": server, "profile": profile, "peak_rps": best["rps"],
                      "peak_users": int(best["users"]),
@@ -64,7 +75,7 @@ def linear_writes_findings(table: pd.DataFrame) -> str:
         if r.peak_generator_bound:
             s += " (generator-bound: the server may go higher)"
         if r.errors_from_users is not None:
-            s += f"; errors begin at {r.errors_from_users} users"
+            s += f"; errors or stalls (requests unfinished {STALL_MS / 1000:g} s after the window) begin at {r.errors_from_users} users"
         else:
             s += "; no errors at any level"
         if r.max_users != r.peak_users:

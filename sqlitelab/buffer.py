@@ -3,7 +3,8 @@
 Records `{"uri", "text"}` are JSON-dumped into a composite record, 1,000 composite records
 are grouped into one row (as JSON), and `rows_per_txn` rows are written per transaction in
 WAL mode. JSON serialisation is inside the timing, as in the article; generating the dummy
-records is not. Every point runs in a fresh process, so its peak memory is its own.
+records is not. Every point runs in a fresh process (which imports only the standard library), so its
+peak memory is its own.
 The consumer side reads pending rows in order, marks them done, then deletes them.
 """
 from __future__ import annotations
@@ -16,8 +17,6 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
-
-import pandas as pd
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queue (
@@ -149,10 +148,11 @@ def run_point(path: Path, total: int, rows_per_txn: int, records_per_row: int = 
 def sweep_buffer(work_dir: Path, totals: list[int], rows_per_txn: list[int],
                  synchronous: list[str], records_per_row: int = 1000, consume: bool = True,
                  max_seconds: float = 600, disk_margin: float = 1.5, keep_free_gb: float = 2.0,
-                 progress: bool = True) -> pd.DataFrame:
+                 progress: bool = True):
     """Every (synchronous, rows_per_txn, total), smallest totals first. A point is skipped —
     and says why — when it would not fit on the free disk, or when the previous total's
-    rate projects it beyond `max_seconds`."""
+    rate projects it beyond `max_seconds`. Returns a DataFrame."""
+    import pandas as pd  # here, not at the top: the point workers stay small
     from tqdm.auto import tqdm
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +20,7 @@ from pathlib import Path
 import psutil
 from hdrh.histogram import HdrHistogram
 
-from . import config, servers
+from . import servers
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 
@@ -269,6 +267,10 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "connection_errors": failures.get("connection", 0),
         "timeouts": failures.get("timeout", 0),
         "errors": sum(failures.values()),
+        # started inside the window but unfinished at its close: at most ~users normally;
+        # a long max_overrun means requests stalled (a window with no completions is no success)
+        "overran_window": sum(p.get("overran", 0) for p in procs),
+        "max_overrun_ms": 1000 * max((p.get("max_overrun_s", 0.0) for p in procs), default=0.0),
         "bytes_per_s": sum(p["bytes"] for p in procs) / win,
         "server_cpu_pct": 100 * cpu["server_cpu_s"] / cpu["span"],
         "server_rss_mb": cpu["server_rss_max"] / 2**20,

@@ -45,7 +45,7 @@ window_failures: Counter = Counter()
 run_counts: Counter = Counter()  # "name status" -> n over the whole run (the audit's acks)
 state = {"count": 0, "bytes": 0, "sum_us": 0, "first_start": None, "last_end": None,
          "t1": None, "stopping": False, "spawned_at": None, "max_item": ITEMS,
-         "locust_window": None}
+         "locust_window": None, "overran": 0, "max_overrun_s": 0.0}
 
 
 @events.request.add_listener
@@ -53,10 +53,14 @@ def record(request_type, name, response_time, response_length, response=None, ex
            start_time=None, **kw):
     status = getattr(response, "status_code", 0) or 0
     run_counts[f"{request_type} {name} {status}"] += 1
-    if start_time is None or state["t1"] is not None:
+    if start_time is None:
         return
     end = start_time + response_time / 1000.0
-    if start_time < T0 or end > T1:
+    window_end = state["t1"] if state["t1"] is not None else T1
+    if T0 <= start_time < window_end < end:  # started inside, still running at the close
+        state["overran"] += 1
+        state["max_overrun_s"] = max(state["max_overrun_s"], end - window_end)
+    if start_time < T0 or end > T1 or state["t1"] is not None:
         return
     us = max(1, int(round(response_time * 1000)))
     hist.record_value(min(us, 100_000_000))
@@ -120,6 +124,7 @@ def dump(environment, **kw):
     out = {
         "pid": os.getpid(), "t0": T0, "t1": t1, "target": TARGET,
         "count": state["count"], "sum_us": state["sum_us"], "bytes": state["bytes"],
+        "overran": state["overran"], "max_overrun_s": state["max_overrun_s"],
         "first_start": state["first_start"], "last_end": state["last_end"],
         "spawned_at": state["spawned_at"],
         "status": dict(window_status), "failures": dict(window_failures),

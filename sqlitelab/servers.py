@@ -10,7 +10,6 @@ interrupted notebook cell) or the interpreter (atexit).
 from __future__ import annotations
 
 import atexit
-import itertools
 import json
 import os
 import shutil

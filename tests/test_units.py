@@ -83,7 +83,7 @@ def test_seed_table_and_findings():
     assert pk.loc["python-fastapi", "errors_from_users"] == 8
     assert pk.loc["rust-axum", "peak_generator_bound"]
     text = analysis.linear_writes_findings(t)
-    assert "302 writes/s" in text and "errors begin at 8 users" in text and "generator-bound" in text
+    assert "302 writes/s" in text and "begin at 8 users" in text and "generator-bound" in text
 
 
 def test_reference_data_has_its_source():
@@ -119,3 +119,14 @@ def test_figures_have_fixed_size(tmp_path):
         p = plots.save_figure(fig, "s", notebook="unit", figures_dir=tmp_path / title[:5])[0]
         sizes.add(Image.open(p).size)
     assert sizes == {(1200, 675)}
+
+
+def test_a_level_with_no_completions_is_a_stall_not_a_success():
+    df = synthetic_points()
+    df.loc[(df.server == "python-fastapi") & (df.users == 8), ["rps", "errors"]] = [0.0, 0]
+    df["max_overrun_ms"] = 0.0
+    df.loc[(df.server == "rust-axum") & (df.users == 2), "max_overrun_ms"] = 4800.0
+    t = analysis.seed_table(df)
+    pk = analysis.peak(t).set_index("server")
+    assert pk.loc["python-fastapi", "errors_from_users"] == 8
+    assert pk.loc["rust-axum", "errors_from_users"] == 2
