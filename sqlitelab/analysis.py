@@ -74,13 +74,14 @@ def linear_writes_findings(table: pd.DataFrame) -> str:
              f"with {r.peak_users} concurrent users")
         if r.peak_generator_bound:
             s += " (generator-bound: the server may go higher)"
-        if r.errors_from_users is not None:
-            s += f"; errors or stalls (requests unfinished {STALL_MS / 1000:g} s after the window) begin at {r.errors_from_users} users"
+        if pd.notna(r.errors_from_users):
+            s += (f"; errors or stalls (requests unfinished {STALL_MS / 1000:g} s after the window) "
+                  f"begin at {int(r.errors_from_users)} users")
         else:
             s += "; no errors at any level"
         if r.max_users != r.peak_users:
             s += (f"; at {r.max_users} users it serves {r.rps_at_max_users:,.0f}/s "
-                  f"({r.drop_from_peak:+.0%} below the peak)." if r.drop_from_peak and r.drop_from_peak > 0
+                  f"({r.drop_from_peak:.0%} below the peak)." if r.drop_from_peak and r.drop_from_peak > 0
                   else f"; at {r.max_users} users it serves {r.rps_at_max_users:,.0f}/s.")
         else:
             s += "."

@@ -250,16 +250,16 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
         ax.set_ylabel(ylabel)
     if logy:
         (ax.set_xscale if horizontal else ax.set_yscale)("log")
-        (ax.xaxis if horizontal else ax.yaxis).set_major_formatter(
-            matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        axis = ax.xaxis if horizontal else ax.yaxis
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_title(title)
     if hatch_col and hatch_col in df and df[hatch_col].any():
         handles.append(Patch(facecolor="#bbbbbb", hatch="//", edgecolor="white",
                              label="generator-bound (server capacity ≥ bar)"))
-    if horizontal:  # below the axes: bars fill the plot area
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncols=3, fontsize=8)
-    else:
-        ax.legend(handles=handles)
+    # below the axes: bars fill the plot area
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.09 if horizontal else -0.1),
+              ncols=3 if horizontal else min(len(handles), 5), fontsize=8)
     return fig
 
 

@@ -130,3 +130,11 @@ def test_a_level_with_no_completions_is_a_stall_not_a_success():
     pk = analysis.peak(t).set_index("server")
     assert pk.loc["python-fastapi", "errors_from_users"] == 8
     assert pk.loc["rust-axum", "errors_from_users"] == 2
+
+
+def test_findings_read_well_when_some_series_never_err():
+    df = synthetic_points()
+    df.loc[df.server == "rust-axum", "errors"] = 0
+    text = analysis.linear_writes_findings(analysis.seed_table(df))
+    assert "nan" not in text.lower() and "+" not in text
+    assert "no errors at any level" in text and "begin at 8 users" in text
