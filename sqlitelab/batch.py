@@ -60,10 +60,9 @@ def _count(run_id: str, table: str) -> int:
 def summary(done: list[dict]) -> str:
     import pandas as pd
     rows = []
+    every = results.load_points()
     for d in done:
-        pts = results.load_points()
-        if len(pts):
-            pts = pts[pts["run_id"].str.startswith(d["run_id"])]
+        pts = every[every["run_id"].str.startswith(d["run_id"])] if len(every) else every
         row = {"notebook": d["notebook"], "seconds": d["seconds"],
                "points": len(pts) or _count(d["run_id"], "buffer_points"),
                "status": "error: " + d["error"] if d["error"] else "ok"}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -192,29 +191,11 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     sampler.start()
     try:
         proc.wait(timeout=t1 - launch + 90)
-    except BaseException:  # timeout, KeyboardInterrupt: stop the generator by its PID
-        _stop_group(proc)
-        raise
-    finally:
+    finally:  # also on a timeout or KeyboardInterrupt: stop the generator by its PID
         sampler.stop()
-        _stop_group(proc)
+        servers.stop_process_group(proc)
     return merge_level(out_dir, sampler, server, scenario, users, processes, pinned,
                        requests, (t0, t1), proc.returncode)
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    if proc.poll() is None:
-        proc.wait(5)
 
 
 def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,

@@ -263,15 +263,6 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
     return fig
 
 
-def histogram_counts(encoded: str) -> pd.DataFrame:
-    """(latency_ms, count) of the recorded values of an encoded HdrHistogram."""
-    from hdrh.histogram import HdrHistogram
-    h = HdrHistogram.decode(encoded)
-    rows = [(it.value_iterated_to / 1000, it.count_at_value_iterated_to)
-            for it in h.get_recorded_iterator()]
-    return pd.DataFrame(rows, columns=["latency_ms", "count"])
-
-
 def latency_histogram(df: pd.DataFrame, series: list[str], title: str, caption: str | None = None,
                       bins: int = 60):
     """Distribution of every measured request's latency (merged HdrHistograms), log-spaced bins."""

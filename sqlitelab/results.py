@@ -74,14 +74,16 @@ def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
     return db
 
 
-def store_run(run: dict, points: list[dict], path: Path | str | None = None) -> None:
+def store_run(run: dict, points: list[dict], path: Path | str | None = None,
+              table: str = "points") -> None:
+    """The run's row in `runs` (dicts and lists as JSON) and its measurements in `table`."""
     db = open_db(path)
     row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
            for k, v in run.items()}
     db["runs"].insert(row, pk="run_id", replace=True, alter=True)
     if points:
-        db["points"].insert_all(points, alter=True)
-        db["points"].create_index(["run_id"], if_not_exists=True)
+        db[table].insert_all(points, alter=True)
+        db[table].create_index(["run_id"], if_not_exists=True)
     db.conn.close()
 
 
@@ -125,14 +127,9 @@ def store_table(run_id: str, notebook: str, table: str, rows: pd.DataFrame,
     run = {"run_id": run_id, "notebook": notebook, "started": now_iso(), "finished": now_iso(),
            "parameters": parameters or {}, "git_commit": git_commit(), "machine": machine_label(),
            "machine_info": machine(), "versions": versions(), "points": len(rows)}
-    db = open_db(path)
-    db["runs"].insert({k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
-                       for k, v in run.items()}, pk="run_id", replace=True, alter=True)
     records = [{"run_id": run_id, **{k: (None if pd.isna(v) else v) for k, v in r.items()}}
                for r in rows.to_dict("records")]
-    if records:
-        db[table].insert_all(records, alter=True)
-    db.conn.close()
+    store_run(run, records, path, table)
     out = (Path(path).parent / "runs" if path else config.RUNS_DIR) / run_id
     out.mkdir(parents=True, exist_ok=True)
     rows.to_csv(out / f"{table}.csv", index=False)

@@ -279,24 +279,29 @@ class Server:
         if proc is None:
             return None
         try:
-            if proc.poll() is None:
-                _signal_group(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(grace)
-                except subprocess.TimeoutExpired:
-                    _signal_group(proc.pid, signal.SIGKILL)
-                    proc.wait(5)
-            # Workers a master left behind (same process group) go too.
-            _signal_group(proc.pid, signal.SIGKILL)
+            return stop_process_group(proc, grace)
         finally:
             _LIVE.pop(proc.pid, None)
-        return proc.returncode
 
     def __enter__(self) -> "Server":
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def stop_process_group(proc: subprocess.Popen, grace: float = 10.0) -> int | None:
+    """SIGTERM a process started with start_new_session=True and its group, SIGKILL after
+    `grace` seconds; anything left in the group (forked workers) is killed too."""
+    if proc.poll() is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+    _signal_group(proc.pid, signal.SIGKILL)
+    return proc.returncode
 
 
 def _signal_group(pgid: int, sig: int) -> None:
