@@ -10,6 +10,7 @@ throughput whose p99 meets the objective with no errors.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 SECONDS_PER_HOUR = 3600
@@ -101,3 +102,112 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
             row.update({"slo_rps": 0.0, "slo_users": None, "slo_p99_ms": None, "slo_lower_bound": False})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# The notebooks whose measurements notebook 06 reads, and for each the experiments that
+# reproduce its article (the others are the "beyond" sweeps: write shares, write paths...).
+COLLECTION = ("01-linear-writes", "02-busy-errors", "03-read-write-mix", "05-single-machine")
+HEADLINE_EXPERIMENTS = {"02-busy-errors": {"profiles"}, "03-read-write-mix": {"article"}}
+GROUP = ("notebook", "experiment", "server", "profile", "scenario")
+
+
+def latest_runs(points: pd.DataFrame, scale: str | None = None,
+                notebooks: list[str] | tuple[str, ...] | None = None) -> pd.DataFrame:
+    """The points of each notebook's newest run — every experiment of that run, nothing of
+    older runs. `scale` keeps only runs made at that scale (ad-hoc sweeps have none);
+    `notebooks` defaults to the collection's load notebooks."""
+    if points.empty:
+        return points
+    wanted = list(notebooks) if notebooks is not None else list(COLLECTION)
+    pts = points[points["notebook"].isin(wanted)].copy()
+    if scale is not None:
+        pts = pts[pts["scale"] == scale]
+    if pts.empty:
+        return pts
+    pts["notebook_run"] = pts["run_id"].str.split("/").str[0]  # experiments share this prefix
+    first = pts.groupby(["notebook", "notebook_run"])["started"].min().reset_index()
+    newest = first.loc[first.groupby("notebook")["started"].idxmax(), "notebook_run"]
+    return pts[pts["notebook_run"].isin(set(newest))].reset_index(drop=True)
+
+
+def estimate(points: pd.DataFrame, slo_p99_ms: float = 100.0, requests_per_user: float = 35,
+             seconds_between_requests: float = 10, peak_hours: float = 4) -> pd.DataFrame:
+    """`capacity_at_slo` per notebook, experiment, server, profile and scenario, with daily
+    active users and concurrently active users from both the naive peak and the SLO capacity."""
+    _positive(requests_per_user=requests_per_user, peak_hours=peak_hours,
+              seconds_between_requests=seconds_between_requests)
+    if points.empty:
+        return pd.DataFrame(columns=list(GROUP) + ["peak_rps", "slo_rps"])
+    pts = points.assign(experiment=points["experiment"].fillna(""))
+    cap = capacity_at_slo(pts, slo_p99_ms, by=GROUP)
+    for col in ("peak", "slo"):
+        rps = cap[f"{col}_rps"]
+        cap[f"{col}_dau"] = [daily_active_users(r, requests_per_user, peak_hours) if r > 0 else 0.0
+                             for r in rps]
+        cap[f"{col}_active_users"] = [active_users(r, seconds_between_requests) if r > 0 else 0.0
+                                      for r in rps]
+    return cap.sort_values(["notebook", "experiment", "scenario", "slo_rps"],
+                           ascending=[True, True, True, False]).reset_index(drop=True)
+
+
+def headline(cap: pd.DataFrame) -> pd.DataFrame:
+    """The rows that reproduce an article (see HEADLINE_EXPERIMENTS), the best profile of
+    each server per notebook and scenario."""
+    if cap.empty:
+        return cap
+    keep = [e in HEADLINE_EXPERIMENTS.get(n, {e}) for n, e in zip(cap["notebook"], cap["experiment"])]
+    h = cap[keep]
+    if h.empty:
+        return h
+    best = h.loc[h.groupby(["notebook", "scenario", "server"])["slo_rps"].idxmax()]
+    return best.sort_values(["notebook", "scenario", "server"]).reset_index(drop=True)
+
+
+def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
+    """Long form for a grouped bar chart: naive peak and SLO capacity per headline row;
+    `generator_bound` marks lower bounds."""
+    h = headline(cap)
+    if h.empty:
+        return pd.DataFrame({"what": ["(no points)"], "kind": ["naive peak"], "rps": [0.0],
+                             "generator_bound": [False]})
+    what = h["scenario"] + " · " + h["server"] + " (" + h["profile"] + ")"
+    return pd.concat([
+        pd.DataFrame({"what": what, "kind": "naive peak", "rps": h["peak_rps"],
+                      "generator_bound": h["peak_lower_bound"]}),
+        pd.DataFrame({"what": what, "kind": f"p99 ≤ {slo_p99_ms:g} ms", "rps": h["slo_rps"],
+                      "generator_bound": h["slo_lower_bound"]}),
+    ], ignore_index=True)
+
+
+def sensitivity(cap: pd.DataFrame, refs: pd.DataFrame, peak_hours: float = 4,
+                per_user=None) -> pd.DataFrame:
+    """DAU as a function of requests per user per day, for each headline SLO capacity and
+    each reference load, on the same axes."""
+    per_user = np.geomspace(1, 1000, 50) if per_user is None else np.asarray(per_user, float)
+    rows = []
+    h = headline(cap)
+    for r in (h[h["slo_rps"] > 0].itertuples() if len(h) else []):
+        rows += [{"series": f"{r.server} · {r.scenario}", "per_user": k,
+                  "dau": daily_active_users(r.slo_rps, k, peak_hours)} for k in per_user]
+    for r in refs.itertuples():
+        rows += [{"series": f"{r.name} (reference)", "per_user": k,
+                  "dau": daily_active_users(r.rps, k, peak_hours)} for k in per_user]
+    return pd.DataFrame(rows, columns=["series", "per_user", "dau"])
+
+
+def findings(cap: pd.DataFrame, requests_per_user: float = 35,
+             seconds_between_requests: float = 10) -> str:
+    """One line per headline row: SLO capacity vs the peak and what it means in users."""
+    h = headline(cap)
+    if h.empty:
+        return "No points: nothing to estimate yet (run notebooks 01–05 at this scale first)."
+    lines = []
+    for r in h.sort_values("slo_rps", ascending=False).itertuples():
+        cut = 1 - r.slo_rps / r.peak_rps if r.peak_rps else 0.0
+        bound = " (generator-bound: at least this)" if r.slo_lower_bound else ""
+        lines.append(f"- **{r.server} · {r.scenario}** ({r.profile}, {r.notebook}): "
+                     f"{r.slo_rps:,.0f} req/s within the SLO{bound} vs a peak of {r.peak_rps:,.0f} "
+                     f"({cut:.0%} lower) → {r.slo_dau:,.0f} DAU at {requests_per_user:g} requests "
+                     f"each, {r.slo_active_users:,.0f} active users at one request per "
+                     f"{seconds_between_requests:g} s.")
+    return "\n".join(lines)

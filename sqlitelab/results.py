@@ -89,7 +89,8 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
 
 def load_points(path: Path | str | None = None, notebook: str | None = None,
                 run_id: str | None = None) -> pd.DataFrame:
-    """Every stored point (joined with its run's notebook), newest runs first."""
+    """Every stored point, joined with its run's notebook, experiment, start, machine and scale
+    (the `scale` parameter the notebook ran with; None for ad-hoc sweeps), newest runs first."""
     path = Path(path or config.RESULTS_DB)
     if not path.exists():
         return pd.DataFrame()
@@ -98,7 +99,8 @@ def load_points(path: Path | str | None = None, notebook: str | None = None,
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"runs", "points"} <= tables:
             return pd.DataFrame()
-        sql = ("SELECT p.*, r.notebook, r.started, r.machine FROM points p "
+        sql = ("SELECT p.*, r.notebook, r.experiment, r.started, r.machine, "
+               "json_extract(r.parameters, '$.scale') AS scale FROM points p "
                "JOIN runs r USING (run_id)")
         where, args = [], []
         if notebook:

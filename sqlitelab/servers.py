@@ -108,6 +108,38 @@ def prepare_database(path: Path | str, *, users: int = 0, items: int = 0,
     return path
 
 
+TEMPLATES_KEPT = 4  # seeded templates kept in data/tmp/templates, most recently used first
+
+
+def seeded_template(*, users: int = 0, items: int = 0, payload_bytes: int = 2048,
+                    directory: Path | None = None) -> tuple[Path, bool]:
+    """A read-only seeded database to copy from, and whether it came from the cache.
+
+    Seeding is deterministic, so a template is reused across sweeps when the schema, this
+    module's seeding code and the arguments are the same (5,000,000 users take ~35 s to
+    seed, seconds to copy). Sweeps copy it and never write to it."""
+    import hashlib
+    import inspect
+
+    directory = Path(directory or config.TMP_DIR / "templates")
+    directory.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256(config.SCHEMA_SQL.read_bytes())
+    h.update(inspect.getsource(prepare_database).encode())
+    h.update(repr(USERS_DEPARTMENTS).encode())
+    key = f"u{users}-i{items}-p{payload_bytes}-{h.hexdigest()[:12]}"
+    path = directory / f"{key}.db"
+    cached = path.exists()
+    if not cached:
+        part = directory / f"{key}.{os.getpid()}.part"
+        prepare_database(part, users=users, items=items, payload_bytes=payload_bytes)
+        os.replace(part, path)  # atomic: a template either exists whole or not at all
+    os.utime(path)
+    for old in sorted(directory.glob("*.db"), key=lambda f: f.stat().st_mtime,
+                      reverse=True)[TEMPLATES_KEPT:]:
+        old.unlink(missing_ok=True)
+    return path, cached
+
+
 def table_counts(path: Path | str) -> dict[str, int]:
     """Rows per table and the sum of users.updates, read from the file itself."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

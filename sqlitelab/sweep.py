@@ -9,6 +9,7 @@ data/results.db; raw Locust output, histograms and server logs stay in data/runs
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import warnings
@@ -95,10 +96,14 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
                      "server_knobs": server_knobs or {}, "seed_users": seed_users,
                      "seed_items": seed_items, "params": params}}
     points: list[dict] = []
-    template = tmp_dir / "template.db"
     t = time.perf_counter()
-    stacks.prepare_database(template, users=seed_users, items=seed_items,
-                             payload_bytes=payload_bytes)
+    cached, run["seed_cached"] = stacks.seeded_template(users=seed_users, items=seed_items,
+                                                        payload_bytes=payload_bytes)
+    template = tmp_dir / "template.db"  # a link: the cache may prune its entry meanwhile
+    try:
+        os.link(cached, template)
+    except OSError:
+        shutil.copyfile(cached, template)
     run["seed_seconds"] = results.elapsed(t)
 
     from tqdm.auto import tqdm

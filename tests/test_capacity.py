@@ -51,3 +51,58 @@ def test_capacity_at_slo_is_not_the_peak():
     assert out["slo_rps"] == 300 and out["slo_users"] == 4
     none = cap.capacity_at_slo(pts, slo_p99_ms=1).iloc[0]
     assert none["slo_rps"] == 0 and none["slo_users"] is None
+
+
+def _pts(notebook, run, experiment, started, scale="quick", rps=100.0, server="s", profile="p",
+         scenario="x", users=(1, 4)):
+    return [{"notebook": notebook, "run_id": f"{run}/{experiment}" if experiment else run,
+             "experiment": experiment, "started": started, "scale": scale, "server": server,
+             "profile": profile, "scenario": scenario, "users": u, "rps": rps * u, "p99_ms": 10.0 * u,
+             "errors": 0, "generator_bound": False} for u in users]
+
+
+def test_latest_runs_keeps_every_experiment_of_the_newest_run_only():
+    pts = pd.DataFrame(
+        _pts("03-read-write-mix", "old", "article", "2026-01-01T00:00") +
+        _pts("03-read-write-mix", "new", "article", "2026-02-01T00:00") +
+        _pts("03-read-write-mix", "new", "path-batch", "2026-02-01T00:05") +  # a later sweep, same run
+        _pts("01-linear-writes", "one", None, "2026-01-15T00:00") +
+        _pts("01-linear-writes", "seedrun", None, "2026-03-01T00:00", scale="seed") +
+        _pts("adhoc", "mine", None, "2026-04-01T00:00", scale=None))
+    quick = cap.latest_runs(pts, scale="quick")
+    assert set(quick["run_id"]) == {"new/article", "new/path-batch", "one"}
+    assert set(cap.latest_runs(pts, scale="seed")["run_id"]) == {"seedrun"}
+    assert set(cap.latest_runs(pts)["run_id"]) == {"new/article", "new/path-batch", "seedrun"}
+    assert cap.latest_runs(pts, notebooks=["adhoc"])["run_id"].unique().tolist() == ["mine"]
+    assert cap.latest_runs(pts, scale="nope").empty
+
+
+def test_estimate_keeps_experiments_apart_and_headline_picks_the_article():
+    pts = pd.DataFrame(
+        _pts("03-read-write-mix", "r", "article", "t", rps=100, users=(8, 32)) +
+        _pts("03-read-write-mix", "r", "share-100", "t", rps=10, users=(8, 32)) +
+        _pts("02-busy-errors", "q", "profiles", "t", rps=50, profile="a", scenario="m", users=(1, 3)) +
+        _pts("02-busy-errors", "q", "profiles", "t", rps=60, profile="b", scenario="m", users=(1, 3)) +
+        _pts("01-linear-writes", "o", None, "t", rps=70, scenario="w", users=(1, 16)))
+    est = cap.estimate(pts, slo_p99_ms=100, requests_per_user=35, seconds_between_requests=10)
+    art = est[(est.experiment == "article")].iloc[0]
+    assert art.peak_rps == 3200 and art.slo_rps == 800  # 32 users has p99 320 ms > 100
+    assert art.slo_dau == pytest.approx(cap.daily_active_users(800, 35))
+    assert art.slo_active_users == 8000
+    assert est[est.experiment == "share-100"].iloc[0].peak_rps == 320  # not averaged with the article
+    h = cap.headline(est)
+    assert set(zip(h.notebook, h.experiment, h.profile)) == {
+        ("03-read-write-mix", "article", "p"), ("02-busy-errors", "profiles", "b"), ("01-linear-writes", "", "p")}
+    long = cap.chart_frame(est, 100)
+    assert len(long) == 2 * len(h) and set(long["kind"]) == {"naive peak", "p99 ≤ 100 ms"}
+    sens = cap.sensitivity(est, cap.reference_loads(), per_user=[1, 35])
+    assert len(sens) == 2 * (len(h) + len(cap.reference_loads()))
+    text = cap.findings(est)
+    assert text.count("\n") == len(h) - 1 and "800 req/s within the SLO" in text
+
+
+def test_estimate_of_nothing_says_so():
+    empty = cap.estimate(pd.DataFrame(), 100)
+    assert empty.empty and cap.headline(empty).empty
+    assert "No points" in cap.findings(empty)
+    assert cap.chart_frame(empty, 100)["what"].tolist() == ["(no points)"]

@@ -78,3 +78,28 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     executed = nbformat.read(out, as_version=4)
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+
+
+@pytest.mark.slow
+def test_capacity_notebook_reads_the_newest_run_at_its_scale(tmp_path, monkeypatch):
+    """06 over real stored points: a notebook-made quick sweep is estimated, an ad-hoc sweep
+    (no scale) and the older run of the same notebook are not."""
+    import pandas as pd
+    from sqlitelab.sweep import sweep
+    monkeypatch.setenv("LAB_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("LAB_FIGURES_DIR", str(tmp_path / "figures"))
+    db, runs = tmp_path / "data" / "results.db", tmp_path / "data" / "runs"
+    tiny = dict(servers=["go-nethttp"], profiles=["rails71"], scenario="rails-writes", levels=[1],
+                duration=0.5, warmup=0.2, repeats=1, progress=False, results_db=db, runs_dir=runs)
+    old = sweep(notebook="01-linear-writes", parameters={"scale": "quick"}, **tiny)
+    new = sweep(notebook="01-linear-writes", parameters={"scale": "quick"}, **tiny)
+    sweep(notebook="scratch", **tiny)
+    run_id = results.new_run_id("06-capacity")
+    pm.execute_notebook(str(config.NOTEBOOKS_DIR / "06-capacity.ipynb"), str(tmp_path / "06.ipynb"),
+                        kernel_name=config.KERNEL_NAME, parameters={"scale": "quick", "run_id": run_id},
+                        cwd=str(config.NOTEBOOKS_DIR), progress_bar=False)
+    cap = pd.read_csv(runs / run_id / "capacity.csv")
+    assert cap["notebook"].tolist() == ["01-linear-writes"]
+    assert cap["peak_rps"].iloc[0] == pytest.approx(new["rps"].max())
+    assert old["run_id"].iloc[0] != new["run_id"].iloc[0]
+    assert (tmp_path / "figures" / "06-capacity" / "capacity.png").exists()

@@ -138,3 +138,53 @@ def test_findings_read_well_when_some_series_never_err():
     text = analysis.linear_writes_findings(analysis.seed_table(df))
     assert "nan" not in text.lower() and "+" not in text
     assert "no errors at any level" in text and "begin at 8 users" in text
+
+
+def test_stack_ratios_mark_generator_bound_peaks_as_lower_bounds():
+    df = synthetic_points()  # python peaks at 4 users (~301 rps); rust-axum's peak is generator-bound
+    t = analysis.mix_table(df)
+    text = analysis.stack_ratios(t)
+    rust = t[t.server == "rust-axum"]["rps"].max() / t[t.server == "python-fastapi"]["rps"].max()
+    assert f"rust-axum ≥ {rust:.1f}×" in text and "generator-bound" in text
+    df["generator_bound"] = False
+    assert "≥" not in analysis.stack_ratios(analysis.mix_table(df))
+
+
+def test_write_path_and_ceiling_and_single_machine_findings():
+    paths = pd.DataFrame([{"server": "s", "write_path": w, "rps": r}
+                          for w, r in (("pool", 100.0), ("writer", 200.0), ("batch", 500.0))])
+    assert "group commit 2.5× the single writer, 5.0× the pool" in analysis.write_path_findings(paths)
+    t = analysis.seed_table(synthetic_points())
+    raw = {"commits_per_s": 1000.0, "reads_per_s": 5000.0}
+    text = analysis.ceiling_findings(t, raw)
+    assert "1,000 one-row transactions/s" in text and "python-fastapi 30%" in text
+    sm = pd.DataFrame([{"server": "a", "scenario": "hello", "rps": 12000.0, "mbit_s": 8.0,
+                        "server_rss_mb": 20.0, "generator_bound": True},
+                       {"server": "b", "scenario": "hello", "rps": 3000.0, "mbit_s": 2.0,
+                        "server_rss_mb": 30.0, "generator_bound": False}])
+    text = analysis.single_machine_findings(sm, raw, yahoo_rps=1388.9)
+    assert "best a at 12,000 req/s (generator-bound" in text and "2.0× Twitter" in text
+    assert "8.6× Yahoo's 1,389 req/s" in text and "5,000 point reads/s" in text
+
+
+def test_health_warnings_say_what_went_wrong():
+    df = synthetic_points()
+    ok = analysis.health_warnings(df)
+    assert "Audit ok at all" in ok and "generator-bound" in ok and "FAILED" not in ok
+    df.loc[0, "audit_ok"] = False
+    df["generator_bound"] = False
+    bad = analysis.health_warnings(df)
+    assert "AUDIT FAILED" in bad and "generator-bound" not in bad and "Audit ok" not in bad
+
+
+def test_seeded_templates_are_reused_and_pruned(tmp_path):
+    from sqlitelab import servers as stacks
+    a, cached = stacks.seeded_template(users=10, items=3, payload_bytes=16, directory=tmp_path)
+    assert not cached and stacks.table_counts(a)["users"] == 10 and stacks.table_counts(a)["items"] == 3
+    again, cached = stacks.seeded_template(users=10, items=3, payload_bytes=16, directory=tmp_path)
+    assert cached and again == a
+    for n in range(stacks.TEMPLATES_KEPT + 1):
+        other, cached = stacks.seeded_template(users=n, directory=tmp_path)
+        assert not cached
+    assert not a.exists() and len(list(tmp_path.glob("*.db"))) == stacks.TEMPLATES_KEPT
+    assert not list(tmp_path.glob("*.part"))
