@@ -3,6 +3,7 @@ published numbers as reference data with their source."""
 from __future__ import annotations
 
 import io
+import json
 from importlib import resources
 
 import pandas as pd
@@ -100,43 +101,80 @@ def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4) 
             f"(the article: ~2,500/s → 35 M/day → 1 M DAU).")
 
 
+def run_busy(run_counts) -> int:
+    """Busy 503s over a level's whole run (warm-up, window and overrun), from `run_counts`."""
+    if not isinstance(run_counts, str) or not run_counts:
+        return 0
+    return sum(n for key, n in json.loads(run_counts).items() if key.rsplit(" ", 1)[-1] == "503")
+
+
 def busy_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per server, profile, transaction mode and users: requests, busy 503s and their share."""
+    """Per server, profile, transaction mode and users: requests, busy 503s and their share
+    in the windows, busy 503s over the whole runs, and stalls (a repeat where no request
+    completed in the window, or one finished ≥ STALL_MS after it)."""
     keys = [k for k in ("server", "profile", "txn_mode", "users") if k in df]
-    g = df.groupby(keys, sort=True)
+    d = df.assign(
+        _run_busy=[run_busy(v) for v in df["run_counts"]] if "run_counts" in df else 0,
+        _overrun=df["max_overrun_ms"].fillna(0) if "max_overrun_ms" in df else 0.0)
+    d["_stalled"] = (d["requests"] <= 0) | (d["_overrun"] >= STALL_MS)
+    g = d.groupby(keys, sort=True)
     out = pd.DataFrame({"requests": g["requests"].sum(), "busy_errors": g["busy_errors"].sum(),
                         "other_errors": g["errors"].sum() - g["busy_errors"].sum(),
+                        "run_busy_errors": g["_run_busy"].sum(),
                         "rps": g["rps"].mean(), "p99_ms": g["p99_ms"].mean(),
-                        "max_ms": g["max_ms"].max(), "audit_ok": g["audit_ok"].all()}).reset_index()
+                        "max_ms": g["max_ms"].max(), "repeats": g["requests"].size(),
+                        "stalled_repeats": g["_stalled"].sum(), "max_overrun_ms": g["_overrun"].max(),
+                        "audit_ok": g["audit_ok"].all()}).reset_index()
     out["busy_share"] = out["busy_errors"] / out["requests"].where(out["requests"] > 0)
     return out
+
+
+def _stall_note(g: pd.DataFrame) -> str:
+    st = g[g["stalled_repeats"] > 0]
+    if not len(st):
+        return ""
+    return (f"; **stalls** from {int(st['users'].min())} user(s): {int(st['stalled_repeats'].sum())} of "
+            f"{int(g.loc[g['users'] >= st['users'].min(), 'repeats'].sum())} repeats had a request "
+            f"finish up to {st['max_overrun_ms'].max() / 1000:.1f} s after the window or none finish in it")
 
 
 def busy_findings(summary: pd.DataFrame) -> str:
     lines = []
     for (server, profile), g in summary.groupby(["server", "profile"], sort=True):
         erring = g[g["busy_errors"] > 0]
+        stalls = _stall_note(g)
         if len(erring):
             first = erring.iloc[0]
             worst = erring.loc[erring["busy_share"].idxmax()]
             lines.append(f"- **{server} · {profile}**: 'database is locked' from {int(first.users)} "
-                         f"user(s); worst at {int(worst.users)} users, {worst.busy_share:.1%} of requests.")
+                         f"user(s); worst at {int(worst.users)} users, {worst.busy_share:.1%} of "
+                         f"requests{stalls}.")
         else:
-            lines.append(f"- **{server} · {profile}**: no busy errors at any level "
-                         f"({int(g['requests'].sum()):,} requests).")
+            lines.append(f"- **{server} · {profile}**: no busy errors in any window "
+                         f"({int(g['requests'].sum()):,} requests){stalls}.")
     return "\n".join(lines)
 
 
 def txn_mode_findings(summary: pd.DataFrame) -> str:
-    """Deferred vs immediate under the same busy policy: the cause of the errors."""
+    """Deferred vs immediate under the same busy policy: the cause of the errors — and, with
+    a busy wait that blocks its worker, why immediate alone is not the cure."""
     lines = []
     if "txn_mode" not in summary:
         return ""
     for (server, profile), g in summary.groupby(["server", "profile"], sort=True):
-        by = g.groupby("txn_mode")["busy_errors"].sum()
+        by = g.groupby("txn_mode").agg(busy=("busy_errors", "sum"), run_busy=("run_busy_errors", "sum"),
+                                       rps=("rps", "mean"), stalled=("stalled_repeats", "sum"),
+                                       repeats=("repeats", "sum"))
         if {"deferred", "immediate"} <= set(by.index):
-            lines.append(f"- **{server} · {profile}**: {int(by['deferred']):,} busy errors with deferred "
-                         f"transactions, {int(by['immediate']):,} with immediate.")
+            d, i = by.loc["deferred"], by.loc["immediate"]
+            text = (f"- **{server} · {profile}**: {int(d.busy):,} busy errors with deferred transactions "
+                    f"({d.rps:,.0f} req/s on average over the levels), {int(i.busy):,} with immediate "
+                    f"({i.rps:,.0f} req/s)")
+            if i.stalled:
+                text += (f" — but immediate **stalled** in {int(i.stalled)} of {int(i.repeats)} repeats, "
+                         f"and {int(i.run_busy - i.busy):,} busy errors came outside the windows (after "
+                         f"the stall): the busy wait blocks its worker")
+            lines.append(text + ".")
     return "\n".join(lines)
 
 

@@ -188,3 +188,24 @@ def test_seeded_templates_are_reused_and_pruned(tmp_path):
         assert not cached
     assert not a.exists() and len(list(tmp_path.glob("*.db"))) == stacks.TEMPLATES_KEPT
     assert not list(tmp_path.glob("*.part"))
+
+
+def test_busy_summary_counts_stalls_and_busy_errors_outside_the_window():
+    rows = []
+    for mode, users, rep, requests, busy, overrun, run in [
+            ("deferred", 3, 1, 1000, 30, 2.0, {"POST /metrics 201": 1500, "POST /metrics 503": 40}),
+            ("immediate", 3, 1, 0, 0, 0.0, {"POST /metrics 201": 90, "POST /metrics 503": 2}),  # nothing completed
+            ("immediate", 3, 2, 500, 0, 4800.0, {"POST /metrics 201": 700, "POST /metrics 503": 1}),
+            ("immediate", 1, 1, 800, 0, 1.0, {"POST /metrics 201": 900})]:
+        rows.append({"server": "ruby-puma", "profile": "rails71", "txn_mode": mode, "users": users,
+                     "repeat": rep, "requests": requests, "busy_errors": busy, "errors": busy,
+                     "rps": requests / 5, "p99_ms": 5.0, "max_ms": 9.0, "audit_ok": True,
+                     "max_overrun_ms": overrun, "run_counts": json.dumps(run)})
+    s = analysis.busy_summary(pd.DataFrame(rows)).set_index(["txn_mode", "users"])
+    assert s.loc[("deferred", 3), "run_busy_errors"] == 40 and s.loc[("deferred", 3), "stalled_repeats"] == 0
+    assert s.loc[("immediate", 3), "stalled_repeats"] == 2 and s.loc[("immediate", 3), "run_busy_errors"] == 3
+    assert s.loc[("immediate", 1), "stalled_repeats"] == 0
+    text = analysis.txn_mode_findings(s.reset_index())
+    assert "30 busy errors with deferred" in text and "0 with immediate" in text
+    assert "stalled** in 2 of 3 repeats" in text and "3 busy errors came outside the windows" in text
+    assert "stalls** from 3 user(s)" in analysis.busy_findings(s.reset_index())
