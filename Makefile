@@ -60,4 +60,4 @@ clean: ## remove results, runs and scratch databases (keeps the environment)
 	rm -rf data/results.db* data/runs data/tmp
 
 distclean: clean ## also remove the environment and server builds
-	rm -rf $(VENV) $(STAMP) servers/rust-axum/target servers/go-nethttp/bin
+	rm -rf $(VENV) $(STAMP) servers/rust-axum/target servers/go-nethttp/bin sqlitelab/loadgen/bin

@@ -16,3 +16,5 @@ TMP_DIR = DATA_DIR / "tmp"          # scratch databases of running sweeps
 FIGURES_DIR = Path(os.environ.get("LAB_FIGURES_DIR", PROJ_ROOT / "figures"))
 NOTEBOOKS_DIR = PROJ_ROOT / "notebooks"
 KERNEL_NAME = "sqlitelab"           # the Jupyter kernel `make setup` registers
+LOADGEN_DIR = Path(__file__).resolve().parent / "loadgen"   # the Go load generator (source)
+LOADGEN_BIN = LOADGEN_DIR / "bin" / "loadgen"

@@ -1,5 +1,7 @@
-"""Driving load: one Locust subprocess per level, an exact measurement window, merged
-HdrHistograms, server and generator CPU, and the audit of every acknowledged write.
+"""Driving load: one generator subprocess per level (Locust by default; `generator="loadgen"`
+for the lab's Go generator when one Locust core would be the limit), an exact measurement
+window, merged HdrHistograms, server and generator CPU, and the audit of every acknowledged
+write. Both generators write the same per-process measurement file.
 
     df = sweep(notebook="01-linear-writes", servers=["python-fastapi"], profiles=["rails71"],
                scenario="rails-writes", levels=[1, 2, 4], duration=10, repeats=3)
@@ -19,9 +21,10 @@ from pathlib import Path
 import psutil
 from hdrh.histogram import HdrHistogram
 
-from . import servers
+from . import config, servers
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+GENERATORS = ("locust", "loadgen")
 
 
 @dataclass(frozen=True)
@@ -154,10 +157,25 @@ def locust_command(scenario: str, users: int, url: str, run_time: float, process
     return servers.pin_command(cmd, cpus)
 
 
+def loadgen_command(scenario: str, users: int, url: str, run_time: float,
+                    cpus: str | None) -> tuple[list[str], str | None]:
+    cmd = [str(config.LOADGEN_BIN), "-scenario", scenario, "-users", str(users), "-host", url,
+           "-max-seconds", f"{run_time:.3f}"]
+    return servers.pin_command(cmd, cpus)
+
+
+def check_generator(generator: str, processes: int = 1) -> None:
+    if generator not in GENERATORS:
+        raise ValueError(f"generator must be one of {', '.join(GENERATORS)}, not {generator!r}")
+    if generator == "loadgen" and processes != 1:
+        raise ValueError("processes applies to Locust only: loadgen uses every CPU of its set")
+
+
 def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, *,
               duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
               max_duration: float = 300.0, processes: int = 1, cpus: str | None = None,
-              params: dict | None = None, startup: float | None = None) -> dict:
+              params: dict | None = None, startup: float | None = None,
+              generator: str = "locust") -> dict:
     """Drive `users` closed-loop users of `scenario` at `server` and measure one window.
 
     The window opens `warmup` seconds after all users should have spawned and closes after
@@ -168,22 +186,30 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     if users < 1 or processes < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users and processes must be >= 1, duration > 0, warmup >= 0")
+    check_generator(generator, processes)
     if not server.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
         raise ValueError(f"load goes to loopback only, not {server.url}")
     out_dir.mkdir(parents=True, exist_ok=True)
     params = params or {}
-    # Locust spawns its users ~0.5 s after launch here (more with --processes); a late
-    # spawn is caught by `ramp_in_window`.
-    startup = startup if startup is not None else 1.2 + 0.8 * (processes - 1) + users / 1000
+    # Locust spawns its users ~0.5 s after launch here (more with --processes), loadgen at
+    # once; a late spawn is caught by `ramp_in_window`.
+    if startup is None:
+        startup = (1.2 + 0.8 * (processes - 1) + users / 1000 if generator == "locust"
+                   else 0.2 + users / 5000)
+    if generator == "loadgen":
+        servers.build_loadgen()  # seconds the first time, a stat() after
     launch = time.time()
     t0 = launch + startup + warmup
     t1 = t0 + (max_duration if requests else duration)
     env = {**os.environ, "LAB_T0": repr(t0), "LAB_T1": repr(t1), "LAB_OUT_DIR": str(out_dir),
            "LAB_TARGET": str(math.ceil(requests / processes)) if requests else "0",
            **{f"LAB_{k.upper()}": str(v) for k, v in params.items()}}
-    cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 5, processes,
-                                 out_dir, cpus)
-    log = open(out_dir / "locust.log", "wb")
+    if generator == "locust":
+        cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 5, processes,
+                                     out_dir, cpus)
+    else:
+        cmd, pinned = loadgen_command(scenario, users, server.url, t1 - launch + 5, cpus)
+    log = open(out_dir / f"{generator}.log", "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
@@ -195,22 +221,24 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         sampler.stop()
         servers.stop_process_group(proc)
     return merge_level(out_dir, sampler, server, scenario, users, processes, pinned,
-                       requests, (t0, t1), proc.returncode)
+                       requests, (t0, t1), proc.returncode, generator)
 
 
 def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,
-                window, returncode) -> dict:
+                window, returncode, generator: str = "locust") -> dict:
     files = sorted(out_dir.glob("proc-*.json"))
-    log_text = (out_dir / "locust.log").read_text(errors="replace")
+    log_text = (out_dir / f"{generator}.log").read_text(errors="replace")
     if not files:
-        raise LoadError(f"Locust wrote no measurements (exit {returncode}); its log:\n"
+        raise LoadError(f"{generator} wrote no measurements (exit {returncode}); its log:\n"
                         + "\n".join(log_text.splitlines()[-25:]))
     procs = [json.loads(f.read_text()) for f in files]
     hist = HdrHistogram(1, 100_000_000, 3)
     status, failures, run_counts = {}, {}, {}
     for p in procs:
-        if p["hist"]:
+        if p.get("hist"):
             hist.add(HdrHistogram.decode(p["hist"]))
+        for value, n in p.get("hist_values") or ():  # loadgen: exact µs values and counts
+            hist.record_value(min(max(int(value), 1), 100_000_000), int(n))
         for src, dst in ((p["status"], status), (p["failures"], failures), (p["run_counts"], run_counts)):
             for k, v in src.items():
                 dst[k] = dst.get(k, 0) + v
@@ -268,6 +296,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "generator_pinning": pinned,
         "histogram": hist.encode().decode() if count else None,
         "locust_exit": returncode,
+        "generator": generator,
     }
     return point
 

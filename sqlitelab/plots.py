@@ -63,8 +63,9 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     parts = []
     if "machine" in df:
         parts.append(str(first["machine"]))
+    gen = {"loadgen": "loadgen"}.get(first.get("generator"), "Locust")
     parts.append(f"server CPU {first.get('server_pinning') or 'unpinned'}, "
-                 f"Locust CPU {first.get('generator_pinning') or 'unpinned'}")
+                 f"{gen} CPU {first.get('generator_pinning') or 'unpinned'}")
     if "txn_mode" in df:
         profiles = sorted({f"{r.profile} ({r.txn_mode}, {r.busy}, {r.write_path})"
                            for r in df.itertuples()})

@@ -235,6 +235,28 @@ def build_server(stack: str, timeout: float = 900) -> None:
         raise ServerStartError(f"{stack}: build failed (exit {proc.returncode}):\n{tail}")
 
 
+GO_BIN_DIRS = ("/usr/local/go/bin", str(Path.home() / "go" / "bin"))
+
+
+def build_loadgen(timeout: float = 300) -> Path:
+    """Build the Go load generator (stdlib only) unless its binary is newer than its sources."""
+    src = [config.LOADGEN_DIR / "go.mod", *sorted(config.LOADGEN_DIR.glob("*.go"))]
+    binary = config.LOADGEN_BIN
+    if binary.exists() and binary.stat().st_mtime >= max(f.stat().st_mtime for f in src):
+        return binary
+    path = os.pathsep.join([os.environ.get("PATH", ""), *GO_BIN_DIRS])
+    if not shutil.which("go", path=path):
+        raise ServerStartError("lab: go not found: install Go >= 1.22 (https://go.dev/dl/) "
+                               "to use generator='loadgen'")
+    proc = subprocess.run(["go", "build", "-trimpath", "-o", str(binary), "."],
+                          cwd=config.LOADGEN_DIR, env={**os.environ, "PATH": path},
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise ServerStartError(f"loadgen: build failed (exit {proc.returncode}):\n{tail}")
+    return binary
+
+
 @dataclass
 class Server:
     """One running server process, started by `start_server`."""
@@ -373,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("db")
     pr.add_argument("--users", type=int, default=0)
     pr.add_argument("--items", type=int, default=0)
-    b = sub.add_parser("build", help="build stacks (all when none named)")
+    b = sub.add_parser("build", help="build stacks and the Go load generator (all when none named)")
     b.add_argument("stacks", nargs="*")
     args = p.parse_args(argv)
     if args.cmd == "prepare":
@@ -381,10 +403,14 @@ def main(argv: list[str] | None = None) -> int:
         prepare_database(args.db, users=args.users, items=args.items)
         print(f"{args.db}: {table_counts(args.db)} in {time.perf_counter() - t:.1f} s")
     elif args.cmd == "build":
-        for stack in args.stacks or list(STACKS):
+        for stack in [s for s in args.stacks if s != "loadgen"] if args.stacks else list(STACKS):
             t = time.perf_counter()
             build_server(stack)
             print(f"{stack}: built in {time.perf_counter() - t:.1f} s")
+        if not args.stacks or "loadgen" in args.stacks:
+            t = time.perf_counter()
+            build_loadgen()
+            print(f"loadgen: built in {time.perf_counter() - t:.1f} s")
     return 0
 
 

@@ -59,12 +59,13 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,
           params: dict | None = None, parameters: dict | None = None, progress: bool = True,
           results_db: Path | None = None, runs_dir: Path | None = None,
-          run_id: str | None = None) -> pd.DataFrame:
+          run_id: str | None = None, generator: str = "locust") -> pd.DataFrame:
     """Run a sweep and return its points (one row per server, profile, level and repeat)."""
     server_list = list(servers or ["python-fastapi"])
     profile_list = list(profiles or ["rails71"])
     levels = list(levels)
     _check_args(server_list, profile_list, scenario, levels, repeats)
+    load.check_generator(generator, processes)
     auto_server, auto_gen = default_cpus()
     server_cpus = auto_server if server_cpus == "auto" else server_cpus
     generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
@@ -92,10 +93,13 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
            "generator_cpus": generator_cpus, "scenario": scenario,
            "sweep": {"servers": server_list, "profiles": profile_list, "levels": levels,
                      "repeats": repeats, "duration": duration, "warmup": warmup,
-                     "requests": requests, "processes": processes, "knobs": knobs or {},
+                     "requests": requests, "processes": processes, "generator": generator,
+                     "knobs": knobs or {},
                      "server_knobs": server_knobs or {}, "seed_users": seed_users,
                      "seed_items": seed_items, "params": params}}
     points: list[dict] = []
+    if generator == "loadgen":
+        stacks.build_loadgen()
     t = time.perf_counter()
     cached, run["seed_cached"] = stacks.seeded_template(users=seed_users, items=seed_items,
                                                         payload_bytes=payload_bytes)
@@ -116,7 +120,7 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
                 points += _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id,
                                       scenario, sc, levels, repeats, duration, warmup, requests,
                                       max_duration, pause, processes, server_cpus,
-                                      generator_cpus, params, bar)
+                                      generator_cpus, params, bar, generator)
     finally:
         bar.close()
         run["finished"] = results.now_iso()
@@ -135,7 +139,7 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
 
 def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scenario, sc,
                 levels, repeats, duration, warmup, requests, max_duration, pause, processes,
-                server_cpus, generator_cpus, params, bar) -> list[dict]:
+                server_cpus, generator_cpus, params, bar, generator="locust") -> list[dict]:
     db = tmp_dir / f"{stack}-{profile}.db"
     shutil.copyfile(template, db)
     log = run_dir / f"server-{stack}-{profile}.log"
@@ -152,7 +156,8 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
                 level_dir = run_dir / stack / profile / scenario / f"u{users:04d}-r{rep}"
                 p = load.run_level(srv, scenario, users, level_dir, duration=duration,
                                    warmup=warmup, requests=requests, max_duration=max_duration,
-                                   processes=processes, cpus=generator_cpus, params=params)
+                                   processes=processes, cpus=generator_cpus, params=params,
+                                   generator=generator)
                 after = stacks.table_counts(db)
                 written = (after[sc.counter] - before[sc.counter]) if sc.counter else 0
                 expected = p["acked_writes"] * sc.rows_per_ack

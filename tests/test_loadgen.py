@@ -1,0 +1,84 @@
+"""The lab's Go load generator (`generator="loadgen"`): the same measurement as Locust's —
+window counts against the server's own counter, exact means, audits, exact request counts —
+and the same refusals. Correctness only, never speed."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import psutil
+import pytest
+
+from sqlitelab import config, load, servers
+from sqlitelab.sweep import sweep
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    return servers.build_loadgen()
+
+
+@pytest.mark.parametrize("stack", ["go-nethttp", "python-fastapi"])
+def test_window_count_matches_server_count_and_means_agree(tmp_path, stack):
+    db = servers.prepare_database(tmp_path / "h.db")
+    with servers.start_server(stack, db, profile="rails71", cpus="0") as srv:
+        load.prime(srv)
+        p = load.run_level(srv, "hello", 8, tmp_path / "level", duration=3, warmup=0.5, cpus="1",
+                           generator="loadgen")
+    assert p["generator"] == "loadgen" and (tmp_path / "level" / "loadgen.log").exists()
+    assert p["requests"] > 1000 and p["server_requests"] is not None
+    assert abs(p["requests"] - p["server_requests"]) <= 0.01 * p["server_requests"], p
+    assert p["hist_mean_ms"] == pytest.approx(p["mean_ms"], rel=0.002)
+    assert p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
+    assert json.loads(p["status_counts"]) == {"200": p["requests"]}
+    assert p["errors"] == 0 and p["rps"] == pytest.approx(p["requests"] / p["window_s"], rel=0.01)
+    assert not p["ramp_in_window"] and p["overran_window"] <= 8 and p["max_overrun_ms"] < 1000
+    assert p["locust_window_requests"] is None  # Locust's cross-check does not apply
+
+
+def test_level_by_request_count_is_exact_and_writes_are_audited(tmp_path):
+    db = servers.prepare_database(tmp_path / "c.db", items=100)
+    with servers.start_server("rust-axum", db, profile="single-writer", cpus="0") as srv:
+        p = load.run_level(srv, "mix", 16, tmp_path / "level", warmup=0.3, requests=3000,
+                           max_duration=60, cpus="1", params={"items": 100, "write_share": 0.5},
+                           generator="loadgen")
+        after = servers.table_counts(db)
+    assert p["requests"] == 3000
+    assert p["acked_writes"] == after["items"] - 100 > 0
+    posts = sum(v for k, v in json.loads(p["run_counts"]).items() if k.startswith("POST"))
+    gets = sum(v for k, v in json.loads(p["run_counts"]).items() if k.startswith("GET"))
+    assert 0.4 < posts / (posts + gets) < 0.6
+
+
+def test_write_sweep_with_loadgen_audits(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "TMP_DIR", tmp_path / "tmp")
+    df = sweep(notebook="test", servers=["go-nethttp", "python-fastapi"], profiles=["rails71"],
+               scenario="rails-writes", levels=[4], duration=1.5, warmup=0.3, progress=False,
+               generator="loadgen", results_db=tmp_path / "r.db", runs_dir=tmp_path / "runs")
+    assert (df["generator"] == "loadgen").all() and (df["acked_writes"] > 0).all()
+    assert (df["rows_written"] == df["acked_writes"]).all() and df["audit_ok"].all()
+    assert set(df["status_counts"].map(lambda s: tuple(json.loads(s)))) == {("200",)}  # redirect followed
+    assert not psutil.Process().children(recursive=True), "a process outlived the sweep"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-scenario", "hello", "-users", "1", "-host", "http://10.0.0.1:80", "-max-seconds", "1"], "loopback"),
+    (["-scenario", "nope", "-users", "1", "-host", "http://127.0.0.1:9", "-max-seconds", "1"], "scenario"),
+    (["-scenario", "hello", "-users", "0", "-host", "http://127.0.0.1:9", "-max-seconds", "1"], "users"),
+])
+def test_loadgen_refuses_bad_arguments_with_one_line(args, message):
+    r = subprocess.run([str(config.LOADGEN_BIN), *args], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("loadgen: ") and message in lines[0]
+
+
+def test_bad_generator_choices_are_refused_before_anything_starts(tmp_path):
+    with pytest.raises(ValueError, match="generator must be one of"):
+        sweep(notebook="test", generator="wrk", progress=False, results_db=tmp_path / "r.db")
+    with pytest.raises(ValueError, match="Locust only"):
+        sweep(notebook="test", generator="loadgen", processes=2, progress=False,
+              results_db=tmp_path / "r.db")
+    assert not (tmp_path / "r.db").exists()
