@@ -4,6 +4,7 @@ and the same refusals. Correctness only, never speed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import psutil
@@ -82,3 +83,11 @@ def test_bad_generator_choices_are_refused_before_anything_starts(tmp_path):
         sweep(notebook="test", generator="loadgen", processes=2, progress=False,
               results_db=tmp_path / "r.db")
     assert not (tmp_path / "r.db").exists()
+
+
+def test_loadgen_unit_tests_pass():
+    """The generator's own Go tests (in-process servers: redirects, timeouts, signals, targets)."""
+    env = {**os.environ, "PATH": os.pathsep.join([os.environ.get("PATH", ""), *servers.GO_BIN_DIRS])}
+    r = subprocess.run(["go", "test", "-count=1", "."], cwd=config.LOADGEN_DIR, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,3 @@
+module sqlitelab/loadgen
+
+go 1.22

@@ -1,0 +1,1116 @@
+// Command loadgen drives the lab's scenarios at one server: a dependency-free alternative to
+// ONE Locust process running sqlitelab/locustfile.py. It reads the same LAB_* environment,
+// sends the same requests under the same names, and writes the same per-process JSON file
+// (LAB_OUT_DIR/proc-<pid>.json) with the same in-window rules, plus "hist_values" (exact
+// latencies in µs, aggregated by value) in place of an encoded HdrHistogram.
+//
+//	loadgen -scenario hello -users 64 -host http://127.0.0.1:8001 -max-seconds 30
+//
+// Each user is a goroutine with its own keep-alive HTTP/1.1 connection and a minimal
+// client (request written in one write, response parsed from a bufio.Reader), so the
+// generator costs far less CPU per request than Locust's gevent client.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+const (
+	histMax        = 100_000_000 // µs: the lab's HdrHistogram covers 1 µs .. 100 s
+	maxRedirects   = 30          // Locust's FastHttpUser.max_redirects
+	signalGrace    = 5 * time.Second
+	readBufferSize = 32 << 10
+	captureLimit   = 1 << 20 // bytes of a response body kept for parsing (POST /items)
+)
+
+const usage = `usage: loadgen -scenario NAME -users N -host http://127.0.0.1:PORT -max-seconds S
+
+Scenarios: hello, rails-writes, rails-writes-noredirect, metrics-writes, mix, user-read,
+user-page, user-update. Environment as sqlitelab/locustfile.py: LAB_T0, LAB_T1, LAB_TARGET,
+LAB_OUT_DIR, LAB_WRITE_SHARE, LAB_PAYLOAD_BYTES, LAB_ITEMS, LAB_USERS_ROWS,
+LAB_FOLLOW_REDIRECTS, LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT.
+Writes LAB_OUT_DIR/proc-<pid>.json and exits 0; a usage error prints one line and exits 2.
+`
+
+// ------------------------------------------------------------------------------ requests
+
+// op is one kind of request, with the method and name Locust records it under.
+type op int
+
+const (
+	opHello op = iota
+	opRequests
+	opMetrics
+	opItemGet
+	opItemPost
+	opUserGet
+	opUserPage
+	opUserPost
+	numOps
+)
+
+var opMethod = [numOps]string{"GET", "POST", "POST", "GET", "POST", "GET", "GET", "POST"}
+
+var opName = [numOps]string{
+	"GET /hello", "POST /requests", "POST /metrics", "GET /items/{id}", "POST /items",
+	"GET /users/{uid}", "GET /users/{uid}/page", "POST /users/{uid}",
+}
+
+type scenario int
+
+const (
+	scHello scenario = iota
+	scRailsWrites
+	scRailsWritesNoRedirect
+	scMetricsWrites
+	scMix
+	scUserRead
+	scUserPage
+	scUserUpdate
+)
+
+// scenarioNames are the keys of SCENARIOS in sqlitelab/load.py, in its order.
+var scenarioNames = []string{"hello", "rails-writes", "rails-writes-noredirect",
+	"metrics-writes", "mix", "user-read", "user-page", "user-update"}
+
+// ------------------------------------------------------------------------------ configuration
+
+type config struct {
+	scenario   scenario
+	users      int
+	maxSeconds float64
+	hostHeader string // the URL's host[:port], sent as Host
+	addr       string // host:port to dial
+	t0, t1     float64
+	target     int64
+	outDir     string
+	writeShare float64
+	payload    []byte // the body of POST /items: {"payload": "ppp…"}, as json.dumps writes it
+	items      int64
+	usersRows  int64
+	follow     bool // LAB_FOLLOW_REDIRECTS: rails-writes follows the 302
+	rate       float64
+	timeout    time.Duration
+}
+
+func parseConfig(args []string, getenv func(string) string) (*config, error) {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	name := fs.String("scenario", "", "scenario")
+	users := fs.Int("users", 0, "users")
+	host := fs.String("host", "", "base URL")
+	maxSeconds := fs.Float64("max-seconds", 0, "hard bound on the run")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg := &config{}
+	found := false
+	for i, s := range scenarioNames {
+		if s == *name {
+			cfg.scenario, found = scenario(i), true
+		}
+	}
+	switch {
+	case *name == "":
+		return nil, fmt.Errorf("-scenario is required (one of %s)", strings.Join(scenarioNames, ", "))
+	case !found:
+		return nil, fmt.Errorf("unknown scenario %q (known: %s)", *name, strings.Join(scenarioNames, ", "))
+	case *users < 1:
+		return nil, fmt.Errorf("-users must be >= 1, not %d", *users)
+	case !(*maxSeconds > 0 && *maxSeconds <= 1e9):
+		return nil, fmt.Errorf("-max-seconds must be > 0 (a hard bound on the run), not %v", *maxSeconds)
+	}
+	cfg.users, cfg.maxSeconds = *users, *maxSeconds
+	var err error
+	if cfg.hostHeader, cfg.addr, err = parseHost(*host); err != nil {
+		return nil, err
+	}
+
+	e := envReader{get: getenv}
+	cfg.t0 = e.float("LAB_T0", "0")
+	cfg.t1 = e.float("LAB_T1", "1e12")
+	cfg.target = e.int("LAB_TARGET", "0")
+	cfg.outDir = getenv("LAB_OUT_DIR")
+	if cfg.outDir == "" {
+		cfg.outDir = "."
+	}
+	cfg.writeShare = e.float("LAB_WRITE_SHARE", "0.1")
+	payloadBytes := e.int("LAB_PAYLOAD_BYTES", "2048")
+	cfg.items = e.int("LAB_ITEMS", "1000")
+	cfg.usersRows = e.int("LAB_USERS_ROWS", "1000")
+	follow := getenv("LAB_FOLLOW_REDIRECTS")
+	cfg.follow = follow == "" || follow == "1"
+	cfg.rate = e.float("LAB_RATE_PER_USER", "0")
+	timeout := e.float("LAB_REQUEST_TIMEOUT", "30")
+	if e.err != nil {
+		return nil, e.err
+	}
+	switch {
+	case math.IsInf(cfg.t0, 0) || math.IsInf(cfg.t1, 0):
+		return nil, errors.New("LAB_T0 and LAB_T1 must be finite epoch seconds")
+	case cfg.target < 0:
+		return nil, fmt.Errorf("LAB_TARGET must be >= 0, not %d", cfg.target)
+	case payloadBytes < 0 || payloadBytes > 1<<30:
+		return nil, fmt.Errorf("LAB_PAYLOAD_BYTES must be in 0..2^30, not %d", payloadBytes)
+	case cfg.usersRows < 1:
+		return nil, fmt.Errorf("LAB_USERS_ROWS must be >= 1, not %d", cfg.usersRows)
+	case cfg.rate < 0 || math.IsInf(cfg.rate, 0):
+		return nil, fmt.Errorf("LAB_RATE_PER_USER must be >= 0 (0: closed loop), not %v", cfg.rate)
+	case !(timeout > 0 && timeout <= 1e6):
+		return nil, fmt.Errorf("LAB_REQUEST_TIMEOUT must be > 0 seconds, not %v", timeout)
+	}
+	cfg.timeout = time.Duration(timeout * float64(time.Second))
+	cfg.payload = []byte(`{"payload": "` + strings.Repeat("p", int(payloadBytes)) + `"}`)
+	return cfg, nil
+}
+
+// parseHost accepts http://HOST[:PORT][/] with a loopback HOST only.
+func parseHost(raw string) (hostHeader, addr string, err error) {
+	if raw == "" {
+		return "", "", errors.New("-host is required (http://127.0.0.1:PORT)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("-host %q is not a URL", raw)
+	}
+	if u.Scheme != "http" || u.Host == "" || u.Opaque != "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", "", fmt.Errorf("-host %q must be http://HOST[:PORT] with no path", raw)
+	}
+	h := u.Hostname()
+	loopback := strings.EqualFold(h, "localhost")
+	if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+		loopback = true
+	}
+	if !loopback {
+		return "", "", fmt.Errorf("load goes to loopback only (127.x, localhost, [::1]), not %q", raw)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "", "", fmt.Errorf("-host %q: bad port %q", raw, port)
+	}
+	return u.Host, net.JoinHostPort(h, port), nil
+}
+
+// envReader parses LAB_* variables as locustfile.py does; an empty value means the default.
+type envReader struct {
+	get func(string) string
+	err error
+}
+
+func (e *envReader) value(name, def string) string {
+	v := strings.TrimSpace(e.get(name))
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func (e *envReader) float(name, def string) float64 {
+	v := e.value(name, def)
+	f, err := strconv.ParseFloat(v, 64)
+	if (err != nil || math.IsNaN(f)) && e.err == nil {
+		e.err = fmt.Errorf("%s=%q is not a number", name, v)
+	}
+	return f
+}
+
+func (e *envReader) int(name, def string) int64 {
+	v := e.value(name, def)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil && e.err == nil {
+		e.err = fmt.Errorf("%s=%q is not an integer", name, v)
+	}
+	return n
+}
+
+// ------------------------------------------------------------------------------ recorder
+
+type runKey struct {
+	op     op
+	status int
+}
+
+// recorder mirrors record() and dump() in locustfile.py. One mutex: every decision about the
+// window and the target is taken in the order requests are recorded, as in Locust.
+type recorder struct {
+	mu                  sync.Mutex
+	t0, t1              float64
+	target              int64
+	count, sumUS, bytes int64
+	overran             int64
+	maxOverrun          float64
+	firstStart, lastEnd float64
+	haveFirst           bool
+	ended               bool    // state["t1"] is set: the target was reached
+	endT1               float64 // ... at the end of this request
+	status              map[int]int64
+	failures            map[string]int64
+	runCounts           map[runKey]int64
+	hist                map[int64]int64
+	frozen              bool
+	onTarget            func()
+}
+
+func newRecorder(t0, t1 float64, target int64, onTarget func()) *recorder {
+	return &recorder{t0: t0, t1: t1, target: target, onTarget: onTarget,
+		status: map[int]int64{}, failures: map[string]int64{},
+		runCounts: map[runKey]int64{}, hist: map[int64]int64{}}
+}
+
+// record one finished request: start in epoch seconds, dur from the monotonic clock.
+func (r *recorder) record(o op, status int, kind string, start float64, dur time.Duration, nbytes int64) {
+	end := start + dur.Seconds()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frozen {
+		return
+	}
+	r.runCounts[runKey{o, status}]++
+	windowEnd := r.t1
+	if r.ended {
+		windowEnd = r.endT1
+	}
+	if r.t0 <= start && start < windowEnd && windowEnd < end { // started inside, still running at the close
+		r.overran++
+		r.maxOverrun = math.Max(r.maxOverrun, end-windowEnd)
+	}
+	if start < r.t0 || end > r.t1 || r.ended {
+		return
+	}
+	us := int64(math.RoundToEven(float64(dur.Nanoseconds()) / 1000))
+	if us < 1 {
+		us = 1
+	}
+	r.hist[min(us, histMax)]++
+	r.count++
+	r.sumUS += us
+	r.bytes += nbytes
+	if !r.haveFirst {
+		r.firstStart, r.lastEnd, r.haveFirst = start, end, true
+	} else {
+		r.firstStart = math.Min(r.firstStart, start)
+		r.lastEnd = math.Max(r.lastEnd, end)
+	}
+	r.status[status]++
+	if kind != "" {
+		r.failures[kind]++
+	}
+	if r.target > 0 && r.count >= r.target {
+		r.ended, r.endT1 = true, end
+		if r.onTarget != nil {
+			r.onTarget()
+		}
+	}
+}
+
+// output is the per-process file of locustfile.py's dump(), plus hist_values and generator.
+type output struct {
+	PID          int              `json:"pid"`
+	T0           float64          `json:"t0"`
+	T1           float64          `json:"t1"`
+	Target       int64            `json:"target"`
+	Count        int64            `json:"count"`
+	SumUS        int64            `json:"sum_us"`
+	Bytes        int64            `json:"bytes"`
+	Overran      int64            `json:"overran"`
+	MaxOverrunS  float64          `json:"max_overrun_s"`
+	FirstStart   *float64         `json:"first_start"`
+	LastEnd      *float64         `json:"last_end"`
+	SpawnedAt    *float64         `json:"spawned_at"`
+	Status       map[string]int64 `json:"status"`
+	Failures     map[string]int64 `json:"failures"`
+	RunCounts    map[string]int64 `json:"run_counts"`
+	LocustWindow any              `json:"locust_window"`
+	Hist         any              `json:"hist"`
+	HistValues   [][2]int64       `json:"hist_values"`
+	Generator    string           `json:"generator"`
+}
+
+// freeze ends recording at `now` (epoch seconds) and returns the file's content. inflight
+// holds the start (UnixNano) of every request still running, 0 for an idle user: those
+// started inside the window are abandoned and count as overran.
+func (r *recorder) freeze(now float64, inflight []int64, spawnedAt *float64) *output {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.frozen = true
+	t1 := math.Min(r.t1, now)
+	if r.ended {
+		t1 = r.endT1
+	}
+	for _, ns := range inflight {
+		if ns == 0 {
+			continue
+		}
+		if start := float64(ns) / 1e9; r.t0 <= start && start < t1 {
+			r.overran++
+			r.maxOverrun = math.Max(r.maxOverrun, now-t1)
+		}
+	}
+	out := &output{PID: os.Getpid(), T0: r.t0, T1: t1, Target: r.target, Count: r.count,
+		SumUS: r.sumUS, Bytes: r.bytes, Overran: r.overran, MaxOverrunS: r.maxOverrun,
+		SpawnedAt: spawnedAt, Status: map[string]int64{}, Failures: map[string]int64{},
+		RunCounts: map[string]int64{}, HistValues: [][2]int64{}, Generator: "loadgen"}
+	if r.haveFirst {
+		fs, le := r.firstStart, r.lastEnd
+		out.FirstStart, out.LastEnd = &fs, &le
+	}
+	for s, n := range r.status {
+		out.Status[strconv.Itoa(s)] = n
+	}
+	for k, n := range r.failures {
+		out.Failures[k] = n
+	}
+	for k, n := range r.runCounts {
+		out.RunCounts[opMethod[k.op]+" "+opName[k.op]+" "+strconv.Itoa(k.status)] = n
+	}
+	for v, n := range r.hist {
+		out.HistValues = append(out.HistValues, [2]int64{v, n})
+	}
+	sort.Slice(out.HistValues, func(i, j int) bool { return out.HistValues[i][0] < out.HistValues[j][0] })
+	return out
+}
+
+// failureKind is sqlitelab/failures.py's failure_kind: "" for a success or redirect.
+func failureKind(status int, err error) string {
+	switch {
+	case status == 503:
+		return "busy"
+	case status >= 500:
+		return "server_error"
+	case status >= 400:
+		return "client_error"
+	case status == 0 || (err != nil && status < 200):
+		var ne net.Error
+		if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())) {
+			return "timeout"
+		}
+		if err != nil {
+			text := strings.ToLower(err.Error())
+			if strings.Contains(text, "timeout") || strings.Contains(text, "timed out") {
+				return "timeout"
+			}
+		}
+		return "connection"
+	}
+	return ""
+}
+
+// ------------------------------------------------------------------------------ the run
+
+type run struct {
+	cfg       *config
+	rec       *recorder
+	stopping  atomic.Bool
+	stopOnce  sync.Once
+	stopCh    chan struct{}
+	maxItem   atomic.Int64 // Mix: ids 1..maxItem exist
+	users     []*user
+	wg        sync.WaitGroup
+	spawnedAt float64
+}
+
+func newRun(cfg *config) *run {
+	g := &run{cfg: cfg, stopCh: make(chan struct{})}
+	g.rec = newRecorder(cfg.t0, cfg.t1, cfg.target, g.stop)
+	g.maxItem.Store(cfg.items)
+	return g
+}
+
+// stop: no new requests; users finish the one they are in.
+func (g *run) stop() {
+	g.stopping.Store(true)
+	g.stopOnce.Do(func() { close(g.stopCh) })
+}
+
+func (g *run) shouldStop() bool {
+	if g.stopping.Load() {
+		return true
+	}
+	if epoch(time.Now()) >= g.cfg.t1 {
+		g.stop()
+		return true
+	}
+	return false
+}
+
+// start spawns every user at once and notes when all have started.
+func (g *run) start() {
+	g.users = make([]*user, g.cfg.users)
+	for i := range g.users {
+		g.users[i] = &user{g: g, cfg: g.cfg}
+	}
+	g.wg.Add(len(g.users))
+	for _, u := range g.users {
+		go u.loop()
+	}
+	g.spawnedAt = epoch(time.Now())
+}
+
+func (g *run) inflight() []int64 {
+	starts := make([]int64, len(g.users))
+	for i, u := range g.users {
+		starts[i] = u.inflight.Load()
+	}
+	return starts
+}
+
+func epoch(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// execute runs the load until the window closes (or the target, a signal, the hard bound)
+// and returns the file's content.
+func execute(cfg *config, signals <-chan os.Signal) *output {
+	g := newRun(cfg)
+	hard := time.NewTimer(time.Duration(cfg.maxSeconds * float64(time.Second)))
+	defer hard.Stop()
+	g.start()
+	if d := cfg.t1 - epoch(time.Now()); d < cfg.maxSeconds+1 {
+		t := time.AfterFunc(time.Duration(math.Max(d, 0)*float64(time.Second)), g.stop)
+		defer t.Stop()
+	}
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-hard.C:
+	case <-signals:
+		g.stop()
+		grace := time.NewTimer(signalGrace)
+		select {
+		case <-done:
+		case <-hard.C:
+		case <-grace.C:
+		case <-signals:
+		}
+		grace.Stop()
+	}
+	spawned := g.spawnedAt
+	return g.rec.freeze(epoch(time.Now()), g.inflight(), &spawned)
+}
+
+func writeOutput(dir string, out *output) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("proc-%d.json", out.PID))
+	tmp := filepath.Join(dir, fmt.Sprintf(".proc-%d.json.tmp", out.PID)) // not matched by proc-*.json
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}
+
+func main() { os.Exit(realMain(os.Args[1:])) }
+
+func realMain(args []string) int {
+	cfg, err := parseConfig(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Print(usage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
+		return 2
+	}
+	debug.SetGCPercent(400)
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	out := execute(cfg, signals)
+	path, err := writeOutput(cfg.outDir, out)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: writing the measurements: %v\n", err)
+		return 1
+	}
+	var total int64
+	for _, n := range out.RunCounts {
+		total += n
+	}
+	rps := 0.0
+	if out.T1 > out.T0 {
+		rps = float64(out.Count) / (out.T1 - out.T0)
+	}
+	fmt.Printf("loadgen %s users=%d: %d requests in the window (%.0f/s), %d in the run, %d overran -> %s\n",
+		scenarioNames[cfg.scenario], cfg.users, out.Count, rps, total, out.Overran, path)
+	return 0
+}
+
+// ------------------------------------------------------------------------------ one user
+
+// user is one closed-loop (or paced) virtual user with its own keep-alive connection.
+type user struct {
+	g        *run
+	cfg      *config
+	conn     net.Conn
+	br       *bufio.Reader
+	req      []byte // the request as written
+	path     []byte
+	loc      []byte // the path of a redirect's target
+	body     []byte // a request body built per request (POST /users/{uid})
+	resp     []byte // the captured response body
+	inflight atomic.Int64
+}
+
+func (u *user) loop() {
+	defer u.g.wg.Done()
+	defer u.close()
+	var period time.Duration
+	if u.cfg.rate > 0 {
+		period = time.Duration(float64(time.Second) / u.cfg.rate)
+	}
+	for !u.g.shouldStop() {
+		cycle := time.Now()
+		u.once()
+		if period > 0 { // constant_throughput: each task + wait lasts at least 1/rate
+			if wait := period - time.Since(cycle); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-u.g.stopCh:
+					t.Stop()
+					return
+				}
+			}
+		}
+	}
+}
+
+// once sends the scenario's next request and records it, as the Locust task does.
+func (u *user) once() {
+	cfg, g := u.cfg, u.g
+	var o op
+	var body []byte
+	ctJSON, capture, follow := false, false, true
+	p := u.path[:0]
+	switch cfg.scenario {
+	case scHello:
+		o, p = opHello, append(p, "/hello"...)
+	case scRailsWrites:
+		o, p, follow = opRequests, append(p, "/requests"...), cfg.follow
+	case scRailsWritesNoRedirect:
+		o, p, follow = opRequests, append(p, "/requests"...), false
+	case scMetricsWrites:
+		o, p, follow = opMetrics, append(p, "/metrics"...), false
+	case scMix:
+		if rand.Float64() < cfg.writeShare {
+			o, p, body, ctJSON, capture = opItemPost, append(p, "/items"...), cfg.payload, true, true
+		} else {
+			o, p = opItemGet, append(p, "/items/"...)
+			p = strconv.AppendInt(p, 1+rand.Int64N(max(1, g.maxItem.Load())), 10)
+		}
+	case scUserRead:
+		o, p = opUserGet, strconv.AppendInt(append(p, "/users/"...), 1+rand.Int64N(cfg.usersRows), 10)
+	case scUserPage:
+		o, p = opUserPage, strconv.AppendInt(append(p, "/users/"...), 1+rand.Int64N(cfg.usersRows), 10)
+		p = append(p, "/page"...)
+	case scUserUpdate:
+		o, p = opUserPost, strconv.AppendInt(append(p, "/users/"...), 1+rand.Int64N(cfg.usersRows), 10)
+		b := append(u.body[:0], `{"departname": "dept-`...)
+		b = strconv.AppendInt(b, 1+rand.Int64N(999), 10)
+		u.body = append(b, `"}`...)
+		body, ctJSON = u.body, true
+	}
+	u.path = p
+
+	start := time.Now()
+	startNs := start.UnixNano()
+	u.inflight.Store(startNs)
+	status, n, err := u.exchange(opMethod[o], p, body, ctJSON, follow, capture)
+	dur := time.Since(start)
+	g.rec.record(o, status, failureKind(status, err), float64(startNs)/1e9, dur, n)
+	u.inflight.Store(0)
+	if o == opItemPost && status == 201 && err == nil {
+		if id, ok := parseID(u.resp); ok {
+			for cur := g.maxItem.Load(); id > cur && !g.maxItem.CompareAndSwap(cur, id); cur = g.maxItem.Load() {
+			}
+		}
+	}
+}
+
+// parseID reads int(r.json()["id"]) of a 201 to POST /items.
+func parseID(body []byte) (int64, bool) {
+	var v struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &v) != nil || len(v.ID) == 0 {
+		return 0, false
+	}
+	raw := string(v.ID)
+	if raw[0] == '"' {
+		s, err := strconv.Unquote(raw)
+		if err != nil {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		return n, err == nil
+	}
+	if n, err := strconv.ParseInt(raw, 10, 64); err == nil {
+		return n, true
+	}
+	if f, err := strconv.ParseFloat(raw, 64); err == nil && math.Abs(f) < 9e18 {
+		return int64(f), true
+	}
+	return 0, false
+}
+
+// ------------------------------------------------------------------------------ HTTP/1.1 client
+
+type head struct {
+	status        int
+	contentLength int64 // -1: none
+	chunked       bool
+	close         bool
+	location      string
+}
+
+var errTooManyRedirects = errors.New("too many redirects")
+
+func isRedirect(status int) bool {
+	return status == 301 || status == 302 || status == 303 || status == 307 || status == 308
+}
+
+// exchange sends one request and, with follow, follows redirects as Locust's FastHttpSession
+// (geventhttpclient) does: 301/302/303 become a GET without body, 307/308 resend as they were;
+// the whole chain is one request with the final status and body. Returns the final status
+// (0: no response), the final body's length, and the error. A final response whose body
+// failed to arrive keeps its status with length 0, as FastHttpSession reports it.
+func (u *user) exchange(method string, path, body []byte, ctJSON, follow, capture bool) (int, int64, error) {
+	for redirects := 0; ; redirects++ {
+		u.buildRequest(method, path, body, ctJSON)
+		h, n, err := u.roundTrip(method == "HEAD", capture)
+		followed := follow && isRedirect(h.status) && h.location != ""
+		if err != nil {
+			if h.status == 0 || followed {
+				return 0, 0, err
+			}
+			return h.status, 0, err
+		}
+		if !followed {
+			return h.status, n, nil
+		}
+		if redirects >= maxRedirects {
+			return 0, 0, errTooManyRedirects
+		}
+		if path, err = u.resolve(path, h.location); err != nil {
+			return 0, 0, err
+		}
+		if h.status != 307 && h.status != 308 && method != "HEAD" {
+			method, body, ctJSON = "GET", nil, false
+		}
+	}
+}
+
+// resolve the Location of a redirect against the current path; same origin only.
+func (u *user) resolve(current []byte, location string) ([]byte, error) {
+	target := location
+	if !(strings.HasPrefix(location, "/") && !strings.HasPrefix(location, "//")) {
+		base, err := url.Parse("http://" + u.cfg.hostHeader + string(current))
+		if err != nil {
+			return nil, err
+		}
+		ref, err := url.Parse(location)
+		if err != nil {
+			return nil, fmt.Errorf("bad redirect location %q", location)
+		}
+		abs := base.ResolveReference(ref)
+		if abs.Scheme != "http" || abs.Host != u.cfg.hostHeader {
+			return nil, fmt.Errorf("redirect to another origin is not followed: %q", location)
+		}
+		target = abs.RequestURI()
+	}
+	for i := 0; i < len(target); i++ {
+		if target[i] <= ' ' || target[i] == 0x7f {
+			return nil, fmt.Errorf("bad redirect location %q", location)
+		}
+	}
+	u.loc = append(u.loc[:0], target...)
+	return u.loc, nil
+}
+
+func (u *user) buildRequest(method string, path, body []byte, ctJSON bool) {
+	b := append(u.req[:0], method...)
+	b = append(b, ' ')
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, u.cfg.hostHeader...)
+	b = append(b, "\r\nUser-Agent: loadgen\r\nAccept: */*\r\n"...)
+	if ctJSON {
+		b = append(b, "Content-Type: application/json\r\n"...)
+	}
+	if body != nil || method == "POST" || method == "PUT" || method == "PATCH" {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	u.req = append(b, body...)
+}
+
+func (u *user) dial() error {
+	d := net.Dialer{Timeout: u.cfg.timeout}
+	c, err := d.Dial("tcp", u.cfg.addr)
+	if err != nil {
+		return err
+	}
+	u.conn = c
+	if u.br == nil {
+		u.br = bufio.NewReaderSize(c, readBufferSize)
+	} else {
+		u.br.Reset(c)
+	}
+	return nil
+}
+
+func (u *user) close() {
+	if u.conn != nil {
+		u.conn.Close()
+		u.conn = nil
+	}
+}
+
+// staleConn: the server closed a kept-alive connection before answering anything.
+func staleConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED)
+}
+
+// roundTrip writes u.req and reads one response, the body to its end. On a reused
+// connection that the server had closed (nothing received), it redials and sends once more,
+// as geventhttpclient does. The deadline LAB_REQUEST_TIMEOUT covers each round trip.
+func (u *user) roundTrip(isHead, capture bool) (head, int64, error) {
+	for attempt := 0; ; attempt++ {
+		reused := u.conn != nil
+		if !reused {
+			if err := u.dial(); err != nil {
+				return head{}, 0, err
+			}
+		}
+		u.conn.SetDeadline(time.Now().Add(u.cfg.timeout))
+		if _, err := u.conn.Write(u.req); err != nil {
+			u.close()
+			if reused && attempt == 0 && staleConn(err) {
+				continue
+			}
+			return head{}, 0, err
+		}
+		h, got, err := u.readHead()
+		if err != nil {
+			u.close()
+			if reused && attempt == 0 && !got && staleConn(err) {
+				continue
+			}
+			return head{}, 0, err
+		}
+		n, err := u.readBody(&h, isHead, capture)
+		if err != nil || h.close {
+			u.close()
+		}
+		if err != nil {
+			n = 0
+		}
+		return h, n, err
+	}
+}
+
+// readHead reads a status line and headers, skipping interim 1xx responses.
+func (u *user) readHead() (h head, got bool, err error) {
+	for {
+		line, err := u.br.ReadSlice('\n')
+		if len(line) > 0 {
+			got = true
+		}
+		if err != nil {
+			return head{}, got, err
+		}
+		status, http10, ok := parseStatusLine(trimCRLF(line))
+		if !ok {
+			return head{}, true, fmt.Errorf("malformed status line %q", trimCRLF(line))
+		}
+		h = head{status: status, contentLength: -1}
+		keepAlive := false
+		for {
+			line, err = u.br.ReadSlice('\n')
+			if err != nil {
+				return head{}, true, err
+			}
+			line = trimCRLF(line)
+			if len(line) == 0 {
+				break
+			}
+			i := indexByte(line, ':')
+			if i <= 0 {
+				continue
+			}
+			name, value := line[:i], trimSpace(line[i+1:])
+			switch {
+			case equalFold(name, "content-length"):
+				n, ok := parseDigits(value)
+				if !ok {
+					return head{}, true, fmt.Errorf("bad Content-Length %q", value)
+				}
+				h.contentLength = n
+			case equalFold(name, "transfer-encoding"):
+				h.chunked = hasToken(value, "chunked")
+			case equalFold(name, "connection"):
+				h.close = h.close || hasToken(value, "close")
+				keepAlive = keepAlive || hasToken(value, "keep-alive")
+			case equalFold(name, "location"):
+				h.location = string(value)
+			}
+		}
+		if http10 && !keepAlive {
+			h.close = true
+		}
+		if status >= 100 && status < 200 && status != 101 {
+			continue
+		}
+		return h, true, nil
+	}
+}
+
+// readBody reads the body to its end and returns its length (captured into u.resp if asked).
+func (u *user) readBody(h *head, isHead, capture bool) (int64, error) {
+	u.resp = u.resp[:0]
+	switch {
+	case isHead || h.status == 204 || h.status == 304 || (h.status >= 100 && h.status < 200):
+		return 0, nil
+	case h.chunked:
+		return u.readChunked(capture)
+	case h.contentLength >= 0:
+		return h.contentLength, u.consume(h.contentLength, capture)
+	}
+	h.close = true // no length: the body runs to the end of the connection
+	var n int64
+	for {
+		if u.br.Buffered() == 0 {
+			if _, err := u.br.Peek(1); err == io.EOF {
+				return n, nil
+			} else if err != nil {
+				return n, err
+			}
+		}
+		k := u.br.Buffered()
+		u.keep(k, capture)
+		u.br.Discard(k)
+		n += int64(k)
+	}
+}
+
+func (u *user) keep(k int, capture bool) {
+	if capture && len(u.resp) < captureLimit {
+		b, _ := u.br.Peek(k)
+		u.resp = append(u.resp, b...)
+	}
+}
+
+// consume reads exactly n body bytes.
+func (u *user) consume(n int64, capture bool) error {
+	for n > 0 {
+		k := u.br.Buffered()
+		if k == 0 {
+			if _, err := u.br.Peek(1); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return err
+			}
+			k = u.br.Buffered()
+		}
+		if int64(k) > n {
+			k = int(n)
+		}
+		u.keep(k, capture)
+		u.br.Discard(k)
+		n -= int64(k)
+	}
+	return nil
+}
+
+func (u *user) readChunked(capture bool) (int64, error) {
+	var total int64
+	for {
+		line, err := u.br.ReadSlice('\n')
+		if err != nil {
+			return total, unexpected(err)
+		}
+		line = trimCRLF(line)
+		if i := indexByte(line, ';'); i >= 0 {
+			line = line[:i]
+		}
+		size, ok := parseHex(trimSpace(line))
+		if !ok {
+			return total, fmt.Errorf("malformed chunk size %q", line)
+		}
+		if size == 0 {
+			for { // trailers, up to the empty line
+				line, err := u.br.ReadSlice('\n')
+				if err != nil {
+					return total, unexpected(err)
+				}
+				if len(trimCRLF(line)) == 0 {
+					return total, nil
+				}
+			}
+		}
+		if err := u.consume(size, capture); err != nil {
+			return total, err
+		}
+		total += size
+		line, err = u.br.ReadSlice('\n')
+		if err != nil {
+			return total, unexpected(err)
+		}
+		if len(trimCRLF(line)) != 0 {
+			return total, errors.New("malformed chunk end")
+		}
+	}
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// ------------------------------------------------------------------------------ byte helpers
+
+func parseStatusLine(line []byte) (status int, http10, ok bool) {
+	// HTTP/1.x SP 3DIGIT [SP reason]
+	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' ||
+		(len(line) > 12 && line[12] != ' ') {
+		return 0, false, false
+	}
+	for _, c := range line[9:12] {
+		if c < '0' || c > '9' {
+			return 0, false, false
+		}
+		status = status*10 + int(c-'0')
+	}
+	return status, line[7] == '0', true
+}
+
+func trimCRLF(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// equalFold compares ASCII case-insensitively; s is lower case.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		if lower(b[i]) != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// hasToken: a comma-separated header value contains token (lower case).
+func hasToken(v []byte, token string) bool {
+	for len(v) > 0 {
+		i := indexByte(v, ',')
+		part := v
+		if i >= 0 {
+			part, v = v[:i], v[i+1:]
+		} else {
+			v = nil
+		}
+		if equalFold(trimSpace(part), token) {
+			return true
+		}
+	}
+	return false
+}
+
+func parseDigits(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+func parseHex(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			n = n*16 + int64(c-'0')
+		case 'a' <= lower(c) && lower(c) <= 'f':
+			n = n*16 + int64(lower(c)-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return n, true
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	ok := []string{"-scenario", "hello", "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"}
+	if _, err := parseConfig(ok, env(nil)); err != nil {
+		t.Fatalf("valid arguments refused: %v", err)
+	}
+	bad := map[string][]string{
+		"scenario":  {"-scenario", "nope", "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
+		"users":     {"-scenario", "hello", "-users", "0", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
+		"remote":    {"-scenario", "hello", "-users", "1", "-host", "http://10.0.0.1:8001", "-max-seconds", "5"},
+		"lookalike": {"-scenario", "hello", "-users", "1", "-host", "http://localhost.example.com:80", "-max-seconds", "5"},
+		"https":     {"-scenario", "hello", "-users", "1", "-host", "https://127.0.0.1:8001", "-max-seconds", "5"},
+		"path":      {"-scenario", "hello", "-users", "1", "-host", "http://127.0.0.1:8001/x", "-max-seconds", "5"},
+		"seconds":   {"-scenario", "hello", "-users", "1", "-host", "http://127.0.0.1:8001"},
+		"flag":      {"-bogus"},
+	}
+	for name, args := range bad {
+		if _, err := parseConfig(args, env(nil)); err == nil {
+			t.Errorf("%s: accepted %v", name, args)
+		} else if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error is not one line: %q", name, err)
+		}
+	}
+	if _, err := parseConfig(ok, env(map[string]string{"LAB_T0": "soon"})); err == nil {
+		t.Error("LAB_T0=soon accepted")
+	}
+	for _, h := range []string{"http://localhost:1", "http://[::1]:1", "http://127.1.2.3:1/", "http://LOCALHOST:9"} {
+		if _, _, err := parseHost(h); err != nil {
+			t.Errorf("%s refused: %v", h, err)
+		}
+	}
+}
+
+func TestPayloadMatchesJSONDumps(t *testing.T) {
+	cfg, err := parseConfig([]string{"-scenario", "mix", "-users", "1", "-host", "http://127.0.0.1:1", "-max-seconds", "1"},
+		env(map[string]string{"LAB_PAYLOAD_BYTES": "3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(cfg.payload); got != `{"payload": "ppp"}` {
+		t.Fatalf("payload %q", got)
+	}
+}
+
+func TestFailureKind(t *testing.T) {
+	cases := []struct {
+		status int
+		err    error
+		want   string
+	}{
+		{200, nil, ""}, {302, nil, ""}, {503, nil, "busy"}, {500, nil, "server_error"},
+		{404, nil, "client_error"}, {0, os.ErrDeadlineExceeded, "timeout"},
+		{0, io.ErrUnexpectedEOF, "connection"}, {0, fmt.Errorf("read timed out"), "timeout"},
+	}
+	for _, c := range cases {
+		if got := failureKind(c.status, c.err); got != c.want {
+			t.Errorf("failureKind(%d, %v) = %q, want %q", c.status, c.err, got, c.want)
+		}
+	}
+}
+
+func TestRecorderWindowTargetOverran(t *testing.T) {
+	stopped := false
+	r := newRecorder(100, 200, 2, func() { stopped = true })
+	ms := time.Millisecond
+	r.record(opHello, 200, "", 99.9, 200*ms, 5)   // starts before T0: run only
+	r.record(opHello, 200, "", 150, 1500*ms, 5)   // in window
+	r.record(opHello, 503, "busy", 151, 10*ms, 7) // in window, reaches the target at 151.01
+	r.record(opHello, 200, "", 151.005, 20*ms, 5) // after the target: overran (ends 151.025)
+	if !stopped {
+		t.Fatal("target did not stop the run")
+	}
+	out := r.freeze(300, []int64{int64(151.0 * 1e9), 0}, nil) // one abandoned in flight
+	if out.Count != 2 || out.Bytes != 12 || out.SumUS != 1_510_000 {
+		t.Fatalf("count %d bytes %d sum %d", out.Count, out.Bytes, out.SumUS)
+	}
+	if math.Abs(out.T1-151.01) > 1e-9 || out.Overran != 2 || out.Failures["busy"] != 1 || out.Status["503"] != 1 {
+		t.Fatalf("t1 %v overran %d failures %v status %v", out.T1, out.Overran, out.Failures, out.Status)
+	}
+	if out.RunCounts["GET GET /hello 200"] != 3 || out.RunCounts["GET GET /hello 503"] != 1 {
+		t.Fatalf("run_counts %v", out.RunCounts)
+	}
+	if len(out.HistValues) != 2 || out.HistValues[0] != [2]int64{10_000, 1} {
+		t.Fatalf("hist_values %v", out.HistValues)
+	}
+	r.record(opHello, 200, "", 151, ms, 1) // after freeze: ignored
+	if r.runCounts[runKey{opHello, 200}] != 3 {
+		t.Fatal("recorded after freeze")
+	}
+}
+
+// testServer mimics the lab contract closely enough for the client: it counts connections.
+func testServer(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64) {
+	var conns, posts atomic.Int64
+	var mu sync.Mutex
+	next := int64(1000)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "Hello, World!") })
+	mux.HandleFunc("POST /requests", func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.Header().Set("Location", "/requests/7")
+		w.WriteHeader(302)
+		io.WriteString(w, "redirected")
+	})
+	mux.HandleFunc("GET /requests/{id}", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Repeat("x", 1500))
+	})
+	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"id": 1}`) })
+	mux.HandleFunc("POST /items", func(w http.ResponseWriter, r *http.Request) {
+		var v struct{ Payload string }
+		if json.NewDecoder(r.Body).Decode(&v) != nil || r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(400)
+			return
+		}
+		mu.Lock()
+		next++
+		id := next
+		mu.Unlock()
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"id": %d}`, id)
+	})
+	mux.HandleFunc("GET /chunked", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "abc")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "defg")
+	})
+	mux.HandleFunc("GET /close", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "bye")
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns, &posts
+}
+
+func testUser(t *testing.T, srv *httptest.Server) *user {
+	cfg, err := parseConfig([]string{"-scenario", "hello", "-users", "1", "-host", srv.URL, "-max-seconds", "5"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &user{g: newRun(cfg), cfg: cfg}
+	t.Cleanup(u.close)
+	return u
+}
+
+func TestClientKeepAliveRedirectChunkedClose(t *testing.T) {
+	srv, conns, posts := testServer(t)
+	u := testUser(t, srv)
+	for i := 0; i < 50; i++ {
+		if s, n, err := u.exchange("GET", []byte("/hello"), nil, false, true, false); s != 200 || n != 13 || err != nil {
+			t.Fatalf("hello: %d %d %v", s, n, err)
+		}
+	}
+	if s, n, err := u.exchange("POST", []byte("/requests"), nil, false, true, false); s != 200 || n != 1500 || err != nil {
+		t.Fatalf("followed: %d %d %v", s, n, err)
+	}
+	if s, n, err := u.exchange("POST", []byte("/requests"), nil, false, false, false); s != 302 || n != 10 || err != nil {
+		t.Fatalf("not followed: %d %d %v", s, n, err)
+	}
+	if s, n, err := u.exchange("GET", []byte("/chunked"), nil, false, true, true); s != 200 || n != 7 || string(u.resp) != "abcdefg" || err != nil {
+		t.Fatalf("chunked: %d %d %q %v", s, n, u.resp, err)
+	}
+	if got := conns.Load(); got != 1 {
+		t.Fatalf("%d connections for one user, want 1", got)
+	}
+	if s, _, err := u.exchange("GET", []byte("/close"), nil, false, true, false); s != 200 || err != nil || u.conn != nil {
+		t.Fatalf("close: %d %v open=%v", s, err, u.conn != nil)
+	}
+	if s, _, _ := u.exchange("GET", []byte("/nope"), nil, false, true, false); s != 404 {
+		t.Fatalf("unknown route: %d", s)
+	}
+	if conns.Load() != 2 || posts.Load() != 2 {
+		t.Fatalf("connections %d posts %d", conns.Load(), posts.Load())
+	}
+}
+
+// A server that closes every connection after one response without saying so: the next
+// request on the kept-alive connection finds it closed and is sent again on a new one.
+func TestStaleConnectionRetried(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var served atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				served.Add(1)
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}(c)
+		}
+	}()
+	cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "1", "-host", "http://" + ln.Addr().String(), "-max-seconds", "5"}, env(nil))
+	u := &user{g: newRun(cfg), cfg: cfg}
+	defer u.close()
+	for i := 0; i < 5; i++ {
+		time.Sleep(20 * time.Millisecond) // let the server's close arrive
+		if s, n, err := u.exchange("GET", []byte("/hello"), nil, false, true, false); s != 200 || n != 2 || err != nil {
+			t.Fatalf("request %d: %d %d %v", i, s, n, err)
+		}
+	}
+	if served.Load() != 5 {
+		t.Fatalf("served %d", served.Load())
+	}
+}
+
+func TestExecuteMixWritesTheFile(t *testing.T) {
+	srv, _, posts := testServer(t)
+	dir := t.TempDir()
+	now := float64(time.Now().UnixNano()) / 1e9
+	cfg, err := parseConfig([]string{"-scenario", "mix", "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
+		env(map[string]string{"LAB_T0": fmt.Sprint(now + 0.2), "LAB_T1": fmt.Sprint(now + 0.7),
+			"LAB_WRITE_SHARE": "0.5", "LAB_PAYLOAD_BYTES": "100", "LAB_OUT_DIR": dir}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := execute(cfg, nil)
+	path, err := writeOutput(dir, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	data, _ := os.ReadFile(path)
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"pid", "t0", "t1", "target", "count", "sum_us", "bytes", "overran",
+		"max_overrun_s", "first_start", "last_end", "spawned_at", "status", "failures", "run_counts",
+		"locust_window", "hist", "hist_values", "generator"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("missing %q", k)
+		}
+	}
+	if out.Count == 0 || out.Status["200"] == 0 || out.Status["201"] == 0 || len(out.Failures) != 0 {
+		t.Fatalf("count %d status %v failures %v", out.Count, out.Status, out.Failures)
+	}
+	if out.RunCounts["POST POST /items 201"] == 0 || out.RunCounts["GET GET /items/{id} 200"] == 0 || posts.Load() != 0 {
+		t.Fatalf("run_counts %v", out.RunCounts)
+	}
+	var n int64
+	for _, hv := range out.HistValues {
+		n += hv[1]
+	}
+	if n != out.Count || *out.FirstStart < cfg.t0 || *out.LastEnd > cfg.t1 {
+		t.Fatalf("hist %d count %d first %v last %v", n, out.Count, *out.FirstStart, *out.LastEnd)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(dir, "*")); len(matches) != 1 {
+		t.Fatalf("files %v", matches)
+	}
+}
+
+func TestExecuteExactTarget(t *testing.T) {
+	srv, _, _ := testServer(t)
+	cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "8", "-host", srv.URL, "-max-seconds", "10"},
+		env(map[string]string{"LAB_TARGET": "500"}))
+	out := execute(cfg, nil)
+	if out.Count != 500 || out.Status["200"] != 500 || out.T1 < *out.FirstStart || out.T1 > 1e11 {
+		t.Fatalf("count %d status %v t1 %v", out.Count, out.Status, out.T1)
+	}
+}
