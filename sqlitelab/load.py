@@ -25,6 +25,11 @@ from . import config, servers
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 GENERATORS = ("locust", "loadgen")
+# After the window's close, users get this long to finish the request they are in before
+# the generator gives up on it (Locust's --stop-timeout; loadgen's -max-seconds past the
+# bound). A request abandoned then may still commit later, so it must outlast a server's
+# stall (a 5-s busy timeout behind a queue of requests).
+STOP_TIMEOUT = 30
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,7 @@ def locust_command(scenario: str, users: int, url: str, run_time: float, process
                    out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
            "-u", str(users), "-r", str(max(users, 1)), "--run-time", f"{math.ceil(run_time)}s",
-           "--stop-timeout", "30", "--host", url, "--csv", str(out_dir / "locust"),
+           "--stop-timeout", str(STOP_TIMEOUT), "--host", url, "--csv", str(out_dir / "locust"),
            "--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
     if processes > 1:
         cmd += ["--processes", str(processes)]
@@ -208,7 +213,8 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 5, processes,
                                      out_dir, cpus)
     else:
-        cmd, pinned = loadgen_command(scenario, users, server.url, t1 - launch + 5, cpus)
+        cmd, pinned = loadgen_command(scenario, users, server.url,
+                                      t1 - launch + 5 + STOP_TIMEOUT, cpus)
     log = open(out_dir / f"{generator}.log", "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)

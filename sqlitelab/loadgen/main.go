@@ -351,6 +351,7 @@ type output struct {
 	Hist         any              `json:"hist"`
 	HistValues   [][2]int64       `json:"hist_values"`
 	Generator    string           `json:"generator"`
+	Resent       int64            `json:"resent"` // requests sent again on a new connection (see roundTrip)
 }
 
 // freeze ends recording at `now` (epoch seconds) and returns the file's content. inflight
@@ -431,6 +432,7 @@ type run struct {
 	stopOnce  sync.Once
 	stopCh    chan struct{}
 	maxItem   atomic.Int64 // Mix: ids 1..maxItem exist
+	resent    atomic.Int64 // requests sent again after a stale kept-alive connection
 	users     []*user
 	wg        sync.WaitGroup
 	spawnedAt float64
@@ -511,7 +513,9 @@ func execute(cfg *config, signals <-chan os.Signal) *output {
 		grace.Stop()
 	}
 	spawned := g.spawnedAt
-	return g.rec.freeze(epoch(time.Now()), g.inflight(), &spawned)
+	out := g.rec.freeze(epoch(time.Now()), g.inflight(), &spawned)
+	out.Resent = g.resent.Load()
+	return out
 }
 
 func writeOutput(dir string, out *output) (string, error) {
@@ -819,6 +823,7 @@ func (u *user) roundTrip(isHead, capture bool) (head, int64, error) {
 		if _, err := u.conn.Write(u.req); err != nil {
 			u.close()
 			if reused && attempt == 0 && staleConn(err) {
+				u.g.resent.Add(1)
 				continue
 			}
 			return head{}, 0, err
@@ -827,6 +832,7 @@ func (u *user) roundTrip(isHead, capture bool) (head, int64, error) {
 		if err != nil {
 			u.close()
 			if reused && attempt == 0 && !got && staleConn(err) {
+				u.g.resent.Add(1)
 				continue
 			}
 			return head{}, 0, err
