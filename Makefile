@@ -38,7 +38,7 @@ $(STAMP)/kernel: $(STAMP)/venv
 	@$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sqlitelab)" >/dev/null
 	@touch $@
 
-servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server (cached by each servers/*/run)
+servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server and the Go load generator (cached)
 	@$(PY) -m sqlitelab.servers build
 
 test: setup ## run the whole test suite (unit, contract, notebook smoke runs)
