@@ -63,7 +63,7 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     parts = []
     if "machine" in df:
         parts.append(str(first["machine"]))
-    gen = {"loadgen": "loadgen"}.get(first.get("generator"), "Locust")
+    gen = "loadgen" if first.get("generator") == "loadgen" else "Locust"
     parts.append(f"server CPU {first.get('server_pinning') or 'unpinned'}, "
                  f"{gen} CPU {first.get('generator_pinning') or 'unpinned'}")
     if "txn_mode" in df:
