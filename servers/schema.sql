@@ -37,5 +37,7 @@ CREATE TABLE IF NOT EXISTS users (
     username    TEXT    NOT NULL,
     departname  TEXT    NOT NULL,
     created     TEXT    NOT NULL,
-    updates     INTEGER NOT NULL DEFAULT 0 -- +1 per acknowledged POST /users/{uid}: the audit counts it
+    updates     INTEGER NOT NULL DEFAULT 0, -- +1 per acknowledged POST /users/{uid}: the audit counts it
+    bio         TEXT    NOT NULL DEFAULT '' -- what makes a real users table wide (seed 004: "a file of
+                                            -- multiple GBs"); seeded with `user_bytes` characters
 );

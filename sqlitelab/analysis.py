@@ -20,6 +20,15 @@ def reference(name: str) -> tuple[pd.DataFrame, dict]:
     return pd.read_csv(io.StringIO(text), comment="#"), meta
 
 
+def pragma_column(df: pd.DataFrame, name: str) -> pd.Series:
+    """Each point's pragma as its server read it back (from the `knobs` of /health);
+    synchronous by name (full, normal…)."""
+    from .methods import SYNCHRONOUS
+    vals = [str((json.loads(k).get("pragmas") or {}).get(name, "")).lower() for k in df["knobs"]]
+    return pd.Series([SYNCHRONOUS.get(v, v) if name == "synchronous" else v for v in vals],
+                     index=df.index, name=name)
+
+
 def seed_table(df: pd.DataFrame) -> pd.DataFrame:
     """The seeds' layout: per server, profile and users — RPS and average (mean over repeats),
     slowest (max over repeats), plus percentiles, errors and the generator flag."""
@@ -40,6 +49,31 @@ def seed_table(df: pd.DataFrame) -> pd.DataFrame:
     if "max_overrun_ms" in df:
         out["max_overrun_ms"] = g["max_overrun_ms"].max()
     return out.reset_index()
+
+
+def hey_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The same runs counted as `hey -z` counts them (seed 000's tool): per server, profile and
+    users, Requests/sec = every response of the run over the run's whole duration (until the
+    last request in flight ended), Average and Slowest over every response — means over the
+    repeats, slowest the max, as the article reports them — beside the window's rps."""
+    g = df.groupby(["server", "profile", "users"], sort=True)
+    return pd.DataFrame({
+        "hey_rps": g["hey_rps"].mean(), "hey_mean_ms": g["hey_mean_ms"].mean(),
+        "hey_max_ms": g["hey_max_ms"].max(), "hey_seconds": g["hey_seconds"].max(),
+        "responses": g["hey_results"].sum(), "errors_in_runs": g["run_counts"].agg(
+            lambda v: sum(run_status(x, lambda st: st >= 500 or st == 0) for x in v)),
+        "window_rps": g["rps"].mean(), "repeats": g.size(),
+        "generator_bound": g["generator_bound"].any(),
+    }).reset_index()
+
+
+def against_article(ours: pd.DataFrame, ref: pd.DataFrame, on: str, columns: dict[str, str]) -> pd.DataFrame:
+    """The article's rows beside ours, joined on `on`: `columns` maps each of the article's
+    columns to ours (`{"rps": "hey_rps"}`), shown as `<col> (article)` and `<col> (here)`."""
+    left = ref[[on, *columns]].rename(columns={c: f"{c} (article)" for c in columns})
+    right = ours[[on, *columns.values()]].rename(columns={v: f"{k} (here)" for k, v in columns.items()})
+    out = left.merge(right, on=on, how="left")
+    return out[[on] + [f"{c} ({w})" for c in columns for w in ("article", "here")]]
 
 
 STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
@@ -101,11 +135,34 @@ def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4) 
             f"(the article: ~2,500/s → 35 M/day → 1 M DAU).")
 
 
-def run_busy(run_counts) -> int:
-    """Busy 503s over a level's whole run (warm-up, window and overrun), from `run_counts`."""
+def napkin_table(table: pd.DataFrame, writes_per_user: float = 35, peak_hours: float = 4,
+                 first: str = "ruby-puma") -> pd.DataFrame:
+    """Seed 000's napkin math on each stack's peak (`first`, the article's stack, on top):
+    writes/day with the day packed into `peak_hours`, and daily active users at
+    `writes_per_user` writes each."""
+    from . import capacity
+    best = peak(table)
+    best = best.assign(_order=best["server"] != first).sort_values(["_order", "peak_rps"],
+                                                                   ascending=[True, False])
+    return pd.DataFrame({
+        "server": best["server"], "profile": best["profile"], "peak_rps": best["peak_rps"],
+        "at_users": best["peak_users"], "lower_bound": best["peak_generator_bound"],
+        "writes_per_day_M": [capacity.requests_per_day(r, peak_hours) / 1e6 for r in best["peak_rps"]],
+        "dau": [capacity.daily_active_users(r, writes_per_user, peak_hours) for r in best["peak_rps"]],
+    }).reset_index(drop=True)
+
+
+def run_status(run_counts, keep) -> int:
+    """Responses over a level's whole run (warm-up, window and overrun) whose status passes
+    `keep` (0 for a transport error), from `run_counts`."""
     if not isinstance(run_counts, str) or not run_counts:
         return 0
-    return sum(n for key, n in json.loads(run_counts).items() if key.rsplit(" ", 1)[-1] == "503")
+    return sum(n for key, n in json.loads(run_counts).items() if keep(int(key.rsplit(" ", 1)[-1])))
+
+
+def run_busy(run_counts) -> int:
+    """Busy 503s over a level's whole run (warm-up, window and overrun), from `run_counts`."""
+    return run_status(run_counts, lambda st: st == 503)
 
 
 def busy_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -115,18 +172,42 @@ def busy_summary(df: pd.DataFrame) -> pd.DataFrame:
     keys = [k for k in ("server", "profile", "txn_mode", "users") if k in df]
     d = df.assign(
         _run_busy=[run_busy(v) for v in df["run_counts"]] if "run_counts" in df else 0,
+        _run_all=[run_status(v, lambda st: True) for v in df["run_counts"]] if "run_counts" in df else 0,
         _overrun=df["max_overrun_ms"].fillna(0) if "max_overrun_ms" in df else 0.0)
     d["_stalled"] = (d["requests"] <= 0) | (d["_overrun"] >= STALL_MS)
     g = d.groupby(keys, sort=True)
     out = pd.DataFrame({"requests": g["requests"].sum(), "busy_errors": g["busy_errors"].sum(),
                         "other_errors": g["errors"].sum() - g["busy_errors"].sum(),
-                        "run_busy_errors": g["_run_busy"].sum(),
-                        "rps": g["rps"].mean(), "p99_ms": g["p99_ms"].mean(),
+                        "run_busy_errors": g["_run_busy"].sum(), "run_responses": g["_run_all"].sum(),
+                        "rps": g["rps"].mean(), "mean_ms": g["mean_ms"].mean(),
+                        "p99_ms": g["p99_ms"].mean(),
                         "max_ms": g["max_ms"].max(), "repeats": g["requests"].size(),
                         "stalled_repeats": g["_stalled"].sum(), "max_overrun_ms": g["_overrun"].max(),
                         "audit_ok": g["audit_ok"].all()}).reset_index()
     out["busy_share"] = out["busy_errors"] / out["requests"].where(out["requests"] > 0)
+    out["run_busy_share"] = out["run_busy_errors"] / out["run_responses"].where(out["run_responses"] > 0)
     return out
+
+
+def article_runs(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's runs beside the same set-ups here: per profile and users, the share of
+    responses that were errors (the article's 500s, the lab's busy 503s) and req/s."""
+    r = ref.assign(article_error_share=ref["status_500"] / (ref["status_200"] + ref["status_500"]))
+    r = r[["setup", "profile", "users", "rps", "article_error_share"]].rename(
+        columns={"rps": "article_rps"})
+    here = summary[["profile", "users", "requests", "busy_errors", "busy_share", "run_responses",
+                    "run_busy_errors", "run_busy_share", "rps", "mean_ms"]]
+    return r.merge(here, on=["profile", "users"], how="left")
+
+
+def article_run_bars(runs: pd.DataFrame) -> pd.DataFrame:
+    """article_runs() in long form for a grouped bar chart: per set-up and users, the
+    article's error share, ours in the window and ours over the whole run."""
+    label = runs["setup"] + " · " + runs["users"].astype(int).astype(str) + " user(s)"
+    parts = [("article", runs["article_error_share"]), ("here: window", runs["busy_share"]),
+             ("here: whole run", runs["run_busy_share"])]
+    return pd.concat([pd.DataFrame({"set-up": label, "measured": name, "error share": v})
+                      for name, v in parts], ignore_index=True)
 
 
 def _stall_note(g: pd.DataFrame) -> str:
@@ -271,4 +352,17 @@ def single_machine_table(df: pd.DataFrame) -> pd.DataFrame:
                        "errors": g["errors"].sum(), "server_cpu_pct": g["server_cpu_pct"].mean(),
                        "generator_bound": g["generator_bound"].any(),
                        "audit_ok": g["audit_ok"].all()}).reset_index()
+    if "db_cached_before" in df:  # the share of the database file in the OS page cache
+        lv = lv.merge(pd.DataFrame({"db_mib": g["db_mib"].max(),
+                                    "cached_before": g["db_cached_before"].min(),
+                                    "cached_after": g["db_cached_after"].min()}).reset_index(),
+                      on=["server", "scenario", "users"])
     return lv.loc[lv.groupby(["server", "scenario"])["rps"].idxmax()].reset_index(drop=True)
+
+
+def with_article(table: pd.DataFrame, ref: pd.DataFrame, name: str) -> pd.DataFrame:
+    """single_machine_table() plus the article's numbers as one more `server` named `name`."""
+    art = pd.DataFrame({"server": name, "scenario": ref["scenario"], "rps": ref["rps"],
+                        "mbit_s": ref["mbit_s"], "server_rss_mb": ref["rss_mb"],
+                        "generator_bound": False})
+    return pd.concat([art, table], ignore_index=True)

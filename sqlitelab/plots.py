@@ -22,6 +22,22 @@ PERCENTILE_STYLES = {"p50_ms": ("p50", "-"), "p95_ms": ("p95", "--"), "p99_ms": 
                      "p999_ms": ("p99.9", "-.")}
 
 
+# The articles' own numbers, drawn on the same axes as ours: greys, dashed, "x" markers.
+REFERENCE_COLORS = ["#111111", "#666666", "#999999", "#444444"]
+REFERENCE_DASHES = [(0, (5, 2)), (0, (2, 2)), (0, (6, 2, 1, 2)), (0, (1, 1))]
+
+
+def draw_reference(ax, ref: pd.DataFrame, x: str, y: str, label: str, by: str | None = None) -> None:
+    """Plot an article's published numbers (`ref`) as dashed grey lines, one per `by` group,
+    labelled `label` (with the group's value when `by` is given)."""
+    groups = ref.groupby(by, sort=False) if by else [(None, ref)]
+    for i, (key, g) in enumerate(groups):
+        g = g.dropna(subset=[x, y]).sort_values(x)
+        ax.plot(g[x], g[y], color=REFERENCE_COLORS[i % len(REFERENCE_COLORS)],
+                linestyle=REFERENCE_DASHES[i % len(REFERENCE_DASHES)], marker="x", markersize=7,
+                linewidth=1.4, label=f"{label} · {key}" if by else label)
+
+
 def use_style() -> None:
     plt.style.use("sqlitelab.blog")
 
@@ -102,8 +118,10 @@ def summarise(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFra
 
 def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
                      caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
-                     logx: bool = True):
-    """Mean over repeats with min–max bars; hollow markers where the generator was the limit."""
+                     logx: bool = True, reference: dict | None = None):
+    """Mean over repeats with min–max bars; hollow markers where the generator was the limit.
+    `reference`: the article's numbers on the same axes, as draw_reference's keyword
+    arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`)."""
     s = summarise(df)
     fig, ax = new_figure(caption=caption)
     many_p, many_s = s["profile"].nunique() > 1, s["server"].nunique() > 1
@@ -118,6 +136,9 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
             ax.plot(gb["users"], gb[y], linestyle="none", marker="o", markersize=11,
                     markerfacecolor="none", markeredgecolor="#cc0000",
                     label="generator-bound" if i == 0 else None)
+    if reference:
+        draw_reference(ax, **reference)
+        s = pd.concat([s, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
     _users_axis(ax, s, logx)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
@@ -171,9 +192,11 @@ def status_table(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.Data
 
 def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, xlabel: str,
                ylabel: str, caption: str | None = None, logx: bool = False, logy: bool = False,
-               ref_lines: dict[str, float] | None = None, style_by: str | None = None):
+               ref_lines: dict[str, float] | None = None, style_by: str | None = None,
+               reference: dict | None = None):
     """One line per combination of `series` columns (mean over duplicates of x);
-    `style_by` (a series column) picks the line style, the rest the colour."""
+    `style_by` (a series column) picks the line style, the rest the colour; `reference`:
+    the article's numbers on the same axes (draw_reference's keyword arguments)."""
     fig, ax = new_figure(caption=caption)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = ["-", "--", ":", "-."]
@@ -192,6 +215,8 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
         ax.axhline(value, color="#777777", linewidth=1, linestyle=(0, (2, 2)))
         ax.annotate(f"{label} ({value:,.0f})", xy=(0.01, value), xycoords=("axes fraction", "data"),
                     fontsize=8, color="#555555", va="bottom")
+    if reference:
+        draw_reference(ax, **reference)
     if logx:
         ax.set_xscale("log")
     if logy:
@@ -205,13 +230,15 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
 
 def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: str, ylabel: str,
               caption: str | None = None, ref_lines: dict[str, float] | None = None, logy: bool = False,
-              hatch_col: str | None = "generator_bound", horizontal: bool = False):
+              hatch_col: str | None = "generator_bound", horizontal: bool = False,
+              reference_series: str | None = None):
     """Grouped bars (mean over repeats); hatched where `hatch_col` is true (generator-bound).
-    `horizontal` puts the categories on the y axis, for long lists of labels."""
+    `horizontal` puts the categories on the y axis, for long lists of labels. The series
+    named `reference_series` (an article's own numbers) comes first, in dark grey."""
     import numpy as np
     from matplotlib.patches import Patch
     cats = list(dict.fromkeys(df[category]))
-    sers = sorted(df[series].unique())
+    sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, str(v)))
     kw = {"figsize": (8, max(4.5, 1.2 + 0.22 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
     fig, ax = new_figure(caption=caption, **kw)
     width = 0.8 / max(len(sers), 1)
@@ -223,7 +250,8 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
         flags = [bool(g[g[category] == c][hatch_col].any()) if hatch_col and hatch_col in g else False
                  for c in cats]
         pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
-        color = colors[i % len(colors)]
+        k = i - (reference_series in sers)
+        color = REFERENCE_COLORS[1] if s == reference_series else colors[k % len(colors)]
         bars = (ax.barh(pos, vals, width, color=color) if horizontal
                 else ax.bar(pos, vals, width, color=color))
         for b, flag in zip(bars, flags):

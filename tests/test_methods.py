@@ -1,0 +1,150 @@
+"""Method tables (each notebook's method against its article's), profile overlays and the
+write audit: fast unit tests on synthetic points."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from sqlitelab import load, methods, servers
+from sqlitelab.batch import notebooks
+from sqlitelab.sweep import audit
+
+
+def points(**over) -> pd.DataFrame:
+    """Two levels of a ruby-puma run as sweep() records them."""
+    knobs = {"pragmas": {"journal_mode": "wal", "synchronous": "1"}, "txn_mode": "deferred",
+             "busy": "busy_timeout:5000", "write_path": "pool", "processes": 10, "threads": 3,
+             "metrics_txn": "request", "cache": "private"}
+    knobs.update(over.pop("knobs", {}))
+    row = {"server": "ruby-puma", "profile": "rails71", "scenario": "rails-writes",
+           "machine": "2 cores (test CPU), 23.5 GiB", "server_pinning": "0", "generator_pinning": "1",
+           "generator": "locust", "keepalive": True, "server_processes": knobs["processes"],
+           "server_threads": knobs["threads"], "knobs": json.dumps(knobs), "hey_rps": 100.0,
+           "hey_max_ms": 5.0, "run_counts": "{}", "mean_ms": 2.0, "p99_ms": 3.0}
+    row.update(over)
+    return pd.DataFrame([{**row, "users": 1}, {**row, "users": 16}])
+
+
+PARAMS = {"levels": [1, 2, 4, 8, 16, 32], "duration": 10.0, "warmup": 2.0, "repeats": 3}
+
+
+def verdicts(table: pd.DataFrame) -> dict[str, str]:
+    return dict(zip(table["aspect"], table["verdict"]))
+
+
+def test_every_notebook_declares_its_article_and_every_difference_says_why():
+    declared = set(methods.ARTICLES)
+    assert {p.stem for p in notebooks()} <= declared
+    for a in methods.ARTICLES.values():
+        assert a.details, a.notebook
+        for d in a.details:
+            assert d.aspect and d.article, (a.notebook, d)
+            if d.expect is not methods.NOT_STATED:
+                assert d.why, f"{a.notebook}: '{d.aspect}' can differ but does not say why"
+            assert d.compare in ("eq", "superset", "in")
+
+
+def test_table_reads_the_run_and_judges_each_detail():
+    t = methods.table("01-linear-writes", points(), PARAMS)
+    v = verdicts(t)
+    assert v["Puma workers × threads"] == "same"
+    assert v["journal mode"] == v["synchronous"] == v["transactions"] == v["busy handling"] == "same"
+    assert v["concurrency levels"] == "differs: the run's levels do not include all of the article's"
+    assert v["duration"] == "same" and v["repeats"] == "same"
+    assert v["warm-up"].startswith("differs: the lab warms up")
+    assert v["machine"].startswith("differs: another machine")
+    row = t.set_index("aspect").loc["Puma workers × threads"]
+    assert row["this run"] == "10 × 3"
+    assert methods.unrecorded(t) == []
+
+
+def test_levels_superset_and_knobs_read_back_from_health():
+    t = methods.table("01-linear-writes", points(knobs={"busy": "retries:1000"}),
+                      {**PARAMS, "levels": [1, 2, 4, 8, 10, 16, 32, 64]})
+    v = verdicts(t)
+    assert v["concurrency levels"] == "same"
+    assert v["busy handling"] == "differs: the profile sets another"
+    assert t.set_index("aspect").loc["busy handling", "this run"] == "retries:1000"
+
+
+def test_what_the_run_did_not_record_is_named_and_listed():
+    pts = points().drop(columns=["hey_rps", "keepalive"])
+    t = methods.table("01-linear-writes", pts, {k: v for k, v in PARAMS.items() if k != "warmup"})
+    assert set(methods.unrecorded(t)) == {"keep-alive", "warm-up", "throughput"}
+    assert (t.set_index("aspect").loc["warm-up", "verdict"]) == "not recorded (param:warmup)"
+
+
+def test_a_stack_the_run_did_not_include_is_not_a_recording_gap():
+    pts = points(server="go-nethttp")
+    t = methods.table("01-linear-writes", pts, PARAMS)
+    assert "Puma workers × threads" not in methods.unrecorded(t)
+    assert verdicts(t)["Puma workers × threads"].startswith("differs: the run has no points")
+
+
+def test_synchronous_reads_as_a_name_and_the_seed002_default_is_full():
+    pts = points(server="python-fastapi", knobs={"pragmas": {"journal_mode": "wal", "synchronous": "2"},
+                                                 "write_path": "writer"})
+    t = methods.table("03-read-write-mix", pts, {"write_share": 0.1})
+    row = t.set_index("aspect").loc["synchronous"]
+    assert row["this run"] == "full" and row["verdict"] == "same"
+    assert methods._profile_pragma("single-writer", "synchronous") == "full"
+
+
+@pytest.mark.parametrize("value, expect, compare, ok", [
+    ([1, 2, 4], [1, 2, 4], "eq", True), ([1, 2], [1, 2, 4], "eq", False),
+    ([1, 2, 4, 8], [1, 2, 4], "superset", True), ([1, 2], [1, 2, 4], "superset", False),
+    (["WAL"], "wal", "eq", True), (10.0, 10, "eq", True), ([True], True, "eq", True),
+    (["a", "b"], "a", "in", True), (["b"], "a", "in", False),
+])
+def test_matches(value, expect, compare, ok):
+    assert methods.matches(value, expect, compare) is ok
+
+
+def test_a_bad_key_kind_or_comparison_is_refused():
+    with pytest.raises(ValueError, match="unknown key kind"):
+        methods.RunView(points()).get("nope:x")
+    with pytest.raises(ValueError, match="compare must be"):
+        methods.matches(1, 1, "roughly")
+    with pytest.raises(ValueError, match="no method table declared"):
+        methods.table("99-nothing")
+
+
+def test_profile_overlays_merge_left_to_right():
+    env = servers.knob_env("rails71-retries+rails-dev")
+    assert env["LAB_BUSY"] == "retries:1000" and env["LAB_TXN_MODE"] == "deferred"
+    assert env["LAB_PROCESSES"] == "1" and env["LAB_THREADS"] == "5"
+    assert env["LAB_METRICS_TXN"] == "record"
+    assert servers.knob_env("rails71-retries+rails-dev", threads=7)["LAB_THREADS"] == "7"
+    with pytest.raises(ValueError, match="unknown profile 'nope'"):
+        servers.knob_env("rails8+nope")
+    assert servers.pragmas_with("single-writer", synchronous="normal") == "journal_mode=wal,synchronous=normal"
+
+
+def test_seed001_reference_names_profiles_that_exist():
+    from sqlitelab import analysis
+    ref, _ = analysis.reference("seed001_busy_errors")
+    for profile in ref["profile"]:
+        servers.profile_knobs(profile)  # raises on an unknown name
+    last = ref.iloc[-1]
+    assert last["profile"].startswith("rails8") and last["status_500"] == 0
+
+
+def _point(acked: int, counts: dict) -> dict:
+    return {"acked_writes": acked, "run_counts": json.dumps(counts)}
+
+
+def test_audit_is_exact_unless_records_commit_separately():
+    sc = load.SCENARIOS["metrics-writes"]
+    ok = {"POST POST /metrics 201": 10, "POST POST /metrics 503": 2}
+    exact = audit(sc, _point(10, ok), 50, {"metrics_txn": "request"})
+    assert exact["audit_ok"] and exact["audit_rule"] == "exact"
+    assert not audit(sc, _point(10, ok), 51, {"metrics_txn": "request"})["audit_ok"]
+    # one transaction per record: two failed requests may have left up to 4 rows each
+    for written, good in ((50, True), (58, True), (59, False), (49, False)):
+        a = audit(sc, _point(10, ok), written, {"metrics_txn": "record"})
+        assert a["audit_ok"] is good and a["audit_rule"] == "partial", written
+    # a single-row scenario stays exact whatever the knob says
+    items = load.SCENARIOS["mix"]
+    assert not audit(items, _point(3, {"POST POST /items 503": 1}), 4, {"metrics_txn": "record"})["audit_ok"]
