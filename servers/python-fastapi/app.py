@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
@@ -62,6 +63,12 @@ def _int_env(env, name, default, minimum=1, maximum=None):
     return int(raw)
 
 
+def sqlite_uri(path: str, **params: str) -> str:
+    """A `file:` URI for sqlite3.connect(..., uri=True): the path percent-escaped (a '?', '#'
+    or '%' in it would otherwise be read as URI syntax), then the query parameters."""
+    return f"file:{urllib.parse.quote(os.path.abspath(path))}?{urllib.parse.urlencode(params)}"
+
+
 def parse_config(env=os.environ) -> dict:
     cfg: dict = {}
     cfg["host"] = env.get("LAB_HOST") or "127.0.0.1"
@@ -74,7 +81,7 @@ def parse_config(env=os.environ) -> dict:
     if not Path(db).is_file():
         raise ConfigError(f"LAB_DB={db!r} does not exist (make it from servers/schema.sql)")
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        con = sqlite3.connect(sqlite_uri(db, mode="ro"), uri=True)
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         con.close()
     except sqlite3.Error as e:
@@ -121,6 +128,18 @@ def parse_config(env=os.environ) -> dict:
     if path != "pool" and cfg["processes"] > 1:
         raise ConfigError(f"LAB_WRITE_PATH={path} needs LAB_PROCESSES=1 "
                           "(one writer thread serves one process)")
+
+    metrics_txn = env.get("LAB_METRICS_TXN") or "request"
+    if metrics_txn not in ("request", "record"):
+        raise ConfigError(f"LAB_METRICS_TXN={metrics_txn!r} is not one of request|record")
+    if metrics_txn == "record" and path != "pool":
+        raise ConfigError("LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool "
+                          f"(got {path}: each record commits on the request's pooled connection)")
+    cfg["metrics_txn"] = metrics_txn
+    cache = env.get("LAB_CACHE") or "private"
+    if cache not in ("private", "shared"):
+        raise ConfigError(f"LAB_CACHE={cache!r} is not one of private|shared")
+    cfg["cache"] = cache
     templates = Path(env.get("LAB_TEMPLATES") or Path(__file__).resolve().parent.parent / "templates")
     cfg["templates"] = templates
     return cfg
@@ -207,17 +226,28 @@ class Database:
             if cfg["write_path"] != "pool" else None
 
     def connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.cfg["db"], isolation_level=None, check_same_thread=False,
-                              cached_statements=256)
+        # mode=rw: open an existing database, never create one; LAB_CACHE=shared adds
+        # cache=shared (SQLite's shared-cache mode for every connection of this process).
+        params = {"mode": "rw", **({"cache": "shared"} if self.cfg["cache"] == "shared" else {})}
+        con = sqlite3.connect(sqlite_uri(self.cfg["db"], **params), uri=True, isolation_level=None,
+                              check_same_thread=False, cached_statements=256)
         self.policy.configure(con)
         for name, value in self.cfg["pragmas"]:
             con.execute(f"PRAGMA {name} = {value}")
         return con
 
     def read(self, sql: str, params=()):
+        return self.with_connection(lambda con: self.read_on(con, sql, params))
+
+    def read_on(self, con: sqlite3.Connection, sql: str, params=()):
+        """An autocommit read on `con` (the busy policy applies, as SQLite calls a handler)."""
+        return self.policy.call(lambda: con.execute(sql, params).fetchone())
+
+    def with_connection(self, fn):
+        """`fn(con)` on a pooled connection; busy/locked that escapes becomes a 503."""
         con = self.pool.get()
         try:
-            return self.policy.call(lambda: con.execute(sql, params).fetchone())
+            return fn(con)
         except sqlite3.Error as e:
             raise busy_error() if is_busy(e) else e
         finally:
@@ -235,13 +265,7 @@ class Database:
             raise
 
     def write_in_pool(self, work):
-        con = self.pool.get()
-        try:
-            return self.transaction(con, work)
-        except sqlite3.Error as e:
-            raise busy_error() if is_busy(e) else e
-        finally:
-            self.pool.put(con)
+        return self.with_connection(lambda con: self.transaction(con, work))
 
     async def write(self, work):
         """Run `work(tx)` in one write transaction; return only after its COMMIT."""
@@ -509,7 +533,8 @@ def health():
         "knobs": {"pragmas": DB.effective_pragmas(), "txn_mode": CFG["txn_mode"],
                   "busy": CFG["busy"], "write_path": CFG["write_path"],
                   "processes": CFG["processes"], "threads": CFG["threads"],
-                  "readers": CFG["readers"]},
+                  "readers": CFG["readers"], "metrics_txn": CFG["metrics_txn"],
+                  "cache": CFG["cache"]},
         "emulated": ({"busy": f"{CFG['busy_kind']} emulated in application code around lock-taking "
                               "statements and COMMIT: stdlib sqlite3 has no sqlite3_busy_handler"}
                      if DB.policy.emulated else {}),
@@ -552,6 +577,11 @@ def show_request(id: str):
     return HTMLResponse(TEMPLATES["request"].render(dict(zip(keys, row))))
 
 
+SQL_LATEST_METRIC = "SELECT value FROM metrics WHERE instance = ? AND name = ? ORDER BY id DESC LIMIT 1"
+SQL_INSERT_METRIC = ("INSERT INTO metrics (instance, name, value, previous, created_at) "
+                     "VALUES (?, ?, ?, ?, ?)")
+
+
 @app.post("/metrics", status_code=201)
 async def create_metrics(request: Request):
     body = await read_json(request, required=False)
@@ -571,16 +601,29 @@ async def create_metrics(request: Request):
                 raise HTTPError(400, "each measurement needs a name and a finite numeric value")
             measurements.append((short_str(m.get("name"), "measurement name"), float(m["value"])))
 
-    def work(tx: Tx) -> list[int]:
+    def work(tx: Tx) -> list[int]:  # request: one transaction for the five records
         ids, ts = [], now()
         for name, value in measurements:
-            prev = tx.execute("SELECT value FROM metrics WHERE instance = ? AND name = ? "
-                              "ORDER BY id DESC LIMIT 1", (instance, name)).fetchone()
-            ids.append(tx.execute("INSERT INTO metrics (instance, name, value, previous, created_at) "
-                                  "VALUES (?, ?, ?, ?, ?)",
+            prev = tx.execute(SQL_LATEST_METRIC, (instance, name)).fetchone()
+            ids.append(tx.execute(SQL_INSERT_METRIC,
                                   (instance, name, value, prev[0] if prev else None, ts)).lastrowid)
         return ids
-    ids = await DB.write(work)
+
+    def records(con: sqlite3.Connection) -> list[int]:
+        # record (ActiveRecord): the lookup is an autocommit read, then each INSERT is its own
+        # transaction. A failure at record k leaves records 1..k-1 committed, as in Rails.
+        ids, ts = [], now()
+        for name, value in measurements:
+            prev = DB.read_on(con, SQL_LATEST_METRIC, (instance, name))
+            row = (instance, name, value, prev[0] if prev else None, ts)
+            ids.append(DB.transaction(con, lambda tx: tx.execute(SQL_INSERT_METRIC, row).lastrowid))
+        return ids
+
+    if CFG["metrics_txn"] == "record":
+        from starlette.concurrency import run_in_threadpool
+        ids = await run_in_threadpool(DB.with_connection, records)
+    else:
+        ids = await DB.write(work)
     return JSONResponse({"instance": instance, "ids": ids}, status_code=201)
 
 
