@@ -53,6 +53,8 @@ type config struct {
 	busy                          busyPolicy
 	writePath                     string // pool | writer | batch
 	processes, threads, readers   int
+	metricsTxn                    string // request | record
+	cache                         string // private | shared
 }
 
 type pragma struct{ name, value string }
@@ -190,6 +192,19 @@ func loadConfig() (*config, error) {
 		return nil, fmt.Errorf("LAB_WRITE_PATH='%s' is not one of pool|writer|batch", c.writePath)
 	}
 
+	c.metricsTxn = env("LAB_METRICS_TXN", "request")
+	if c.metricsTxn != "request" && c.metricsTxn != "record" {
+		return nil, fmt.Errorf("LAB_METRICS_TXN='%s' is not one of request|record", c.metricsTxn)
+	}
+	if c.metricsTxn == "record" && c.writePath != "pool" {
+		return nil, fmt.Errorf("LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool (got %s: each record commits on the request's pooled connection)", c.writePath)
+	}
+
+	c.cache = env("LAB_CACHE", "private")
+	if c.cache != "private" && c.cache != "shared" {
+		return nil, fmt.Errorf("LAB_CACHE='%s' is not one of private|shared", c.cache)
+	}
+
 	if c.processes, err = positive("LAB_PROCESSES", "1"); err != nil {
 		return nil, err
 	}
@@ -309,9 +324,15 @@ func errStatus(status int, msg string) error { return &httpError{status, msg} }
 
 var errNotFound = errStatus(http.StatusNotFound, "not found")
 
+// isBusy: SQLITE_BUSY or SQLITE_LOCKED with any extended code (SQLITE_LOCKED_SHAREDCACHE
+// included); the mask keeps it true should extended result codes ever be enabled.
 func isBusy(err error) bool {
 	var se sqlite3.Error
-	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code & 0xff
+	return code == sqlite3.ErrBusy || code == sqlite3.ErrLocked
 }
 
 // fail answers err: its own status for an httpError, 503 for SQLITE_BUSY/SQLITE_LOCKED,
@@ -415,6 +436,7 @@ var bg = context.Background() // statements are never interrupted half-way (and 
 // registered "sqlite3_lab" driver. _synchronous=FULL undoes mattn's own
 // `PRAGMA synchronous=NORMAL` so that an empty LAB_PRAGMAS means SQLite's defaults.
 // _stmt_cache_size keeps the statements a transaction runs prepared on each connection.
+// LAB_CACHE=shared adds cache=shared: SQLite's shared-cache mode (seed 004's DSN).
 func openDB(c *config, n int) (*sql.DB, error) {
 	timeout := 0
 	if c.busy.kind == "busy_timeout" {
@@ -426,6 +448,9 @@ func openDB(c *config, n int) (*sql.DB, error) {
 	}
 	dsn := fmt.Sprintf("file:%s?mode=rw&_busy_timeout=%d&_synchronous=FULL&_stmt_cache_size=16",
 		(&url.URL{Path: abs}).EscapedPath(), timeout)
+	if c.cache == "shared" {
+		dsn += "&cache=shared"
+	}
 	db, err := sql.Open("sqlite3_lab", dsn)
 	if err != nil {
 		return nil, err
@@ -738,13 +763,15 @@ func (s *Service) health(w http.ResponseWriter, r *http.Request) {
 		"sqlite_version": s.sqliteVer,
 		"pid":            os.Getpid(),
 		"knobs": map[string]any{
-			"pragmas":    s.pragmas,
-			"txn_mode":   s.cfg.txnMode,
-			"busy":       s.cfg.busy.String(),
-			"write_path": s.cfg.writePath,
-			"processes":  s.cfg.processes,
-			"threads":    runtime.GOMAXPROCS(0),
-			"readers":    s.cfg.readers,
+			"pragmas":     s.pragmas,
+			"txn_mode":    s.cfg.txnMode,
+			"busy":        s.cfg.busy.String(),
+			"write_path":  s.cfg.writePath,
+			"processes":   s.cfg.processes,
+			"threads":     runtime.GOMAXPROCS(0),
+			"readers":     s.cfg.readers,
+			"metrics_txn": s.cfg.metricsTxn,
+			"cache":       s.cfg.cache,
 		},
 		"emulated":         emulated,
 		"requests_handled": s.handled.Load(),
@@ -822,7 +849,8 @@ type measurement struct {
 	Value *float64 `json:"value"`
 }
 
-// POST /metrics: five SELECT-latest + INSERT pairs in one transaction (seed 001).
+// POST /metrics: five SELECT-latest + INSERT pairs in one transaction (seed 001), or with
+// LAB_METRICS_TXN=record one transaction per INSERT (metricsRecords).
 func (s *Service) createMetrics(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Instance     *string       `json:"instance"`
@@ -858,6 +886,14 @@ func (s *Service) createMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	ts := now()
 	var ids [5]int64
+	if s.cfg.metricsTxn == "record" {
+		if err := s.metricsRecords(r, instance, &names, &values, ts, &ids); err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, map[string]any{"instance": instance, "ids": ids})
+		return
+	}
 	err = s.write(r, func(t *Tx) error {
 		for i := range names {
 			var prev sql.NullFloat64
@@ -876,6 +912,34 @@ func (s *Service) createMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"instance": instance, "ids": ids})
+}
+
+// metricsRecords is ActiveRecord's shape (LAB_METRICS_TXN=record, pool only): for each
+// measurement, the SELECT of the latest value as an autocommit read on the request's pooled
+// connection, then one transaction for its INSERT. A failure at record k returns its error;
+// records 1..k-1 stay committed, as in Rails.
+func (s *Service) metricsRecords(r *http.Request, instance string, names *[5]string, values *[5]float64, ts string, ids *[5]int64) error {
+	conn, err := s.db.Conn(r.Context())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for i := range names {
+		var prev sql.NullFloat64
+		err := s.cfg.busy.retry(func() error {
+			return conn.QueryRowContext(bg, sqlLatestMetric, instance, names[i]).Scan(&prev)
+		})
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err := s.tx(conn, func(t *Tx) (err error) {
+			ids[i], err = t.Insert(sqlInsertMetric, instance, names[i], values[i], prev, ts)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func validString(s *string, maxChars int) bool {
