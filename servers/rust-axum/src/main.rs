@@ -64,6 +64,13 @@ enum WritePath {
     Batch,
 }
 
+/// LAB_METRICS_TXN: POST /metrics in one transaction, or one per record (ActiveRecord).
+#[derive(Clone, Copy, PartialEq)]
+enum MetricsTxn {
+    Request,
+    Record,
+}
+
 struct Config {
     host: String,
     port: u16,
@@ -76,6 +83,8 @@ struct Config {
     threads: usize,
     readers: usize,
     templates: PathBuf,
+    metrics_txn: MetricsTxn,
+    shared_cache: bool,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -201,6 +210,26 @@ impl Config {
                 ));
             }
         };
+        let metrics_txn = match var("LAB_METRICS_TXN").as_deref() {
+            None | Some("request") => MetricsTxn::Request,
+            Some("record") => MetricsTxn::Record,
+            Some(v) => {
+                return Err(format!(
+                    "LAB_METRICS_TXN='{v}' is not one of request|record"
+                ));
+            }
+        };
+        if metrics_txn == MetricsTxn::Record && write_path != WritePath::Pool {
+            let path = var("LAB_WRITE_PATH").unwrap_or_default();
+            return Err(format!(
+                "LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool (got {path}: each record commits on the request's pooled connection)"
+            ));
+        }
+        let shared_cache = match var("LAB_CACHE").as_deref() {
+            None | Some("private") => false,
+            Some("shared") => true,
+            Some(v) => return Err(format!("LAB_CACHE='{v}' is not one of private|shared")),
+        };
         let processes = positive("LAB_PROCESSES", 1)? as u64;
         if processes > 1 {
             let path = var("LAB_WRITE_PATH").unwrap_or_default();
@@ -231,6 +260,8 @@ impl Config {
             threads,
             readers,
             templates,
+            metrics_txn,
+            shared_cache,
         })
     }
 }
@@ -265,9 +296,13 @@ fn set_busy(conn: &mut Connection, busy: Busy) -> rusqlite::Result<()> {
 }
 
 fn open_connection(cfg: &Config) -> Result<Connection, String> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
+    if cfg.shared_cache {
+        // LAB_CACHE=shared: SQLite's shared-cache mode for every connection of this process.
+        flags |= OpenFlags::SQLITE_OPEN_SHARED_CACHE;
+    }
     let db = cfg.db.display();
     let mut conn = Connection::open_with_flags(&cfg.db, flags)
         .map_err(|e| format!("LAB_DB='{db}' cannot be opened: {e}"))?;
@@ -634,6 +669,11 @@ enum Write {
     },
 }
 
+const SQL_LATEST_METRIC: &str =
+    "SELECT value FROM metrics WHERE instance = ?1 AND name = ?2 ORDER BY id DESC LIMIT 1";
+const SQL_INSERT_METRIC: &str =
+    "INSERT INTO metrics (instance, name, value, previous, created_at) VALUES (?1, ?2, ?3, ?4, ?5)";
+
 enum Written {
     Request(i64),
     Metrics(Vec<i64>),
@@ -665,12 +705,8 @@ impl Write {
                 measurements,
                 ts,
             } => {
-                let mut latest = conn.prepare_cached(
-                    "SELECT value FROM metrics WHERE instance = ?1 AND name = ?2 ORDER BY id DESC LIMIT 1",
-                )?;
-                let mut insert = conn.prepare_cached(
-                    "INSERT INTO metrics (instance, name, value, previous, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                )?;
+                let mut latest = conn.prepare_cached(SQL_LATEST_METRIC)?;
+                let mut insert = conn.prepare_cached(SQL_INSERT_METRIC)?;
                 let mut ids = Vec::with_capacity(measurements.len());
                 for (name, value) in measurements {
                     let previous: Option<f64> = latest
@@ -720,14 +756,46 @@ fn rollback(conn: &Connection) {
 
 /// BEGIN (deferred|immediate), the write's statements, COMMIT; ROLLBACK on any error.
 fn transaction(conn: &Connection, mode: TxnMode, write: &Write) -> Result<Written, AppError> {
+    in_transaction(conn, mode, |conn| write.apply(conn))
+}
+
+fn in_transaction<T>(
+    conn: &Connection,
+    mode: TxnMode,
+    statements: impl FnOnce(&Connection) -> Result<T, AppError>,
+) -> Result<T, AppError> {
     exec(conn, begin_sql(mode))?;
-    let result = write
-        .apply(conn)
-        .and_then(|w| exec(conn, "COMMIT").map(|_| w).map_err(AppError::from));
+    let result =
+        statements(conn).and_then(|w| exec(conn, "COMMIT").map(|_| w).map_err(AppError::from));
     if result.is_err() {
         rollback(conn);
     }
     result
+}
+
+/// LAB_METRICS_TXN=record, ActiveRecord's shape (pool only): for each measurement, the SELECT
+/// of the latest value as an autocommit read, then one transaction for its INSERT. A failure
+/// at record k is returned; records 1..k-1 stay committed, as in Rails.
+fn metrics_records(
+    conn: &Connection,
+    mode: TxnMode,
+    instance: &str,
+    measurements: &[(String, f64)],
+    ts: &str,
+) -> Result<Vec<i64>, AppError> {
+    let mut ids = Vec::with_capacity(measurements.len());
+    for (name, value) in measurements {
+        let previous: Option<f64> = conn
+            .prepare_cached(SQL_LATEST_METRIC)?
+            .query_row((instance, name), |r| r.get(0))
+            .optional()?;
+        ids.push(in_transaction(conn, mode, |conn| {
+            Ok(conn
+                .prepare_cached(SQL_INSERT_METRIC)?
+                .insert((instance, name, value, previous, ts))?)
+        })?);
+    }
+    Ok(ids)
 }
 
 struct Job {
@@ -830,6 +898,7 @@ struct AppState {
     pool: Arc<Pool>,
     writer: Option<mpsc::Sender<Msg>>,
     txn_mode: TxnMode,
+    metrics_txn: MetricsTxn,
     templates: Templates,
     health: Value,
     requests_handled: AtomicU64,
@@ -954,7 +1023,7 @@ fn check_len(field: &str, s: &str) -> Result<(), AppError> {
 }
 
 async fn create_metrics(State(st): State<Shared>, Body(body): Body) -> Result<Response, AppError> {
-    let (instance, measurements) = if body.is_empty() {
+    let (instance, measurements): (String, Vec<(String, f64)>) = if body.is_empty() {
         let instance = format!("instance-{}", rand::random_range(1..=10));
         let m = METRIC_NAMES
             .iter()
@@ -978,6 +1047,18 @@ async fn create_metrics(State(st): State<Shared>, Body(body): Body) -> Result<Re
                 .collect(),
         )
     };
+    if st.metrics_txn == MetricsTxn::Record {
+        let (mode, name, ts) = (st.txn_mode, instance.clone(), now());
+        let ids = st
+            .pool
+            .run(move |conn| metrics_records(conn, mode, &name, &measurements, &ts))
+            .await?;
+        return Ok((
+            StatusCode::CREATED,
+            Json(json!({ "instance": instance, "ids": ids })),
+        )
+            .into_response());
+    }
     let Written::Metrics(ids) = st
         .write(Write::Metrics {
             instance: instance.clone(),
@@ -1169,6 +1250,8 @@ fn run() -> Result<(), String> {
             "processes": cfg.processes,
             "threads": cfg.threads,
             "readers": cfg.readers,
+            "metrics_txn": if cfg.metrics_txn == MetricsTxn::Record { "record" } else { "request" },
+            "cache": if cfg.shared_cache { "shared" } else { "private" },
         },
         "emulated": {},
         "requests_handled": 0,
@@ -1177,6 +1260,7 @@ fn run() -> Result<(), String> {
         pool: Pool::new(readers),
         writer: writer_tx.clone(),
         txn_mode: cfg.txn_mode,
+        metrics_txn: cfg.metrics_txn,
         templates,
         health,
         requests_handled: AtomicU64::new(0),
