@@ -59,7 +59,7 @@ module Lab
   # The LAB_* environment, validated once in the Puma master before it listens.
   class Config
     attr_reader :host, :port, :db, :pragmas, :txn_mode, :busy, :busy_kind, :busy_arg,
-                :write_path, :processes, :threads, :readers, :templates
+                :write_path, :processes, :threads, :readers, :templates, :metrics_txn, :cache
 
     def initialize(env)
       @host = env.fetch("LAB_HOST", "").empty? ? "127.0.0.1" : env["LAB_HOST"]
@@ -79,6 +79,12 @@ module Lab
       if @write_path != "pool" && @processes > 1
         raise ConfigError, "LAB_WRITE_PATH=#{@write_path} needs LAB_PROCESSES=1 (one writer thread serves one process)"
       end
+      @metrics_txn = choice(env, "LAB_METRICS_TXN", "request", %w[request record])
+      if @metrics_txn == "record" && @write_path != "pool"
+        raise ConfigError, "LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool " \
+                           "(got #{@write_path}: each record commits on the request's pooled connection)"
+      end
+      @cache = choice(env, "LAB_CACHE", "private", %w[private shared])
 
       @templates = env.fetch("LAB_TEMPLATES", "").empty? ? File.expand_path("../templates", __dir__) : env["LAB_TEMPLATES"]
     end
@@ -141,8 +147,15 @@ module Lab
 
   # One SQLite connection with its prepared statements. Used by one thread at a time.
   class Conn
+    # LAB_CACHE=shared: the gem (1.4.2) passes `flags:` straight to sqlite3_open_v2.
+    SHARED_CACHE_FLAGS = SQLite3::Constants::Open::READWRITE | SQLite3::Constants::Open::SHAREDCACHE
+
     def initialize(config)
-      @db = SQLite3::Database.new(config.db, readwrite: true)
+      @db = if config.cache == "shared"
+              SQLite3::Database.new(config.db, flags: SHARED_CACHE_FLAGS)
+            else
+              SQLite3::Database.new(config.db, readwrite: true)
+            end
       case config.busy_kind
       when "busy_timeout"
         # SQLite's own sqlite3_busy_timeout: it sleeps inside sqlite3_step, and the
@@ -521,6 +534,8 @@ module Lab
           processes: @config.processes,
           threads: @config.threads,
           readers: @config.readers,
+          metrics_txn: @config.metrics_txn,
+          cache: @config.cache,
         },
         emulated: {},
         requests_handled: @counter.total,
@@ -566,6 +581,10 @@ module Lab
       body = read_body(env)
       instance, measurements = body.empty? ? generated_metrics : parse_metrics(parse_object(body))
       now = timestamp
+      if @config.metrics_txn == "record"
+        return json(201, { instance: instance, ids: metrics_records(instance, measurements, now) })
+      end
+
       ids = write do |conn|
         measurements.map do |name, value|
           previous = conn.first_row(SELECT_LATEST, instance, name)&.first
@@ -622,6 +641,21 @@ module Lab
     end
 
     # ---- helpers ---------------------------------------------------------------
+
+    # LAB_METRICS_TXN=record, ActiveRecord's shape (pool only): for each measurement, the
+    # lookup as an autocommit read on the request's pooled connection, then one transaction
+    # for its INSERT. A failure at record k raises; records 1..k-1 stay committed, as in Rails.
+    def metrics_records(instance, measurements, now)
+      @readers.with do |conn|
+        measurements.map do |name, value|
+          previous = conn.first_row(SELECT_LATEST, instance, name)&.first
+          conn.transaction do
+            conn.run(INSERT_METRIC, instance, name, value, previous, now)
+            conn.last_insert_row_id
+          end
+        end
+      end
+    end
 
     # One write transaction: on a pooled connection in this thread (pool), or in the
     # writer thread, answered after its COMMIT (writer, batch).
