@@ -42,6 +42,8 @@ KNOB_ENV = {
     "processes": "LAB_PROCESSES",
     "threads": "LAB_THREADS",
     "readers": "LAB_READERS",
+    "metrics_txn": "LAB_METRICS_TXN",
+    "cache": "LAB_CACHE",
 }
 
 
