@@ -109,8 +109,10 @@ class Sampler(threading.Thread):
         self.stop_event = threading.Event()
 
     def sample(self) -> tuple[float, float, int, float]:
-        s = (time.time(), tree_cpu_seconds(self.server.pid), tree_rss(self.server.pid),
-             tree_cpu_seconds(self.gen_pid))
+        gen_cpu = tree_cpu_seconds(self.gen_pid)
+        if self.samples:  # a generator (or worker) already gone keeps the CPU it had used
+            gen_cpu = max(gen_cpu, self.samples[-1][3])
+        s = (time.time(), tree_cpu_seconds(self.server.pid), tree_rss(self.server.pid), gen_cpu)
         self.samples.append(s)
         return s
 
@@ -124,11 +126,15 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         pending = [("t0", self.t0), ("t1", self.t1)]
-        while not self.stop_event.is_set():
+        while True:
             now = time.time()
+            # a mark that is due is taken even when stop() came first: a generator that
+            # quits at t1 may be reaped before this thread wakes up for the t1 mark
             if pending and now >= pending[0][1]:
                 self.mark(pending.pop(0)[0])
                 continue
+            if self.stop_event.is_set():
+                return
             self.sample()
             wait = self.every if not pending else min(self.every, max(0.0, pending[0][1] - now))
             self.stop_event.wait(wait)
