@@ -6,9 +6,10 @@
 //
 //	loadgen -scenario hello -users 64 -host http://127.0.0.1:8001 -max-seconds 30
 //
-// Each user is a goroutine with its own keep-alive HTTP/1.1 connection and a minimal
-// client (request written in one write, response parsed from a bufio.Reader), so the
-// generator costs far less CPU per request than Locust's gevent client.
+// Each user is a goroutine with its own keep-alive HTTP/1.1 connection (with LAB_KEEPALIVE=0,
+// a new connection per request, as `oha --disable-keepalive`) and a minimal client (request
+// written in one write, response parsed from a bufio.Reader), so the generator costs far
+// less CPU per request than Locust's gevent client.
 package main
 
 import (
@@ -48,7 +49,8 @@ const usage = `usage: loadgen -scenario NAME -users N -host http://127.0.0.1:POR
 Scenarios: hello, rails-writes, rails-writes-noredirect, metrics-writes, mix, user-read,
 user-page, user-update. Environment as sqlitelab/locustfile.py: LAB_T0, LAB_T1, LAB_TARGET,
 LAB_OUT_DIR, LAB_WRITE_SHARE, LAB_PAYLOAD_BYTES, LAB_ITEMS, LAB_USERS_ROWS,
-LAB_FOLLOW_REDIRECTS, LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT.
+LAB_FOLLOW_REDIRECTS, LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT, LAB_KEEPALIVE (1: one
+kept-alive connection per user; 0: a new connection per request, Connection: close).
 Writes LAB_OUT_DIR/proc-<pid>.json and exits 0; a usage error prints one line and exits 2.
 `
 
@@ -111,6 +113,7 @@ type config struct {
 	follow     bool // LAB_FOLLOW_REDIRECTS: rails-writes follows the 302
 	rate       float64
 	timeout    time.Duration
+	keepalive  bool // LAB_KEEPALIVE: false = a new connection per request, Connection: close
 }
 
 func parseConfig(args []string, getenv func(string) string) (*config, error) {
@@ -165,6 +168,7 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 	cfg.follow = follow == "" || follow == "1"
 	cfg.rate = e.float("LAB_RATE_PER_USER", "0")
 	timeout := e.float("LAB_REQUEST_TIMEOUT", "30")
+	cfg.keepalive = e.flag("LAB_KEEPALIVE", "1")
 	if e.err != nil {
 		return nil, e.err
 	}
@@ -241,6 +245,15 @@ func (e *envReader) float(name, def string) float64 {
 	return f
 }
 
+// flag reads a 1/0 switch; anything else is an error.
+func (e *envReader) flag(name, def string) bool {
+	v := e.value(name, def)
+	if v != "0" && v != "1" && e.err == nil {
+		e.err = fmt.Errorf("%s=%q must be 1 or 0", name, v)
+	}
+	return v == "1"
+}
+
 func (e *envReader) int(name, def string) int64 {
 	v := e.value(name, def)
 	n, err := strconv.ParseInt(v, 10, 64)
@@ -259,6 +272,8 @@ type runKey struct {
 
 // recorder mirrors record() and dump() in locustfile.py. One mutex: every decision about the
 // window and the target is taken in the order requests are recorded, as in Locust.
+// Besides the window it keeps hey's accounting of the whole run (every finished request,
+// before, inside and after the window): see runStats.
 type recorder struct {
 	mu                  sync.Mutex
 	t0, t1              float64
@@ -274,8 +289,19 @@ type recorder struct {
 	failures            map[string]int64
 	runCounts           map[runKey]int64
 	hist                map[int64]int64
+	run                 runStats
 	frozen              bool
 	onTarget            func()
+}
+
+// runStats is the whole run as `hey` reports it (rakyll/hey requester/report.go): results
+// counts every finished request whatever its outcome (hey's numRes: responses of any status
+// and transport errors); ok those with an HTTP status (status != 0, no transport error),
+// over which sumUS and maxUS are taken (hey's Average and Slowest); firstStart and lastEnd
+// bound them all (hey's Total runs until the last worker has finished its request).
+type runStats struct {
+	results, ok, sumUS, maxUS int64
+	firstStart, lastEnd       float64
 }
 
 func newRecorder(t0, t1 float64, target int64, onTarget func()) *recorder {
@@ -293,6 +319,22 @@ func (r *recorder) record(o op, status int, kind string, start float64, dur time
 		return
 	}
 	r.runCounts[runKey{o, status}]++
+	us := int64(math.RoundToEven(float64(dur.Nanoseconds()) / 1000))
+	if us < 1 {
+		us = 1
+	}
+	if r.run.results == 0 {
+		r.run.firstStart, r.run.lastEnd = start, end
+	} else {
+		r.run.firstStart = math.Min(r.run.firstStart, start)
+		r.run.lastEnd = math.Max(r.run.lastEnd, end)
+	}
+	r.run.results++
+	if status != 0 {
+		r.run.ok++
+		r.run.sumUS += us
+		r.run.maxUS = max(r.run.maxUS, us)
+	}
 	windowEnd := r.t1
 	if r.ended {
 		windowEnd = r.endT1
@@ -303,10 +345,6 @@ func (r *recorder) record(o op, status int, kind string, start float64, dur time
 	}
 	if start < r.t0 || end > r.t1 || r.ended {
 		return
-	}
-	us := int64(math.RoundToEven(float64(dur.Nanoseconds()) / 1000))
-	if us < 1 {
-		us = 1
 	}
 	r.hist[min(us, histMax)]++
 	r.count++
@@ -352,6 +390,14 @@ type output struct {
 	HistValues   [][2]int64       `json:"hist_values"`
 	Generator    string           `json:"generator"`
 	Resent       int64            `json:"resent"` // requests sent again on a new connection (see roundTrip)
+	// The whole run, as hey counts it (see runStats): every request that finished, in the
+	// window or not; requests abandoned at the hard bound are not in it.
+	RunFirstStart *float64 `json:"run_first_start"`
+	RunLastEnd    *float64 `json:"run_last_end"`
+	RunResults    int64    `json:"run_results"`
+	RunOK         int64    `json:"run_ok"`
+	RunSumUS      int64    `json:"run_sum_us"`
+	RunMaxUS      int64    `json:"run_max_us"`
 }
 
 // freeze ends recording at `now` (epoch seconds) and returns the file's content. inflight
@@ -377,10 +423,15 @@ func (r *recorder) freeze(now float64, inflight []int64, spawnedAt *float64) *ou
 	out := &output{PID: os.Getpid(), T0: r.t0, T1: t1, Target: r.target, Count: r.count,
 		SumUS: r.sumUS, Bytes: r.bytes, Overran: r.overran, MaxOverrunS: r.maxOverrun,
 		SpawnedAt: spawnedAt, Status: map[string]int64{}, Failures: map[string]int64{},
-		RunCounts: map[string]int64{}, HistValues: [][2]int64{}, Generator: "loadgen"}
+		RunCounts: map[string]int64{}, HistValues: [][2]int64{}, Generator: "loadgen",
+		RunResults: r.run.results, RunOK: r.run.ok, RunSumUS: r.run.sumUS, RunMaxUS: r.run.maxUS}
 	if r.haveFirst {
 		fs, le := r.firstStart, r.lastEnd
 		out.FirstStart, out.LastEnd = &fs, &le
+	}
+	if r.run.results > 0 {
+		fs, le := r.run.firstStart, r.run.lastEnd
+		out.RunFirstStart, out.RunLastEnd = &fs, &le
 	}
 	for s, n := range r.status {
 		out.Status[strconv.Itoa(s)] = n
@@ -555,16 +606,16 @@ func realMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "loadgen: writing the measurements: %v\n", err)
 		return 1
 	}
-	var total int64
-	for _, n := range out.RunCounts {
-		total += n
-	}
 	rps := 0.0
 	if out.T1 > out.T0 {
 		rps = float64(out.Count) / (out.T1 - out.T0)
 	}
-	fmt.Printf("loadgen %s users=%d: %d requests in the window (%.0f/s), %d in the run, %d overran -> %s\n",
-		scenarioNames[cfg.scenario], cfg.users, out.Count, rps, total, out.Overran, path)
+	conns := "keep-alive"
+	if !cfg.keepalive {
+		conns = "a connection per request"
+	}
+	fmt.Printf("loadgen %s users=%d (%s): %d requests in the window (%.0f/s), %d in the run, %d overran -> %s\n",
+		scenarioNames[cfg.scenario], cfg.users, conns, out.Count, rps, out.RunResults, out.Overran, path)
 	return 0
 }
 
@@ -767,6 +818,9 @@ func (u *user) buildRequest(method string, path, body []byte, ctJSON bool) {
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, u.cfg.hostHeader...)
 	b = append(b, "\r\nUser-Agent: loadgen\r\nAccept: */*\r\n"...)
+	if !u.cfg.keepalive {
+		b = append(b, "Connection: close\r\n"...)
+	}
 	if ctJSON {
 		b = append(b, "Content-Type: application/json\r\n"...)
 	}
@@ -810,7 +864,9 @@ func staleConn(err error) bool {
 
 // roundTrip writes u.req and reads one response, the body to its end. On a reused
 // connection that the server had closed (nothing received), it redials and sends once more,
-// as geventhttpclient does. The deadline LAB_REQUEST_TIMEOUT covers each round trip.
+// as geventhttpclient does. The deadline LAB_REQUEST_TIMEOUT covers each round trip. Without
+// keep-alive every round trip (each hop of a redirect too) dials a new connection and closes
+// it after the response, as `oha --disable-keepalive` does.
 func (u *user) roundTrip(isHead, capture bool) (head, int64, error) {
 	for attempt := 0; ; attempt++ {
 		reused := u.conn != nil
@@ -838,7 +894,7 @@ func (u *user) roundTrip(isHead, capture bool) (head, int64, error) {
 			return head{}, 0, err
 		}
 		n, err := u.readBody(&h, isHead, capture)
-		if err != nil || h.close {
+		if err != nil || h.close || !u.cfg.keepalive {
 			u.close()
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -46,6 +47,18 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	if _, err := parseConfig(ok, env(map[string]string{"LAB_T0": "soon"})); err == nil {
 		t.Error("LAB_T0=soon accepted")
+	}
+	for _, v := range []string{"yes", "true", "2", "01", "off"} {
+		_, err := parseConfig(ok, env(map[string]string{"LAB_KEEPALIVE": v}))
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "LAB_KEEPALIVE") {
+			t.Errorf("LAB_KEEPALIVE=%q: %v", v, err)
+		}
+	}
+	for v, want := range map[string]bool{"": true, "1": true, " 1 ": true, "0": false} {
+		cfg, err := parseConfig(ok, env(map[string]string{"LAB_KEEPALIVE": v}))
+		if err != nil || cfg.keepalive != want {
+			t.Errorf("LAB_KEEPALIVE=%q: keepalive %v, %v", v, cfg != nil && cfg.keepalive, err)
+		}
 	}
 	for _, h := range []string{"http://localhost:1", "http://[::1]:1", "http://127.1.2.3:1/", "http://LOCALHOST:9"} {
 		if _, _, err := parseHost(h); err != nil {
@@ -112,9 +125,53 @@ func TestRecorderWindowTargetOverran(t *testing.T) {
 	}
 }
 
-// testServer mimics the lab contract closely enough for the client: it counts connections.
-func testServer(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64) {
-	var conns, posts atomic.Int64
+// The whole run as hey counts it: every finished request, in the window or not, transport
+// errors among the results but not in the mean or the maximum; abandoned requests nowhere.
+func TestRecorderRunLevelAccounting(t *testing.T) {
+	ms := time.Millisecond
+	r := newRecorder(100, 200, 0, nil)
+	r.record(opHello, 200, "", 99, 300*ms, 5)               // warm-up, ends inside the window
+	r.record(opHello, 0, "connection", 99.5, 2*ms, 0)       // a transport error in the warm-up
+	r.record(opHello, 500, "server_error", 150, 40*ms, 3)   // in the window; a 500 has a status
+	r.record(opHello, 0, "timeout", 170, 35*time.Second, 0) // a timeout ending at 205, after T1
+	r.record(opHello, 200, "", 199.9, 5*time.Second, 5)     // a 5-s stall over the close
+	r.record(opRequests, 302, "", 201, ms, 10)              // started after the window
+	out := r.freeze(300, []int64{int64(199.95 * 1e9)}, nil) // one abandoned in flight
+	if out.Count != 1 || out.SumUS != 40_000 || out.Overran != 3 {
+		t.Fatalf("window: count %d sum %d overran %d", out.Count, out.SumUS, out.Overran)
+	}
+	if out.RunResults != 6 || out.RunOK != 4 || out.RunSumUS != 300_000+40_000+5_000_000+1_000 || out.RunMaxUS != 5_000_000 {
+		t.Fatalf("run: results %d ok %d sum %d max %d", out.RunResults, out.RunOK, out.RunSumUS, out.RunMaxUS)
+	}
+	if out.RunFirstStart == nil || *out.RunFirstStart != 99 || math.Abs(*out.RunLastEnd-205) > 1e-9 {
+		t.Fatalf("run: first %v last %v", out.RunFirstStart, out.RunLastEnd)
+	}
+	var all, withStatus int64 // the identity merge_level's callers rely on
+	for k, n := range out.RunCounts {
+		all += n
+		if !strings.HasSuffix(k, " 0") {
+			withStatus += n
+		}
+	}
+	if all != out.RunResults || withStatus != out.RunOK {
+		t.Fatalf("run_counts %v vs results %d ok %d", out.RunCounts, out.RunResults, out.RunOK)
+	}
+	r.record(opHello, 200, "", 250, ms, 1) // after freeze: ignored
+	if r.run.results != 6 {
+		t.Fatal("recorded after freeze")
+	}
+	data, _ := json.Marshal(newRecorder(1, 2, 0, nil).freeze(3, nil, nil))
+	var empty map[string]any
+	json.Unmarshal(data, &empty)
+	if empty["run_first_start"] != nil || empty["run_last_end"] != nil || empty["run_results"] != 0.0 || empty["run_max_us"] != 0.0 {
+		t.Fatalf("no request: %s", data)
+	}
+}
+
+// testServer mimics the lab contract closely enough for the client: it counts connections,
+// POST /requests, and requests that asked for Connection: close.
+func testServer(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64, *atomic.Int64) {
+	var conns, posts, closes atomic.Int64
 	var mu sync.Mutex
 	next := int64(1000)
 	mux := http.NewServeMux()
@@ -151,7 +208,12 @@ func testServer(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64) {
 		w.Header().Set("Connection", "close")
 		io.WriteString(w, "bye")
 	})
-	srv := httptest.NewUnstartedServer(mux)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Close {
+			closes.Add(1)
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
@@ -159,7 +221,7 @@ func testServer(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv, &conns, &posts
+	return srv, &conns, &posts, &closes
 }
 
 func testUser(t *testing.T, srv *httptest.Server) *user {
@@ -173,7 +235,7 @@ func testUser(t *testing.T, srv *httptest.Server) *user {
 }
 
 func TestClientKeepAliveRedirectChunkedClose(t *testing.T) {
-	srv, conns, posts := testServer(t)
+	srv, conns, posts, closes := testServer(t)
 	u := testUser(t, srv)
 	for i := 0; i < 50; i++ {
 		if s, n, err := u.exchange("GET", []byte("/hello"), nil, false, true, false); s != 200 || n != 13 || err != nil {
@@ -198,8 +260,92 @@ func TestClientKeepAliveRedirectChunkedClose(t *testing.T) {
 	if s, _, _ := u.exchange("GET", []byte("/nope"), nil, false, true, false); s != 404 {
 		t.Fatalf("unknown route: %d", s)
 	}
-	if conns.Load() != 2 || posts.Load() != 2 {
-		t.Fatalf("connections %d posts %d", conns.Load(), posts.Load())
+	if conns.Load() != 2 || posts.Load() != 2 || closes.Load() != 0 {
+		t.Fatalf("connections %d posts %d Connection: close %d", conns.Load(), posts.Load(), closes.Load())
+	}
+}
+
+// LAB_KEEPALIVE=0: every request, and every hop of a followed redirect, on a new connection
+// that carries Connection: close and is closed after the response.
+func TestClientNewConnectionPerRequest(t *testing.T) {
+	srv, conns, posts, closes := testServer(t)
+	cfg, err := parseConfig([]string{"-scenario", "hello", "-users", "1", "-host", srv.URL, "-max-seconds", "5"},
+		env(map[string]string{"LAB_KEEPALIVE": "0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &user{g: newRun(cfg), cfg: cfg}
+	defer u.close()
+	for i := 0; i < 20; i++ {
+		if s, n, err := u.exchange("GET", []byte("/hello"), nil, false, true, false); s != 200 || n != 13 || err != nil || u.conn != nil {
+			t.Fatalf("hello %d: %d %d %v open=%v", i, s, n, err, u.conn != nil)
+		}
+	}
+	if s, n, err := u.exchange("POST", []byte("/requests"), nil, false, true, false); s != 200 || n != 1500 || err != nil {
+		t.Fatalf("followed: %d %d %v", s, n, err)
+	}
+	if conns.Load() != 22 || closes.Load() != 22 || posts.Load() != 1 || u.g.resent.Load() != 0 {
+		t.Fatalf("connections %d Connection: close %d posts %d resent %d", conns.Load(), closes.Load(), posts.Load(), u.g.resent.Load())
+	}
+}
+
+// A server that ignores Connection: close and keeps every connection open: without
+// keep-alive the client still closes each after its response; with it, one connection.
+func TestClientClosesWhatTheServerKeepsOpen(t *testing.T) {
+	for _, keepalive := range []string{"0", "1"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var accepted, served, askedClose, closedByClient atomic.Int64
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				go func(c net.Conn) {
+					defer c.Close()
+					br := bufio.NewReader(c)
+					for {
+						req, err := http.ReadRequest(br)
+						if err != nil {
+							if errors.Is(err, io.EOF) {
+								closedByClient.Add(1)
+							}
+							return
+						}
+						served.Add(1)
+						if req.Close {
+							askedClose.Add(1)
+						}
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					}
+				}(c)
+			}
+		}()
+		cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "1", "-host", "http://" + ln.Addr().String(), "-max-seconds", "5"},
+			env(map[string]string{"LAB_KEEPALIVE": keepalive}))
+		u := &user{g: newRun(cfg), cfg: cfg}
+		for i := 0; i < 5; i++ {
+			if s, n, err := u.exchange("GET", []byte("/hello"), nil, false, true, false); s != 200 || n != 2 || err != nil {
+				t.Fatalf("keepalive=%s request %d: %d %d %v", keepalive, i, s, n, err)
+			}
+		}
+		want, wantClose := int64(5), int64(5) // connections, each closed by the client after its response
+		if keepalive == "1" {
+			want, wantClose = 1, 0
+			u.close()
+		}
+		for deadline := time.Now().Add(5 * time.Second); closedByClient.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		ln.Close()
+		if accepted.Load() != want || closedByClient.Load() != want || served.Load() != 5 || askedClose.Load() != wantClose {
+			t.Fatalf("keepalive=%s: accepted %d closed by the client %d served %d Connection: close %d",
+				keepalive, accepted.Load(), closedByClient.Load(), served.Load(), askedClose.Load())
+		}
 	}
 }
 
@@ -243,7 +389,7 @@ func TestStaleConnectionRetried(t *testing.T) {
 }
 
 func TestExecuteMixWritesTheFile(t *testing.T) {
-	srv, _, posts := testServer(t)
+	srv, _, posts, _ := testServer(t)
 	dir := t.TempDir()
 	now := float64(time.Now().UnixNano()) / 1e9
 	cfg, err := parseConfig([]string{"-scenario", "mix", "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
@@ -285,10 +431,39 @@ func TestExecuteMixWritesTheFile(t *testing.T) {
 	if matches, _ := filepath.Glob(filepath.Join(dir, "*")); len(matches) != 1 {
 		t.Fatalf("files %v", matches)
 	}
+	for _, k := range []string{"run_first_start", "run_last_end", "run_results", "run_ok", "run_sum_us", "run_max_us"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("missing %q", k)
+		}
+	}
+	var all int64
+	for _, n := range out.RunCounts {
+		all += n
+	}
+	maxWindow := out.HistValues[len(out.HistValues)-1][0]
+	if out.RunResults != all || out.RunOK != all || out.RunResults <= out.Count || out.RunSumUS <= out.SumUS ||
+		out.RunMaxUS < maxWindow || *out.RunFirstStart > *out.FirstStart || *out.RunLastEnd < *out.LastEnd {
+		t.Fatalf("run: results %d ok %d (run_counts %d, window %d) sum %d max %d (window %d)",
+			out.RunResults, out.RunOK, all, out.Count, out.RunSumUS, out.RunMaxUS, maxWindow)
+	}
+}
+
+// A whole run without keep-alive: exactly one connection per finished request.
+func TestExecuteWithoutKeepAliveOneConnectionPerRequest(t *testing.T) {
+	srv, conns, _, closes := testServer(t)
+	cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
+		env(map[string]string{"LAB_TARGET": "300", "LAB_KEEPALIVE": "0"}))
+	out := execute(cfg, nil)
+	if out.Count != 300 || out.RunResults < 300 || out.RunOK != out.RunResults || out.Resent != 0 {
+		t.Fatalf("count %d run results %d ok %d resent %d", out.Count, out.RunResults, out.RunOK, out.Resent)
+	}
+	if conns.Load() != out.RunResults || closes.Load() != out.RunResults {
+		t.Fatalf("%d connections, %d Connection: close for %d requests", conns.Load(), closes.Load(), out.RunResults)
+	}
 }
 
 func TestExecuteExactTarget(t *testing.T) {
-	srv, _, _ := testServer(t)
+	srv, _, _, _ := testServer(t)
 	cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "8", "-host", srv.URL, "-max-seconds", "10"},
 		env(map[string]string{"LAB_TARGET": "500"}))
 	out := execute(cfg, nil)
