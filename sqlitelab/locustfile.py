@@ -4,7 +4,13 @@ Run by sqlitelab.load as a subprocess (never inside a notebook kernel). Every Lo
 that runs users records, for each request that starts at or after LAB_T0 and finishes by
 LAB_T1 (epoch seconds), its latency into an HdrHistogram in microseconds, plus counts per
 status code and failure kind; and, for the audit, every response of the whole run by
-(request name, status). At quit it writes `LAB_OUT_DIR/proc-<pid>.json`.
+(request name, status). Beside the window it keeps `hey`'s accounting of the whole run
+(`run_*`: every finished request, in the window or not). At quit it writes
+`LAB_OUT_DIR/proc-<pid>.json`.
+
+LAB_KEEPALIVE=0 (`oha --disable-keepalive`): every request, and every hop of a followed
+redirect, goes on a new TCP connection, carries `Connection: close`, and its connection is
+closed once the response is complete (see ConnectionPerRequest).
 
 With LAB_TARGET (requests per process) the process ends its window once it has recorded
 that many, stops its users after their current request and quits: a level of N requests.
@@ -19,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 import gevent
+from geventhttpclient.client import HTTPClientPool
 from hdrh.histogram import HdrHistogram
 from locust import FastHttpUser, constant, constant_throughput, events, task
 from locust.exception import StopUser
@@ -37,6 +44,10 @@ USERS_ROWS = int(os.environ.get("LAB_USERS_ROWS", "1000"))
 FOLLOW = os.environ.get("LAB_FOLLOW_REDIRECTS", "1") == "1"
 RATE = float(os.environ.get("LAB_RATE_PER_USER", "0"))    # open-loop: requests/s per user; 0 = closed loop
 TIMEOUT = float(os.environ.get("LAB_REQUEST_TIMEOUT", "30"))
+_keepalive = os.environ.get("LAB_KEEPALIVE", "").strip() or "1"  # 0: a new connection per request
+if _keepalive not in ("0", "1"):
+    raise ValueError(f"LAB_KEEPALIVE={_keepalive!r} must be 1 or 0")
+KEEPALIVE = _keepalive == "1"
 
 # 1 µs .. 100 s at 3 significant digits
 hist = HdrHistogram(1, 100_000_000, 3)
@@ -46,6 +57,11 @@ run_counts: Counter = Counter()  # "name status" -> n over the whole run (the au
 state = {"count": 0, "bytes": 0, "sum_us": 0, "first_start": None, "last_end": None,
          "t1": None, "stopping": False, "spawned_at": None, "max_item": ITEMS,
          "locust_window": None, "overran": 0, "max_overrun_s": 0.0}
+# The whole run as `hey` counts it (rakyll/hey requester/report.go): `results` is every
+# finished request whatever its outcome (hey's numRes, transport errors included); `ok` those
+# with an HTTP status (not a transport error), over which the latency sum and maximum are
+# taken (hey's Average and Slowest); first_start..last_end spans them all (hey's Total).
+run = {"results": 0, "ok": 0, "sum_us": 0, "max_us": 0, "first_start": None, "last_end": None}
 
 
 @events.request.add_listener
@@ -53,16 +69,23 @@ def record(request_type, name, response_time, response_length, response=None, ex
            start_time=None, **kw):
     status = getattr(response, "status_code", 0) or 0
     run_counts[f"{request_type} {name} {status}"] += 1
+    us = max(1, int(round(response_time * 1000)))
+    run["results"] += 1
+    if status:
+        run["ok"] += 1
+        run["sum_us"] += us
+        run["max_us"] = max(run["max_us"], us)
     if start_time is None:
         return
     end = start_time + response_time / 1000.0
+    run["first_start"] = start_time if run["first_start"] is None else min(run["first_start"], start_time)
+    run["last_end"] = end if run["last_end"] is None else max(run["last_end"], end)
     window_end = state["t1"] if state["t1"] is not None else T1
     if T0 <= start_time < window_end < end:  # started inside, still running at the close
         state["overran"] += 1
         state["max_overrun_s"] = max(state["max_overrun_s"], end - window_end)
     if start_time < T0 or end > T1 or state["t1"] is not None:
         return
-    us = max(1, int(round(response_time * 1000)))
     hist.record_value(min(us, 100_000_000))
     state["count"] += 1
     state["sum_us"] += us
@@ -130,9 +153,26 @@ def dump(environment, **kw):
         "status": dict(window_status), "failures": dict(window_failures),
         "run_counts": dict(run_counts), "locust_window": state["locust_window"],
         "hist": hist.encode().decode() if state["count"] else None,
+        "run_first_start": run["first_start"], "run_last_end": run["last_end"],
+        "run_results": run["results"], "run_ok": run["ok"], "run_sum_us": run["sum_us"],
+        "run_max_us": run["max_us"],
     }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / f"proc-{os.getpid()}.json").write_text(json.dumps(out))
+
+
+class ConnectionPerRequest(HTTPClientPool):
+    """The HTTP clients of one user for LAB_KEEPALIVE=0: the socket of every response is
+    closed once the response is complete (released, never returned to the connection pool),
+    so every request, and every hop of a redirect, dials a new connection. geventhttpclient
+    alone would keep a connection the server leaves open: it closes one only when the
+    response says `Connection: close` (HTTPSocketPoolResponse.release)."""
+
+    def get_client(self, url):
+        client = super().get_client(url)
+        pool = client._connection_pool
+        pool.return_socket = pool.release_socket
+        return client
 
 
 class LabUser(FastHttpUser):
@@ -140,6 +180,14 @@ class LabUser(FastHttpUser):
     wait_time = constant_throughput(RATE) if RATE > 0 else constant(0)
     network_timeout = TIMEOUT
     connection_timeout = TIMEOUT
+    # sent on every request, kept on every hop of a redirect (oha --disable-keepalive)
+    default_headers = None if KEEPALIVE else {"Connection": "close"}
+
+    def __init__(self, environment):
+        super().__init__(environment)
+        if not KEEPALIVE:  # the user's own pool of clients (FastHttpUser makes one per user)
+            agent = self.client.client
+            agent.clientpool = ConnectionPerRequest(**agent.clientpool.client_args)
 
     def on_start(self):
         if state["stopping"]:
