@@ -5,6 +5,33 @@ write. Both generators write the same per-process measurement file.
 
     df = sweep(notebook="01-linear-writes", servers=["python-fastapi"], profiles=["rails71"],
                scenario="rails-writes", levels=[1, 2, 4], duration=10, repeats=3)
+
+Connections (`keepalive`, env LAB_KEEPALIVE): by default each user keeps one connection alive
+(hey, oha, wrk); `keepalive=False` opens a new TCP connection for every request and every hop
+of a followed redirect, sends `Connection: close` and closes it after the response, as
+`oha --disable-keepalive` does (seed 001). Every point records `keepalive`.
+
+Two accountings of the same level. The lab's own counts only requests that start and finish
+inside the window T0..T1 (`requests`, `rps`, `mean_ms`, the percentiles, `max_ms`, …; every
+outcome, failures included). `hey` (seed 000; rakyll/hey requester/report.go) reports the
+whole run instead, and every point carries that too, from the same requests:
+
+- `hey_results`: every request that finished during the run (warm-up, window, and those users
+  finish after the close), whatever its outcome: a response of any status or a transport error
+  (connection error, timeout); hey's numRes. Equals the sum of the point's `run_counts`, whose
+  status 0 are the transport errors. Requests a generator abandoned at its stop timeout are
+  not in it (their outcome is unknown).
+- `hey_seconds`: from the earliest start to the latest end of those requests, over every
+  generator process (hey's Total, which runs until every worker has finished its request, so
+  a stall at the close lengthens it; hey starts it as it launches its workers, a moment
+  before their first request).
+- `hey_rps` = hey_results / hey_seconds (hey's Requests/sec).
+- `hey_mean_ms`, `hey_max_ms`: mean and maximum latency of the requests with an HTTP status,
+  i.e. without a transport error — a 500 counts (hey's Average and Slowest).
+All are None when no request finished (hey_mean_ms and hey_max_ms also when none had a status).
+The per-process file carries them as `run_first_start`, `run_last_end` (epoch s),
+`run_results`, `run_ok` (requests with an HTTP status), `run_sum_us` and `run_max_us` (over
+`run_ok`); merge_level adds them up.
 """
 from __future__ import annotations
 
@@ -186,22 +213,27 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
               duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
               max_duration: float = 300.0, processes: int = 1, cpus: str | None = None,
               params: dict | None = None, startup: float | None = None,
-              generator: str = "locust") -> dict:
+              generator: str = "locust", keepalive: bool = True) -> dict:
     """Drive `users` closed-loop users of `scenario` at `server` and measure one window.
 
     The window opens `warmup` seconds after all users should have spawned and closes after
     `duration` seconds, or (when `requests` is given) once that many requests have been
-    recorded, bounded by `max_duration`. Returns the merged measurement.
+    recorded, bounded by `max_duration`. Returns the merged measurement. `keepalive=False`:
+    a new connection per request (`oha --disable-keepalive`, see the module's docstring).
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     if users < 1 or processes < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users and processes must be >= 1, duration > 0, warmup >= 0")
     check_generator(generator, processes)
+    if not isinstance(keepalive, bool):
+        raise ValueError(f"keepalive must be True or False, not {keepalive!r}")
+    params = params or {}
+    if any(k.lower() == "keepalive" for k in params):
+        raise ValueError("pass keepalive=True/False, not params['keepalive']")
     if not server.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
         raise ValueError(f"load goes to loopback only, not {server.url}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    params = params or {}
     # Locust spawns its users ~0.5 s after launch here (more with --processes), loadgen at
     # once; a late spawn is caught by `ramp_in_window`.
     if startup is None:
@@ -214,7 +246,8 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     t1 = t0 + (max_duration if requests else duration)
     env = {**os.environ, "LAB_T0": repr(t0), "LAB_T1": repr(t1), "LAB_OUT_DIR": str(out_dir),
            "LAB_TARGET": str(math.ceil(requests / processes)) if requests else "0",
-           **{f"LAB_{k.upper()}": str(v) for k, v in params.items()}}
+           **{f"LAB_{k.upper()}": str(v) for k, v in params.items()},
+           "LAB_KEEPALIVE": "1" if keepalive else "0"}
     if generator == "locust":
         cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 5, processes,
                                      out_dir, cpus)
@@ -233,11 +266,11 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         sampler.stop()
         servers.stop_process_group(proc)
     return merge_level(out_dir, sampler, server, scenario, users, processes, pinned,
-                       requests, (t0, t1), proc.returncode, generator)
+                       requests, (t0, t1), proc.returncode, generator, keepalive)
 
 
 def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,
-                window, returncode, generator: str = "locust") -> dict:
+                window, returncode, generator: str = "locust", keepalive: bool = True) -> dict:
     files = sorted(out_dir.glob("proc-*.json"))
     log_text = (out_dir / f"{generator}.log").read_text(errors="replace")
     if not files:
@@ -309,8 +342,29 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "histogram": hist.encode().decode() if count else None,
         "locust_exit": returncode,
         "generator": generator,
+        "keepalive": bool(keepalive),
+        **_hey_run(procs),
     }
     return point
+
+
+def _hey_run(procs: list[dict]) -> dict:
+    """hey's accounting of the whole run (see the module's docstring), over every process."""
+    none = {"hey_seconds": None, "hey_rps": None, "hey_mean_ms": None, "hey_max_ms": None,
+            "hey_results": None}
+    if any("run_results" not in p for p in procs):  # a file from before these fields
+        return none
+    results = sum(p["run_results"] for p in procs)
+    firsts = [p["run_first_start"] for p in procs if p["run_first_start"] is not None]
+    lasts = [p["run_last_end"] for p in procs if p["run_last_end"] is not None]
+    if not results or not firsts or not lasts:
+        return none
+    ok = sum(p["run_ok"] for p in procs)
+    seconds = max(max(lasts) - min(firsts), 1e-9)
+    return {"hey_seconds": seconds, "hey_rps": results / seconds,
+            "hey_mean_ms": sum(p["run_sum_us"] for p in procs) / ok / 1000 if ok else None,
+            "hey_max_ms": max(p["run_max_us"] for p in procs) / 1000 if ok else None,
+            "hey_results": results}
 
 
 def _locust_window(procs: list[dict]) -> dict:

@@ -59,8 +59,10 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,
           params: dict | None = None, parameters: dict | None = None, progress: bool = True,
           results_db: Path | None = None, runs_dir: Path | None = None,
-          run_id: str | None = None, generator: str = "locust") -> pd.DataFrame:
-    """Run a sweep and return its points (one row per server, profile, level and repeat)."""
+          run_id: str | None = None, generator: str = "locust",
+          keepalive: bool = True) -> pd.DataFrame:
+    """Run a sweep and return its points (one row per server, profile, level and repeat).
+    `keepalive=False`: a new connection per request (`oha --disable-keepalive`, load.run_level)."""
     server_list = list(servers or ["python-fastapi"])
     profile_list = list(profiles or ["rails71"])
     levels = list(levels)
@@ -94,6 +96,7 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
            "sweep": {"servers": server_list, "profiles": profile_list, "levels": levels,
                      "repeats": repeats, "duration": duration, "warmup": warmup,
                      "requests": requests, "processes": processes, "generator": generator,
+                     "keepalive": keepalive,
                      "knobs": knobs or {},
                      "server_knobs": server_knobs or {}, "seed_users": seed_users,
                      "seed_items": seed_items, "params": params}}
@@ -120,7 +123,7 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
                 points += _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id,
                                       scenario, sc, levels, repeats, duration, warmup, requests,
                                       max_duration, pause, processes, server_cpus,
-                                      generator_cpus, params, bar, generator)
+                                      generator_cpus, params, bar, generator, keepalive)
     finally:
         bar.close()
         run["finished"] = results.now_iso()
@@ -139,7 +142,8 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
 
 def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scenario, sc,
                 levels, repeats, duration, warmup, requests, max_duration, pause, processes,
-                server_cpus, generator_cpus, params, bar, generator="locust") -> list[dict]:
+                server_cpus, generator_cpus, params, bar, generator="locust",
+                keepalive=True) -> list[dict]:
     db = tmp_dir / f"{stack}-{profile}.db"
     shutil.copyfile(template, db)
     log = run_dir / f"server-{stack}-{profile}.log"
@@ -157,7 +161,7 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
                 p = load.run_level(srv, scenario, users, level_dir, duration=duration,
                                    warmup=warmup, requests=requests, max_duration=max_duration,
                                    processes=processes, cpus=generator_cpus, params=params,
-                                   generator=generator)
+                                   generator=generator, keepalive=keepalive)
                 after = stacks.table_counts(db)
                 written = (after[sc.counter] - before[sc.counter]) if sc.counter else 0
                 expected = p["acked_writes"] * sc.rows_per_ack
