@@ -5,16 +5,22 @@ process hygiene), never speed.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
+from hdrh.histogram import HdrHistogram
 
 from sqlitelab import config, load, results, servers
 from sqlitelab.sweep import sweep
@@ -47,6 +53,127 @@ def processes_mentioning(marker: str) -> list[psutil.Process]:
     return found
 
 
+class CountingRelay:
+    """A TCP relay in front of a real server that counts the connections a generator opens:
+    each accepted connection gets its own upstream connection to the server, bytes pass
+    unchanged both ways, and a close on one side is passed on to the other. Per connection
+    it notes how many request lines and `Connection: close` headers the client sent.
+    `relay.server` is the server itself (same process, same /health) at the relay's URL."""
+
+    def __init__(self, server: servers.Server):
+        self.upstream = (server.host, server.port)
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self.server = dataclasses.replace(server, port=self.listener.getsockname()[1])
+        self.lock = threading.Lock()
+        self.accepted = 0
+        self.connections: list[tuple[int, int]] = []  # (request lines, Connection: close)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.accepted += 1
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client):
+        sent: list[bytes] = []
+        try:
+            upstream = socket.create_connection(self.upstream, timeout=60)
+        except OSError:
+            upstream = None
+        if upstream is not None:
+            back = threading.Thread(target=self._pipe, args=(upstream, client, None), daemon=True)
+            back.start()
+            self._pipe(client, upstream, sent)
+            back.join(60)
+            upstream.close()
+        client.close()
+        text = b"".join(sent).lower()
+        with self.lock:
+            self.connections.append((text.count(b" http/1.1\r\n"),
+                                     text.count(b"\r\nconnection: close\r\n")))
+
+    @staticmethod
+    def _pipe(src, dst, keep):
+        try:
+            while data := src.recv(65536):
+                if keep is not None:
+                    keep.append(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def finish(self, timeout: float = 20.0) -> list[tuple[int, int]]:
+        """Stop accepting, wait for every relayed connection to end, return their notes."""
+        self.listener.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.connections) >= self.accepted:
+                    return list(self.connections)
+            time.sleep(0.05)
+        raise AssertionError(f"{self.accepted - len(self.connections)} relayed connections still open")
+
+
+def connections_per_request(server: servers.Server, tmp: Path, generator: str) -> dict:
+    """rails-writes (POST, then the GET of the redirect) at 4 users without keep-alive, then
+    with it, each through a CountingRelay: returns {keepalive: (point, connections)}."""
+    out = {}
+    for keepalive in (False, True):
+        relay = CountingRelay(server)
+        p = load.run_level(relay.server, "rails-writes", 4, tmp / f"ka{int(keepalive)}",
+                           duration=1.5, warmup=0.3, cpus="1", generator=generator,
+                           keepalive=keepalive)
+        out[keepalive] = (p, relay.finish())
+    return out
+
+
+def assert_new_connection_per_request(levels: dict, users: int = 4) -> None:
+    """Without keep-alive: one connection per request and per hop of its redirect, each with
+    one request that says Connection: close. With it: one connection per user. Besides the
+    generator, the harness's two /health reads (the window's marks) connect once each."""
+    (off, conns_off), (on, conns_on) = levels[False], levels[True]
+    assert off["keepalive"] is False and on["keepalive"] is True
+    for p in (off, on):
+        assert p["errors"] == 0 and p["hey_results"] > 0
+        assert json.loads(p["run_counts"]) == {"POST POST /requests 200": p["hey_results"]}
+    assert len(conns_off) == 2 * off["hey_results"] + 2, (len(conns_off), off["hey_results"])
+    assert all(c == (1, 1) for c in conns_off), [c for c in conns_off if c != (1, 1)][:5]
+    assert len(conns_on) == users + 2, conns_on
+    assert sum(n for n, _ in conns_on) == 2 * on["hey_results"] + 2
+    assert sum(close for _, close in conns_on) <= 2  # only urllib's /health reads say close
+
+
+def assert_hey_accounting(p: dict, level_dir: Path) -> None:
+    """hey's whole-run accounting against the window's and against the per-process files."""
+    procs = [json.loads(f.read_text()) for f in level_dir.glob("proc-*.json")]
+    counts = json.loads(p["run_counts"])
+    # every finished request is in run_counts once, transport errors under status 0
+    assert p["hey_results"] == sum(counts.values()) == sum(q["run_results"] for q in procs)
+    ok = sum(q["run_ok"] for q in procs)
+    assert ok == sum(n for k, n in counts.items() if not k.endswith(" 0"))
+    assert p["hey_results"] >= p["requests"] > 0 and p["hey_seconds"] >= p["window_s"]
+    assert p["hey_rps"] * p["hey_seconds"] == pytest.approx(p["hey_results"], rel=1e-12)
+    assert p["hey_mean_ms"] == pytest.approx(sum(q["run_sum_us"] for q in procs) / ok / 1000)
+    assert p["hey_seconds"] == pytest.approx(max(q["run_last_end"] for q in procs)
+                                             - min(q["run_first_start"] for q in procs))
+    assert min(q["run_first_start"] for q in procs) <= min(q["first_start"] for q in procs)
+    assert max(q["run_last_end"] for q in procs) >= max(q["last_end"] for q in procs)
+    # the window's maximum is in the run's (its histogram bucket reaches down to it; with no
+    # transport error in the window, whose latency hey leaves out)
+    if p["errors"] == 0:
+        hist = HdrHistogram.decode(p["histogram"])
+        assert p["hey_max_ms"] * 1000 >= hist.get_lowest_equivalent_value(hist.get_max_value())
+
+
 def test_window_count_matches_server_count_and_means_agree(tmp_path):
     db = servers.prepare_database(tmp_path / "h.db")
     with servers.start_server(STACK, db, profile="rails71", cpus="0") as srv:
@@ -67,6 +194,31 @@ def test_window_count_matches_server_count_and_means_agree(tmp_path):
     assert not p["ramp_in_window"]
     # only the requests in flight at the close overran it, and briefly
     assert p["overran_window"] <= 4 and p["max_overrun_ms"] < 1000
+    assert p["keepalive"] is True
+    assert_hey_accounting(p, tmp_path / "level")
+
+
+def test_locust_without_keepalive_opens_a_connection_per_request(tmp_path):
+    """LAB_KEEPALIVE=0 in Locust, counted at a relay in front of a real server. (Not
+    python-fastapi: uvicorn sends a 302's body after its head, and geventhttpclient, which
+    follows the redirect before that body has arrived, then closes the kept-alive connection
+    now and then, so "one connection per user" would not hold exactly there.)"""
+    db = servers.prepare_database(tmp_path / "k.db")
+    with servers.start_server("go-nethttp", db, profile="rails71", cpus="0") as srv:
+        load.prime(srv)
+        levels = connections_per_request(srv, tmp_path, "locust")
+    assert_new_connection_per_request(levels)
+    for keepalive, (p, _) in levels.items():
+        assert_hey_accounting(p, tmp_path / f"ka{int(keepalive)}")
+
+
+def test_bad_keepalive_is_refused_before_anything_starts(tmp_path):
+    srv = SimpleNamespace(url="http://127.0.0.1:9")  # never reached
+    with pytest.raises(ValueError, match="keepalive must be True or False"):
+        load.run_level(srv, "hello", 1, tmp_path / "l", keepalive="no")
+    with pytest.raises(ValueError, match="not params"):
+        load.run_level(srv, "hello", 1, tmp_path / "l", params={"KEEPALIVE": 0})
+    assert not (tmp_path / "l").exists()
 
 
 def test_level_by_request_count_is_exact(tmp_path):
@@ -96,6 +248,7 @@ def test_write_sweep_audits_and_stores(lab_dirs):
     assert (df["acked_writes"] > 0).all()
     assert (df["rows_written"] == df["acked_writes"]).all() and df["audit_ok"].all()
     assert (df["integrity"] == "ok").all()
+    assert df["keepalive"].all()
     stored = results.load_points(lab_dirs / "results.db")
     assert len(stored) == 2 and set(stored["users"]) == {1, 4}
     run_dir = lab_dirs / "runs" / df["run_id"].iloc[0]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 
 import psutil
 import pytest
+from test_harness import assert_hey_accounting, assert_new_connection_per_request, connections_per_request
 
 from sqlitelab import config, load, servers
 from sqlitelab.sweep import sweep
@@ -37,6 +39,21 @@ def test_window_count_matches_server_count_and_means_agree(tmp_path, stack):
     assert p["errors"] == 0 and p["rps"] == pytest.approx(p["requests"] / p["window_s"], rel=0.01)
     assert not p["ramp_in_window"] and p["overran_window"] <= 8 and p["max_overrun_ms"] < 1000
     assert p["locust_window_requests"] is None  # Locust's cross-check does not apply
+    assert p["keepalive"] is True
+    assert_hey_accounting(p, tmp_path / "level")
+    (proc,) = [json.loads(f.read_text()) for f in (tmp_path / "level").glob("proc-*.json")]
+    assert proc["run_max_us"] >= max(v for v, _ in proc["hist_values"])  # exact values here
+
+
+def test_loadgen_without_keepalive_opens_a_connection_per_request(tmp_path):
+    """LAB_KEEPALIVE=0 in loadgen, counted at a relay in front of a real server."""
+    db = servers.prepare_database(tmp_path / "k.db")
+    with servers.start_server("python-fastapi", db, profile="rails71", cpus="0") as srv:
+        load.prime(srv)
+        levels = connections_per_request(srv, tmp_path, "loadgen")
+    assert_new_connection_per_request(levels)
+    for keepalive, (p, _) in levels.items():
+        assert_hey_accounting(p, tmp_path / f"ka{int(keepalive)}")
 
 
 def test_level_by_request_count_is_exact_and_writes_are_audited(tmp_path):
@@ -57,8 +74,13 @@ def test_write_sweep_with_loadgen_audits(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "TMP_DIR", tmp_path / "tmp")
     df = sweep(notebook="test", servers=["go-nethttp", "python-fastapi"], profiles=["rails71"],
                scenario="rails-writes", levels=[4], duration=1.5, warmup=0.3, progress=False,
-               generator="loadgen", results_db=tmp_path / "r.db", runs_dir=tmp_path / "runs")
+               generator="loadgen", keepalive=False, results_db=tmp_path / "r.db",
+               runs_dir=tmp_path / "runs")
     assert (df["generator"] == "loadgen").all() and (df["acked_writes"] > 0).all()
+    assert not df["keepalive"].any()
+    with sqlite3.connect(tmp_path / "r.db") as con:
+        (sweep_args,) = con.execute("SELECT sweep FROM runs").fetchone()
+    assert json.loads(sweep_args)["keepalive"] is False
     assert (df["rows_written"] == df["acked_writes"]).all() and df["audit_ok"].all()
     assert set(df["status_counts"].map(lambda s: tuple(json.loads(s)))) == {("200",)}  # redirect followed
     assert not psutil.Process().children(recursive=True), "a process outlived the sweep"
@@ -74,6 +96,16 @@ def test_loadgen_refuses_bad_arguments_with_one_line(args, message):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("loadgen: ") and message in lines[0]
+
+
+@pytest.mark.parametrize("value", ["yes", "2", "true"])
+def test_loadgen_refuses_a_bad_keepalive_with_one_line(value):
+    args = ["-scenario", "hello", "-users", "1", "-host", "http://127.0.0.1:9", "-max-seconds", "1"]
+    r = subprocess.run([str(config.LOADGEN_BIN), *args], capture_output=True, text=True,
+                       timeout=10, env={**os.environ, "LAB_KEEPALIVE": value})
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("loadgen: LAB_KEEPALIVE=") and "1 or 0" in lines[0]
 
 
 def test_bad_generator_choices_are_refused_before_anything_starts(tmp_path):
