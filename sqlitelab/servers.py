@@ -56,14 +56,32 @@ def load_profiles(path: Path = config.PROFILES_TOML) -> dict[str, dict]:
         return tomllib.load(f)
 
 
+def profile_knobs(profile: str) -> dict:
+    """The knobs of a named profile; `a+b` overlays profile b on a (b's knobs win), so a
+    busy policy and a server shape can be combined: `rails71-retries+rails-dev`."""
+    profiles = load_profiles()
+    values: dict = {}
+    for name in profile.split("+"):
+        if name not in profiles:
+            raise ValueError(f"unknown profile {name!r}; known: {', '.join(profiles)}")
+        values.update({k: v for k, v in profiles[name].items() if k in KNOB_ENV})
+    return values
+
+
+def pragmas_with(profile: str, **changes) -> str:
+    """A profile's LAB_PRAGMAS with some pragmas set to other values (or added):
+    `pragmas_with("single-writer", synchronous="normal")`."""
+    items = [i.split("=", 1) for i in profile_knobs(profile).get("pragmas", "").split(",") if "=" in i]
+    out = {k.strip(): v.strip() for k, v in items}
+    out.update({k: str(v) for k, v in changes.items()})
+    return ",".join(f"{k}={v}" for k, v in out.items())
+
+
 def knob_env(profile: str | None = None, **knobs) -> dict[str, str]:
     """LAB_* variables for a named profile, with knob overrides (None drops a knob)."""
     values: dict = {}
     if profile is not None:
-        profiles = load_profiles()
-        if profile not in profiles:
-            raise ValueError(f"unknown profile {profile!r}; known: {', '.join(profiles)}")
-        values.update({k: v for k, v in profiles[profile].items() if k in KNOB_ENV})
+        values.update(profile_knobs(profile))
     for k, v in knobs.items():
         if k not in KNOB_ENV:
             raise ValueError(f"unknown knob {k!r}; known: {', '.join(KNOB_ENV)}")
@@ -77,12 +95,15 @@ USERS_DEPARTMENTS = ["engineering", "sales", "support", "research", "operations"
 
 
 def prepare_database(path: Path | str, *, users: int = 0, items: int = 0,
-                     payload_bytes: int = 2048, batch: int = 50_000) -> Path:
+                     payload_bytes: int = 2048, user_bytes: int = 0, batch: int = 50_000) -> Path:
     """A fresh database from schema.sql, seeded with sqlite-utils.
 
-    `users` rows get uid 1..users; `items` rows get ids 1..items with `payload_bytes` of text.
+    `users` rows get uid 1..users, each with a `bio` of `user_bytes` characters (a wide row,
+    as a real users table); `items` rows get ids 1..items with `payload_bytes` of text.
     Any existing file (and its -wal/-shm) is replaced.
     """
+    if not isinstance(user_bytes, int) or not 0 <= user_bytes <= 1_000_000:
+        raise ValueError(f"user_bytes must be an integer in 0..1,000,000, not {user_bytes!r}")
     import sqlite_utils
 
     path = Path(path)
@@ -96,9 +117,10 @@ def prepare_database(path: Path | str, *, users: int = 0, items: int = 0,
     db.execute("PRAGMA synchronous=OFF")
     if users:
         created = "2026-01-01"
+        bio = ("b" * user_bytes)
         rows = ({"uid": i, "username": f"user{i}",
                  "departname": USERS_DEPARTMENTS[i % len(USERS_DEPARTMENTS)],
-                 "created": created, "updates": 0} for i in range(1, users + 1))
+                 "created": created, "updates": 0, "bio": bio} for i in range(1, users + 1))
         db["users"].insert_all(rows, batch_size=batch)
     if items:
         payload = ("x" * payload_bytes)
@@ -114,7 +136,7 @@ TEMPLATES_KEPT = 4  # seeded templates kept in data/tmp/templates, most recently
 
 
 def seeded_template(*, users: int = 0, items: int = 0, payload_bytes: int = 2048,
-                    directory: Path | None = None) -> tuple[Path, bool]:
+                    user_bytes: int = 0, directory: Path | None = None) -> tuple[Path, bool]:
     """A read-only seeded database to copy from, and whether it came from the cache.
 
     Seeding is deterministic, so a template is reused across sweeps when the schema, this
@@ -128,12 +150,13 @@ def seeded_template(*, users: int = 0, items: int = 0, payload_bytes: int = 2048
     h = hashlib.sha256(config.SCHEMA_SQL.read_bytes())
     h.update(inspect.getsource(prepare_database).encode())
     h.update(repr(USERS_DEPARTMENTS).encode())
-    key = f"u{users}-i{items}-p{payload_bytes}-{h.hexdigest()[:12]}"
+    key = f"u{users}-b{user_bytes}-i{items}-p{payload_bytes}-{h.hexdigest()[:12]}"
     path = directory / f"{key}.db"
     cached = path.exists()
     if not cached:
         part = directory / f"{key}.{os.getpid()}.part"
-        prepare_database(part, users=users, items=items, payload_bytes=payload_bytes)
+        prepare_database(part, users=users, items=items, payload_bytes=payload_bytes,
+                         user_bytes=user_bytes)
         os.replace(part, path)  # atomic: a template either exists whole or not at all
     os.utime(path)
     for old in sorted(directory.glob("*.db"), key=lambda f: f.stat().st_mtime,
@@ -152,6 +175,21 @@ def table_counts(path: Path | str) -> dict[str, int]:
         return out
     finally:
         con.close()
+
+
+def page_cache(path: Path | str) -> tuple[int, int] | None:
+    """(bytes of the file in the OS page cache, file size), by util-linux `fincore`;
+    None where fincore is missing or fails."""
+    fincore = shutil.which("fincore")
+    if fincore is None or not Path(path).exists():
+        return None
+    out = subprocess.run([fincore, "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE",
+                          str(path)], capture_output=True, text=True, timeout=60)
+    try:
+        cached, size = (int(x) for x in out.stdout.split())
+    except ValueError:
+        return None
+    return min(cached, size), size
 
 
 def integrity_check(path: Path | str) -> str:
