@@ -73,6 +73,13 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
         assert count > 0, "the notebook stored no measurements"
         assert audit[0] == 1, "the audit failed"
         assert audit[1] > 0
+    method = tmp_path / "data" / "runs" / run_id / "method.csv"
+    assert method.exists(), "the notebook printed no method table"
+    import pandas as pd
+    table = pd.read_csv(method)
+    from sqlitelab import methods
+    assert methods.unrecorded(table) == [], \
+        f"the method table names what the run did not record:\n{table[table['this run'] == methods.NOT_RECORDED]}"
     figures = list((tmp_path / "figures" / path.stem).glob("*.png"))
     assert figures and all(f.with_suffix(".svg").exists() for f in figures)
     executed = nbformat.read(out, as_version=4)
