@@ -1,0 +1,190 @@
+"""sqlitelab.buffer on tiny totals: the article method as the author wrote it, the tuned method,
+projections, argument checks, and timeouts that leave no process behind."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+
+import pytest
+
+from sqlitelab import buffer
+
+
+def _rows(path):
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("SELECT id, payload, metadata, created_at, status FROM queue ORDER BY id").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("total,rpt", [(1, 10), (999, 25), (1000, 25), (2500, 2), (12_345, 10)])
+def test_article_rows_payloads_metadata(tmp_path, total, rpt):
+    path = str(tmp_path / "q.db")
+    out = buffer.article_point(path, total, rpt)
+    rows = _rows(path)
+    assert len(rows) == math.ceil(total / 1000) == out["rows"] == out["rows_expected"]
+    n = 0
+    for i, (id_, payload, meta, created_at, status) in enumerate(rows):
+        recs = json.loads(payload)               # one json.dumps per chunk: a list of dicts
+        assert isinstance(recs, list) and all(set(r) == {"uri", "text"} for r in recs)
+        assert all(r["uri"].startswith("at://") and "/post/" in r["uri"] and len(r["uri"]) == 36 for r in recs)
+        assert all(r["text"].startswith("Test post content ") and len(r["text"]) == 68 for r in recs)
+        assert json.loads(meta) == {"batch_size": 1000, "actual_batch_size": len(recs)}
+        assert status == "pending" and len(created_at) == len("2025-01-31-05:00:00")
+        assert len(recs) == (1000 if i < len(rows) - 1 else total - 1000 * (len(rows) - 1))
+        n += len(recs)
+    assert n == total == out["records_in_payloads"]
+    assert out["audit_ok"] and out["journal_mode"] == "wal"
+    assert out["groups"] == out["connections"] == math.ceil(len(rows) / rpt)
+    assert out["synchronous"] == "full" and out["synchronous_level"] == 2   # SQLite's default
+    assert out["page_size"] == 4096                  # page_size=8192 after WAL is ignored
+    # every group's close found itself the last connection: checkpointed, WAL deleted
+    assert out["close_checkpoints"] == out["groups"]
+    assert out["db_mib"] == pytest.approx(os.path.getsize(path) / 2**20)
+    assert out["seconds"] > 0 and out["records_per_s"] == pytest.approx(total / out["seconds"])
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"   # WAL in the file
+    cols = {r[1]: (r[2], r[4]) for r in con.execute("PRAGMA table_info(queue)")}
+    con.close()
+    assert cols["created_at"] == ("TIMESTAMP", "CURRENT_TIMESTAMP") and cols["status"] == ("TEXT", "'pending'")
+
+
+def test_article_one_dump_per_chunk(tmp_path, monkeypatch):
+    calls = []
+    real = buffer.json.dumps
+
+    def counting(obj, *a, **k):
+        calls.append(type(obj).__name__)
+        return real(obj, *a, **k)
+    monkeypatch.setattr(buffer.json, "dumps", counting)
+    records = buffer.author_records(2500)
+    path = str(tmp_path / "q.db")
+    buffer._init_queue_db(path, "as_published")
+    buffer.batch_add_items_to_queue(path, records, batch_write_size=25)
+    # per chunk: the payload (a list of 1,000 dicts) and the metadata dict, nothing per record
+    assert calls == ["list", "dict"] * 3
+
+
+@pytest.mark.parametrize("variant", sorted(buffer.VARIANTS))
+def test_article_variants(tmp_path, variant):
+    path = str(tmp_path / "q.db")
+    out = buffer.article_point(path, 5000, 2, variant=variant)
+    assert out["audit_ok"] and out["rows"] == 5
+    assert out["synchronous_level"] == (1 if variant == "sync_normal" else 2)
+    assert out["page_size"] == (8192 if variant == "page_size_8192" else 4096)
+    assert out["connections"] == (1 if variant == "one_connection" else 3)
+    if variant in ("as_published", "sync_normal", "page_size_8192", "no_logging"):
+        assert out["close_checkpoints"] == 3
+    if variant == "no_ckpt_on_close":
+        assert out["close_checkpoints"] == 0 and out["wal_mib"] > 0
+    if variant == "one_connection":
+        assert out["close_checkpoints"] == 1
+
+
+@pytest.mark.parametrize("sync", ["normal", "full"])
+def test_tuned(tmp_path, sync):
+    path = str(tmp_path / "q.db")
+    out = buffer.tuned_point(path, 12_345, 5, synchronous=sync)
+    assert out["synchronous"] == sync and out["synchronous_level"] == buffer.SYNCHRONOUS[sync]
+    assert out["audit_ok"] and out["rows"] == 13 and out["records_in_payloads"] == 12_345
+    assert out["groups"] == 3 and out["connections"] == 1
+    rows = _rows(path)
+    assert sum(len(json.loads(r[1])) for r in rows) == 12_345
+    assert all(set(d) == {"uri", "text"} and len(d["uri"]) == 36 and len(d["text"]) == 68
+               for r in rows for d in json.loads(r[1]))
+    c = buffer.consume_point(path, 5)
+    assert c["consumed"] == 12_345 and c["rows_left"] == 0
+
+
+def test_fast_records_same_shape():
+    a, b = buffer.fast_records(3000), buffer.author_records(3)
+    assert len(a) == 3000
+    for r in a + b:
+        assert set(r) == {"uri", "text"} and len(r["uri"]) == 36 and len(r["text"]) == 68
+        body = r["uri"][5:15] + r["uri"][21:] + r["text"][18:]
+        assert set(body) <= set(buffer.ALNUM)
+    assert len({c for r in a for c in r["text"][18:]}) == 62   # the whole alphabet shows up
+
+
+def test_run_point_in_own_process(tmp_path):
+    out = buffer.run_point(tmp_path / "a.db", 3000, 2, method="article", synchronous=None, timeout=60)
+    assert out["audit_ok"] and out["synchronous"] == "full"
+    out = buffer.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", timeout=60)
+    assert out["audit_ok"] and out["synchronous"] == "full" and out["consumed"] == 3000
+
+
+def test_sweep_is_tidy(tmp_path):
+    df = buffer.sweep_buffer(tmp_path, [1000, 3000], [2], ["normal", "full"], max_seconds=60,
+                             variants=["sync_normal"], variant_totals=[3000], progress=False)
+    assert list(df["total"]) == [1000, 1000, 1000, 3000, 3000, 3000, 3000]       # smallest first
+    got = set(zip(df["method"], df["variant"], df["synchronous"], df["total"]))
+    assert ("article", "as_published", "full", 1000) in got
+    assert ("article", "sync_normal", "normal", 3000) in got
+    assert ("tuned", "lab", "normal", 3000) in got and ("tuned", "lab", "full", 3000) in got
+    assert df["audit_ok"].all() and df["skipped"].isna().all()
+    tab = buffer.article_tables(df)
+    assert list(tab["rows_per_txn"].drop_duplicates()) == [25, 100, 10, 2]   # the article's order
+    assert {"published_records_per_s", "records_per_s", "published_mib", "db_mib"} <= set(tab)
+
+
+def test_projection_skips_oversized_point(tmp_path, monkeypatch):
+    huge = 10**12
+    p = buffer.project_point("article", huge, 25, work_dir=tmp_path)
+    assert p["skipped"] and "memory" in p["skipped"]
+    p = buffer.project_point("tuned", huge, 25, work_dir=tmp_path)
+    assert p["skipped"] and "disk" in p["skipped"]
+    assert buffer.project_point("article", 1000, 25, work_dir=tmp_path)["skipped"] is None
+
+    def never(*a, **k):
+        raise AssertionError("an over-large point was run")
+    monkeypatch.setattr(buffer, "run_point", never)
+    df = buffer.sweep_buffer(tmp_path, [huge], [25], ["normal"], progress=False)
+    assert len(df) == 2 and df["skipped"].str.contains("GiB").all()
+    assert df["projected_peak_gib"].iloc[0] > 1000
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"method": "nope"}, "method must be one of"),
+    ({"method": "article", "variant": "nope"}, "variant must be one of"),
+    ({"method": "article", "synchronous": "normal"}, "takes no synchronous"),
+    ({"method": "tuned", "synchronous": "sometimes"}, "synchronous must be one of"),
+    ({"method": "tuned", "synchronous": None}, "synchronous must be one of"),
+    ({"method": "tuned", "synchronous": "full", "variant": "one_connection"}, "has no variants"),
+    ({"method": "article", "total": 0}, "total must be a positive integer"),
+    ({"method": "article", "total": -5}, "total must be a positive integer"),
+    ({"method": "article", "total": 1.5}, "total must be a positive integer"),
+    ({"method": "article", "rows_per_txn": 0}, "rows_per_txn must be a positive integer"),
+])
+def test_bad_arguments(kwargs, match):
+    args = {"method": "article", "total": 1000, "rows_per_txn": 25, "variant": None, "synchronous": None}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        buffer.check_point(**args)
+    with pytest.raises(ValueError, match=match):    # before any process starts
+        buffer.run_point("unused.db", args["total"], args["rows_per_txn"], args["method"], args["variant"],
+                         args["synchronous"], timeout=5)
+
+
+def test_bad_sweep_arguments(tmp_path):
+    with pytest.raises(ValueError, match="variant must be one of"):
+        buffer.sweep_buffer(tmp_path, [1000], [2], variants=["fast"], progress=False)
+    with pytest.raises(ValueError, match="method must be one of"):
+        buffer.sweep_buffer(tmp_path, [1000], [2], methods=["article", "kafka"], progress=False)
+    with pytest.raises(ValueError, match="total must be a positive integer"):
+        buffer.sweep_buffer(tmp_path, [0], [2], progress=False)
+    with pytest.raises(ValueError, match="synchronous must be one of"):
+        buffer.sweep_buffer(tmp_path, [1000], [2], ["fast"], progress=False)
+
+
+def test_timeout_stops_the_point(tmp_path):
+    with pytest.raises(buffer.PointTimeout) as e:
+        buffer.run_point(tmp_path / "slow.db", 50_000_000, 25, method="tuned", synchronous="normal",
+                         consume=False, timeout=2)
+    pid = e.value.pid
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)                          # stopped and reaped: no process left behind
+    import multiprocessing
+    assert not multiprocessing.active_children()
