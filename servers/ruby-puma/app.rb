@@ -59,7 +59,7 @@ module Lab
   # The LAB_* environment, validated once in the Puma master before it listens.
   class Config
     attr_reader :host, :port, :db, :pragmas, :txn_mode, :busy, :busy_kind, :busy_arg,
-                :write_path, :processes, :threads, :readers, :templates, :metrics_txn, :cache
+                :write_path, :processes, :threads, :readers, :templates, :metrics_txn, :cache, :sql_log
 
     def initialize(env)
       @host = env.fetch("LAB_HOST", "").empty? ? "127.0.0.1" : env["LAB_HOST"]
@@ -85,6 +85,7 @@ module Lab
                            "(got #{@write_path}: each record commits on the request's pooled connection)"
       end
       @cache = choice(env, "LAB_CACHE", "private", %w[private shared])
+      @sql_log = choice(env, "LAB_SQL_LOG", "off", %w[off on])
 
       @templates = env.fetch("LAB_TEMPLATES", "").empty? ? File.expand_path("../templates", __dir__) : env["LAB_TEMPLATES"]
     end
@@ -145,12 +146,42 @@ module Lab
     end
   end
 
+  # LAB_SQL_LOG=on: Rails' development log in miniature (seed 001's `rails s`). One line per
+  # statement, `  SQL (0.3ms)  <sql>  [bound values]`, appended to <LAB_DB>.sql.log right after
+  # the statement finished, in the thread that ran it: one write(2) per line (sync = true),
+  # under a mutex, as ActiveSupport's Logger writes log/development.log. Writing a file releases
+  # the GVL, so another Puma thread runs in the middle of this thread's transaction.
+  class SqlLog
+    def initialize(path)
+      @file = File.open(path, File::WRONLY | File::APPEND | File::CREAT, 0o644)
+      @file.sync = true
+      @lock = Thread::Mutex.new
+    rescue SystemCallError => e
+      raise ConfigError, "LAB_SQL_LOG=on: cannot open '#{path}' for append: #{e.message}"
+    end
+
+    # started: the CLOCK_MONOTONIC time the statement started.
+    def statement(sql, args, started)
+      ms = (Process.clock_gettime(Process::CLOCK_MONOTONIC) - started) * 1000
+      line = +"  SQL (#{format("%.1f", ms)}ms)  #{sql}"
+      line << "  [" << args.map { |v| v.nil? ? "nil" : v.inspect }.join(", ") << "]" unless args.empty?
+      line << "\n"
+      @lock.synchronize { @file.write(line) }
+    rescue IOError, SystemCallError => e
+      warn "log writing failed. #{e}" # as Logger::LogDevice: the request goes on
+    end
+
+    def close = @file.close
+  end
+
   # One SQLite connection with its prepared statements. Used by one thread at a time.
+  # Every statement runs through first_row (alias run) or execute, which log it (LAB_SQL_LOG).
   class Conn
     # LAB_CACHE=shared: the gem (1.4.2) passes `flags:` straight to sqlite3_open_v2.
     SHARED_CACHE_FLAGS = SQLite3::Constants::Open::READWRITE | SQLite3::Constants::Open::SHAREDCACHE
 
-    def initialize(config)
+    def initialize(config, log = nil)
+      @log = log
       @db = if config.cache == "shared"
               SQLite3::Database.new(config.db, flags: SHARED_CACHE_FLAGS)
             else
@@ -182,7 +213,7 @@ module Lab
         retries = config.busy_arg
         @db.busy_handler { |count| count <= retries }
       end
-      config.pragmas.each { |name, value| @db.execute("PRAGMA #{name} = #{value}") }
+      config.pragmas.each { |name, value| execute("PRAGMA #{name} = #{value}") }
       @stmts = {}
       @begin = "BEGIN #{config.txn_mode.upcase}"
     end
@@ -191,16 +222,27 @@ module Lab
       @stmts[sql] ||= @db.prepare(sql)
     end
 
-    # Runs a statement to completion; returns its first row (or nil).
+    # Runs a statement to completion; returns its first row (or nil). With LAB_SQL_LOG=on it
+    # then writes the statement's log line, whether it succeeded or failed (as Rails does).
     def first_row(sql, *args)
+      started = Process.clock_gettime(Process::CLOCK_MONOTONIC) if @log
       s = stmt(sql)
       s.reset!
       args.each_with_index { |v, i| s.bind_param(i + 1, v) }
       s.step
     ensure
       s&.reset! # ends the statement, so an autocommit read releases its snapshot
+      @log&.statement(sql, args, started)
     end
     alias run first_row
+
+    # Every row of a statement without parameters (start-up only: pragmas, the schema check).
+    def execute(sql)
+      started = Process.clock_gettime(Process::CLOCK_MONOTONIC) if @log
+      @db.execute(sql)
+    ensure
+      @log&.statement(sql, [], started)
+    end
 
     def last_insert_row_id = @db.last_insert_row_id
     def changes = @db.changes
@@ -225,7 +267,6 @@ module Lab
     end
 
     def pragma(name) = first_row("PRAGMA #{name}")&.first
-    def all_rows(sql) = @db.execute(sql)
 
     def close
       @stmts.each_value { |s| s.close unless s.closed? }
@@ -433,6 +474,7 @@ module Lab
 
         [name.to_sym, Template.new(path)]
       end
+      @sql_log = SqlLog.new("#{config.db}.sql.log") if config.sql_log == "on"
       @sqlite_version = check_database
       @counter = Counter.new(config.clustered? ? Dir.mktmpdir("lab-ruby-puma-") : nil)
       @versions = {
@@ -446,8 +488,8 @@ module Lab
     # Per process (after fork in clustered mode): open the connections, start the writer.
     def start
       @counter.after_fork
-      @readers = Pool.new(@config.readers) { Conn.new(@config) }
-      @writer = Writer.new(Conn.new(@config), batch: @config.write_path == "batch") if @config.write_path != "pool"
+      @readers = Pool.new(@config.readers) { Conn.new(@config, @sql_log) }
+      @writer = Writer.new(Conn.new(@config, @sql_log), batch: @config.write_path == "batch") if @config.write_path != "pool"
     end
 
     # Graceful stop: Puma has finished the requests in flight; the writer answers what
@@ -456,6 +498,7 @@ module Lab
       @writer&.stop
       @readers&.close
       @counter.close
+      @sql_log&.close
       @writer = @readers = nil
     end
 
@@ -536,6 +579,7 @@ module Lab
           readers: @config.readers,
           metrics_txn: @config.metrics_txn,
           cache: @config.cache,
+          sql_log: @config.sql_log,
         },
         emulated: {},
         requests_handled: @counter.total,
@@ -758,9 +802,9 @@ module Lab
     # Refuses a database without the schema (in the master, before listening); also
     # applies the pragmas once, so a value SQLite rejects fails here.
     def check_database
-      conn = Conn.new(@config)
+      conn = Conn.new(@config, @sql_log)
       SCHEMA.each do |table, columns|
-        have = conn.all_rows("PRAGMA table_info(#{table})").map { |row| row[1] }
+        have = conn.execute("PRAGMA table_info(#{table})").map { |row| row[1] }
         missing = columns - have
         next if missing.empty?
 
