@@ -140,6 +140,10 @@ def parse_config(env=os.environ) -> dict:
     if cache not in ("private", "shared"):
         raise ConfigError(f"LAB_CACHE={cache!r} is not one of private|shared")
     cfg["cache"] = cache
+    sql_log = env.get("LAB_SQL_LOG") or "off"
+    if sql_log not in ("off", "on"):
+        raise ConfigError(f"LAB_SQL_LOG={sql_log!r} is not one of off|on")
+    cfg["sql_log"] = sql_log
     templates = Path(env.get("LAB_TEMPLATES") or Path(__file__).resolve().parent.parent / "templates")
     cfg["templates"] = templates
     return cfg
@@ -167,6 +171,44 @@ def busy_error() -> HTTPError:
 
 # ----------------------------------------------------------------------------- database
 
+class SqlLog:
+    """LAB_SQL_LOG=on: Rails' development log in miniature (seed 001's `rails s`). One line per
+    statement, `  SQL (0.3ms)  <sql>  [bound values]`, appended to <LAB_DB>.sql.log right after the
+    statement finished, in the thread that ran it: one os.write() on an O_APPEND descriptor per
+    line (which releases the GIL), under a lock, as Ruby's Logger writes log/development.log."""
+
+    def __init__(self, path: str):
+        try:
+            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise ConfigError(f"LAB_SQL_LOG=on: cannot open {path!r} for append: {e.strerror}")
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def value(v) -> str:
+        if v is None:
+            return "nil"
+        if isinstance(v, str):
+            return json.dumps(v, ensure_ascii=False)
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return f"<{len(v)} bytes of binary data>"
+        return repr(v)
+
+    def statement(self, sql: str, params, seconds: float) -> None:
+        line = f"  SQL ({seconds * 1000:.1f}ms)  {sql}"
+        if params:
+            line += "  [" + ", ".join(map(self.value, params)) + "]"
+        data = (line + "\n").encode("utf-8", "backslashreplace")
+        try:
+            with self.lock:
+                os.write(self.fd, data)
+        except OSError as e:  # as Ruby's Logger: the request goes on
+            print(f"log writing failed. {e}", file=sys.stderr)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 class BusyPolicy:
     """LAB_BUSY. busy_timeout is SQLite's own; sleep_poll/retries are emulated where SQLite
     would call a busy handler (stdlib sqlite3 offers no sqlite3_busy_handler)."""
@@ -175,9 +217,9 @@ class BusyPolicy:
         self.kind, self.arg = kind, arg
         self.emulated = kind in ("sleep_poll", "retries")
 
-    def configure(self, con: sqlite3.Connection) -> None:
+    def configure(self, db: "Database", con: sqlite3.Connection) -> None:
         ms = self.arg if self.kind == "busy_timeout" else 0
-        con.execute(f"PRAGMA busy_timeout = {ms}")
+        db.execute(con, f"PRAGMA busy_timeout = {ms}")
 
     def call(self, fn):
         """Run a lock-taking statement, retrying on SQLITE_BUSY as a busy handler would."""
@@ -204,14 +246,13 @@ class Tx:
     """An open write transaction. Under BEGIN DEFERRED the first statement takes the first
     lock, so only it goes through the busy policy; later ones (the read->write upgrade) don't."""
 
-    def __init__(self, con: sqlite3.Connection, policy: BusyPolicy, deferred: bool):
-        self.con, self.policy, self.fresh = con, policy, deferred
+    def __init__(self, db: "Database", con: sqlite3.Connection, deferred: bool):
+        self.db, self.con, self.fresh = db, con, deferred
 
-    def execute(self, sql: str, params=()) -> sqlite3.Cursor:
-        if self.fresh:
-            self.fresh = False
-            return self.policy.call(lambda: self.con.execute(sql, params))
-        return self.con.execute(sql, params)
+    def execute(self, sql: str, params=(), fetch: bool = False):
+        """The statement's cursor, or with fetch=True its first row (or None)."""
+        busy, self.fresh = self.fresh, False
+        return self.db.execute(self.con, sql, params, busy=busy, fetch=fetch)
 
 
 class Database:
@@ -219,6 +260,7 @@ class Database:
         self.cfg = cfg
         self.policy = BusyPolicy(cfg["busy_kind"], cfg["busy_arg"])
         self.begin = "BEGIN IMMEDIATE" if cfg["txn_mode"] == "immediate" else "BEGIN DEFERRED"
+        self.log = SqlLog(f"{cfg['db']}.sql.log") if cfg["sql_log"] == "on" else None
         self.pool: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         for _ in range(cfg["readers"]):
             self.pool.put(self.connect())
@@ -231,17 +273,38 @@ class Database:
         params = {"mode": "rw", **({"cache": "shared"} if self.cfg["cache"] == "shared" else {})}
         con = sqlite3.connect(sqlite_uri(self.cfg["db"], **params), uri=True, isolation_level=None,
                               check_same_thread=False, cached_statements=256)
-        self.policy.configure(con)
+        self.policy.configure(self, con)
         for name, value in self.cfg["pragmas"]:
-            con.execute(f"PRAGMA {name} = {value}")
+            self.execute(con, f"PRAGMA {name} = {value}")
         return con
+
+    def execute(self, con: sqlite3.Connection, sql: str, params=(), busy: bool = False,
+                fetch: bool = False):
+        """Every statement the server runs goes through here. busy: a statement where SQLite
+        would call a busy handler (the emulated policy retries it); fetch: return the first row
+        (or None) instead of the cursor. LAB_SQL_LOG=on logs it once, retries included, after it
+        finished or failed (as Rails does)."""
+        if self.log is None and not busy:  # off: as before, con.execute and nothing more
+            cur = con.execute(sql, params)
+            return cur.fetchone() if fetch else cur
+
+        def run():
+            cur = con.execute(sql, params)
+            return cur.fetchone() if fetch else cur
+        if self.log is None:
+            return self.policy.call(run)
+        started = time.perf_counter()
+        try:
+            return self.policy.call(run) if busy else run()
+        finally:
+            self.log.statement(sql, params, time.perf_counter() - started)
 
     def read(self, sql: str, params=()):
         return self.with_connection(lambda con: self.read_on(con, sql, params))
 
     def read_on(self, con: sqlite3.Connection, sql: str, params=()):
         """An autocommit read on `con` (the busy policy applies, as SQLite calls a handler)."""
-        return self.policy.call(lambda: con.execute(sql, params).fetchone())
+        return self.execute(con, sql, params, busy=True, fetch=True)
 
     def with_connection(self, fn):
         """`fn(con)` on a pooled connection; busy/locked that escapes becomes a 503."""
@@ -254,14 +317,14 @@ class Database:
             self.pool.put(con)
 
     def transaction(self, con: sqlite3.Connection, work):
-        self.policy.call(lambda: con.execute(self.begin))
+        self.execute(con, self.begin, busy=True)
         try:
-            result = work(Tx(con, self.policy, self.begin == "BEGIN DEFERRED"))
-            self.policy.call(lambda: con.execute("COMMIT"))
+            result = work(Tx(self, con, self.begin == "BEGIN DEFERRED"))
+            self.execute(con, "COMMIT", busy=True)
             return result
         except BaseException:
             if con.in_transaction:
-                con.execute("ROLLBACK")
+                self.execute(con, "ROLLBACK")
             raise
 
     def write_in_pool(self, work):
@@ -277,7 +340,7 @@ class Database:
     def effective_pragmas(self) -> dict[str, str]:
         con = self.pool.get()
         try:
-            return {name: str(con.execute(f"PRAGMA {name}").fetchone()[0]).lower()
+            return {name: str(self.execute(con, f"PRAGMA {name}", fetch=True)[0]).lower()
                     for name, _ in self.cfg["pragmas"]}
         finally:
             self.pool.put(con)
@@ -287,6 +350,8 @@ class Database:
             self.writer.stop()
         while not self.pool.empty():
             self.pool.get_nowait().close()
+        if self.log:
+            self.log.close()
 
 
 class Writer:
@@ -344,10 +409,10 @@ class Writer:
                     tx.execute("SAVEPOINT job")
                     try:
                         results.append((True, work(tx)))
-                        self.con.execute("RELEASE job")
+                        tx.execute("RELEASE job")
                     except HTTPError as e:
-                        self.con.execute("ROLLBACK TO job")
-                        self.con.execute("RELEASE job")
+                        tx.execute("ROLLBACK TO job")
+                        tx.execute("RELEASE job")
                         results.append((False, e))
             self.db.transaction(self.con, group)
         except BaseException as e:  # the commit failed: no job of the batch is acknowledged
@@ -534,7 +599,7 @@ def health():
                   "busy": CFG["busy"], "write_path": CFG["write_path"],
                   "processes": CFG["processes"], "threads": CFG["threads"],
                   "readers": CFG["readers"], "metrics_txn": CFG["metrics_txn"],
-                  "cache": CFG["cache"]},
+                  "cache": CFG["cache"], "sql_log": CFG["sql_log"]},
         "emulated": ({"busy": f"{CFG['busy_kind']} emulated in application code around lock-taking "
                               "statements and COMMIT: stdlib sqlite3 has no sqlite3_busy_handler"}
                      if DB.policy.emulated else {}),
@@ -604,7 +669,7 @@ async def create_metrics(request: Request):
     def work(tx: Tx) -> list[int]:  # request: one transaction for the five records
         ids, ts = [], now()
         for name, value in measurements:
-            prev = tx.execute(SQL_LATEST_METRIC, (instance, name)).fetchone()
+            prev = tx.execute(SQL_LATEST_METRIC, (instance, name), fetch=True)
             ids.append(tx.execute(SQL_INSERT_METRIC,
                                   (instance, name, value, prev[0] if prev else None, ts)).lastrowid)
         return ids
@@ -683,7 +748,7 @@ async def update_user(uid: str, request: Request):
         if tx.execute("UPDATE users SET departname = ?, updates = updates + 1 WHERE uid = ?",
                       (departname, key)).rowcount == 0:
             raise HTTPError(404, f"user {uid} not found")
-        return tx.execute(USER_SQL, (key,)).fetchone()
+        return tx.execute(USER_SQL, (key,), fetch=True)
     row = await DB.write(work)
     return HTMLResponse(TEMPLATES["user"].render(dict(zip(USER_KEYS, row))))
 
@@ -700,6 +765,8 @@ def main() -> int:
         for name, value in cfg["pragmas"]:
             con.execute(f"PRAGMA {name} = {value}")
         con.close()
+        if cfg["sql_log"] == "on":  # each worker opens its own descriptor in Database
+            SqlLog(f"{cfg['db']}.sql.log").close()
     except (ConfigError, sqlite3.Error) as e:
         print(f"lab: {e}", file=sys.stderr)
         return 2
