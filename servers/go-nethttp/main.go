@@ -11,6 +11,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,7 @@ type config struct {
 	processes, threads, readers   int
 	metricsTxn                    string // request | record
 	cache                         string // private | shared
+	sqlLog                        string // off | on
 }
 
 type pragma struct{ name, value string }
@@ -203,6 +205,11 @@ func loadConfig() (*config, error) {
 	c.cache = env("LAB_CACHE", "private")
 	if c.cache != "private" && c.cache != "shared" {
 		return nil, fmt.Errorf("LAB_CACHE='%s' is not one of private|shared", c.cache)
+	}
+
+	c.sqlLog = env("LAB_SQL_LOG", "off")
+	if c.sqlLog != "off" && c.sqlLog != "on" {
+		return nil, fmt.Errorf("LAB_SQL_LOG='%s' is not one of off|on", c.sqlLog)
 	}
 
 	if c.processes, err = positive("LAB_PROCESSES", "1"); err != nil {
@@ -477,6 +484,89 @@ func openDB(c *config, n int) (*sql.DB, error) {
 	return db, nil
 }
 
+// sqlLog (LAB_SQL_LOG=on) is Rails' development log in miniature (seed 001's `rails s`): one
+// line per statement, "  SQL (0.3ms)  <sql>  [bound values]", appended to <LAB_DB>.sql.log right
+// after the statement finished, in the goroutine that ran it: one write(2) per line on an
+// O_APPEND file, under a mutex (as Ruby's Logger). With off it is nil, and run is a nil check.
+type sqlLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openSQLLog(path string) (*sqlLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("LAB_SQL_LOG=on: cannot open %q for append: %v", path, err)
+	}
+	return &sqlLog{f: f}, nil
+}
+
+// run runs one statement, f (with any retries of an emulated busy policy inside it), then
+// logs it once, whether it succeeded or failed (as Rails does). Every statement the server
+// runs goes through here.
+func (l *sqlLog) run(query string, args []any, f func() error) error {
+	if l == nil {
+		return f()
+	}
+	start := time.Now()
+	err := f()
+	l.write(query, args, time.Since(start))
+	return err
+}
+
+func (l *sqlLog) write(query string, args []any, took time.Duration) {
+	b := make([]byte, 0, 64+len(query))
+	b = append(b, "  SQL ("...)
+	b = strconv.AppendFloat(b, float64(took.Nanoseconds())/1e6, 'f', 1, 64)
+	b = append(b, "ms)  "...)
+	b = append(b, query...)
+	if len(args) > 0 {
+		b = append(b, "  ["...)
+		for i, v := range args {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendSQLValue(b, v)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	_, err := l.f.Write(b)
+	l.mu.Unlock()
+	if err != nil { // as Ruby's Logger: the request goes on
+		fmt.Fprintln(os.Stderr, "log writing failed.", err)
+	}
+}
+
+func appendSQLValue(b []byte, v any) []byte {
+	if valuer, ok := v.(driver.Valuer); ok { // sql.NullFloat64 and friends
+		if dv, err := valuer.Value(); err == nil {
+			v = dv
+		}
+	}
+	switch x := v.(type) {
+	case nil:
+		return append(b, "nil"...)
+	case string:
+		return strconv.AppendQuote(b, x)
+	case []byte:
+		return fmt.Appendf(b, "<%d bytes of binary data>", len(x))
+	case float64:
+		return strconv.AppendFloat(b, x, 'g', -1, 64)
+	case int64:
+		return strconv.AppendInt(b, x, 10)
+	default:
+		return fmt.Append(b, x)
+	}
+}
+
+func (l *sqlLog) close() {
+	if l != nil {
+		l.f.Close()
+	}
+}
+
 // Tx is one write transaction on a dedicated connection. database/sql's *sql.Tx is not
 // used because its Commit cannot be retried (on error it rolls back), and an emulated
 // busy policy must retry COMMIT.
@@ -484,6 +574,7 @@ type Tx struct {
 	conn  *sql.Conn
 	busy  busyPolicy
 	first bool // no statement has taken a lock yet (BEGIN DEFERRED)
+	log   *sqlLog
 }
 
 // step runs one statement; the first lock-taking statement after BEGIN DEFERRED is retried
@@ -499,13 +590,18 @@ func (t *Tx) step(f func() error) error {
 	return err
 }
 
-func (t *Tx) Exec(query string, args ...any) (res sql.Result, err error) {
-	err = t.step(func() error { res, err = t.conn.ExecContext(bg, query, args...); return err })
+func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	err := t.log.run(query, args, func() error {
+		return t.step(func() (err error) { res, err = t.conn.ExecContext(bg, query, args...); return err })
+	})
 	return res, err
 }
 
 func (t *Tx) QueryRow(query string, args []any, dest ...any) error {
-	return t.step(func() error { return t.conn.QueryRowContext(bg, query, args...).Scan(dest...) })
+	return t.log.run(query, args, func() error {
+		return t.step(func() error { return t.conn.QueryRowContext(bg, query, args...).Scan(dest...) })
+	})
 }
 
 func (t *Tx) Insert(query string, args ...any) (int64, error) {
@@ -533,6 +629,7 @@ type Service struct {
 	db        *sql.DB // reads (and, in pool mode, writes): LAB_READERS connections
 	wdb       *sql.DB // writer/batch: the writer's one connection
 	begin     string  // BEGIN DEFERRED | BEGIN IMMEDIATE
+	log       *sqlLog // LAB_SQL_LOG=on, else nil
 	jobs      chan *job
 	writerWG  sync.WaitGroup
 	handled   atomic.Int64
@@ -559,10 +656,19 @@ func newService(c *config) (*Service, error) {
 		return nil, err
 	}
 
+	if c.sqlLog == "on" {
+		if s.log, err = openSQLLog(c.dbPath + ".sql.log"); err != nil {
+			return nil, err
+		}
+	}
+
 	sql.Register("sqlite3_lab", &sqlite3.SQLiteDriver{
 		ConnectHook: func(conn *sqlite3.SQLiteConn) error {
 			for _, p := range c.pragmas {
-				err := c.busy.retry(func() error { _, err := conn.Exec("PRAGMA "+p.name+" = "+p.value, nil); return err })
+				q := "PRAGMA " + p.name + " = " + p.value
+				err := s.log.run(q, nil, func() error {
+					return c.busy.retry(func() error { _, err := conn.Exec(q, nil); return err })
+				})
 				if err != nil {
 					return fmt.Errorf("PRAGMA %s = %s: %w", p.name, p.value, err)
 				}
@@ -598,7 +704,8 @@ func newService(c *config) (*Service, error) {
 
 	for _, p := range c.pragmas {
 		var v sql.NullString
-		if err := s.db.QueryRow("PRAGMA " + p.name).Scan(&v); err != nil {
+		q := "PRAGMA " + p.name
+		if err := s.log.run(q, nil, func() error { return s.db.QueryRow(q).Scan(&v) }); err != nil {
 			return nil, fmt.Errorf("LAB_PRAGMAS: reading back %s: %v", p.name, err)
 		}
 		s.pragmas[p.name] = strings.ToLower(v.String)
@@ -623,19 +730,30 @@ func newService(c *config) (*Service, error) {
 	return s, err
 }
 
+// exec runs a statement without arguments or rows on conn (BEGIN, COMMIT, ROLLBACK, the
+// savepoints); retry: an emulated busy policy re-runs it on SQLITE_BUSY (BEGIN, COMMIT).
+func (s *Service) exec(conn *sql.Conn, query string, retry bool) error {
+	return s.log.run(query, nil, func() error {
+		f := func() error { _, err := conn.ExecContext(bg, query); return err }
+		if retry {
+			return s.cfg.busy.retry(f)
+		}
+		return f()
+	})
+}
+
 // tx runs fn in one transaction on conn: BEGIN, fn, COMMIT; ROLLBACK on any error.
 func (s *Service) tx(conn *sql.Conn, fn func(*Tx) error) error {
-	b := s.cfg.busy
-	if err := b.retry(func() error { _, err := conn.ExecContext(bg, s.begin); return err }); err != nil {
+	if err := s.exec(conn, s.begin, true); err != nil {
 		return err
 	}
-	t := &Tx{conn: conn, busy: b, first: s.cfg.txnMode == "deferred"}
+	t := &Tx{conn: conn, busy: s.cfg.busy, first: s.cfg.txnMode == "deferred", log: s.log}
 	err := fn(t)
 	if err == nil {
-		err = b.retry(func() error { _, err := conn.ExecContext(bg, "COMMIT"); return err })
+		err = s.exec(conn, "COMMIT", true)
 	}
 	if err != nil {
-		conn.ExecContext(bg, "ROLLBACK")
+		s.exec(conn, "ROLLBACK", false)
 	}
 	return err
 }
@@ -712,17 +830,21 @@ func (s *Service) writeBatch(conn *sql.Conn) {
 		}
 		err := s.tx(conn, func(t *Tx) error {
 			for _, j := range batch {
-				if _, err := conn.ExecContext(bg, "SAVEPOINT job"); err != nil {
+				if err := s.exec(conn, "SAVEPOINT job", false); err != nil {
 					return err
 				}
 				if err := run(j, t); err != nil {
-					if _, rerr := conn.ExecContext(bg, "ROLLBACK TO job; RELEASE job"); rerr != nil {
+					rerr := s.exec(conn, "ROLLBACK TO job", false)
+					if rerr == nil {
+						rerr = s.exec(conn, "RELEASE job", false)
+					}
+					if rerr != nil {
 						return rerr // the transaction itself is gone: fail the batch
 					}
 					j.answer(err)
 					continue
 				}
-				if _, err := conn.ExecContext(bg, "RELEASE job"); err != nil {
+				if err := s.exec(conn, "RELEASE job", false); err != nil {
 					return err
 				}
 			}
@@ -745,6 +867,7 @@ func (s *Service) close() {
 		s.wdb.Close()
 	}
 	s.db.Close()
+	s.log.close()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -772,6 +895,7 @@ func (s *Service) health(w http.ResponseWriter, r *http.Request) {
 			"readers":     s.cfg.readers,
 			"metrics_txn": s.cfg.metricsTxn,
 			"cache":       s.cfg.cache,
+			"sql_log":     s.cfg.sqlLog,
 		},
 		"emulated":         emulated,
 		"requests_handled": s.handled.Load(),
@@ -818,9 +942,12 @@ func (s *Service) createRequest(w http.ResponseWriter, r *http.Request) {
 		[]byte(`<html><body>You are being <a href="`+loc+`">redirected</a>.</body></html>`))
 }
 
-// read runs an autocommit read (retried by an emulated busy policy).
-func (s *Service) read(st *sql.Stmt, id int64, dest ...any) error {
-	err := s.cfg.busy.retry(func() error { return st.QueryRowContext(bg, id).Scan(dest...) })
+// read runs an autocommit read of query, prepared as st (retried by an emulated busy policy).
+func (s *Service) read(st *sql.Stmt, query string, id int64, dest ...any) error {
+	args := []any{id}
+	err := s.log.run(query, args, func() error {
+		return s.cfg.busy.retry(func() error { return st.QueryRowContext(bg, args...).Scan(dest...) })
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return errNotFound
 	}
@@ -835,7 +962,7 @@ func (s *Service) showRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var v [8]string
-	if err := s.read(s.getRequest, id, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]); err != nil {
+	if err := s.read(s.getRequest, sqlGetRequest, id, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]); err != nil {
 		fail(w, err)
 		return
 	}
@@ -926,8 +1053,11 @@ func (s *Service) metricsRecords(r *http.Request, instance string, names *[5]str
 	defer conn.Close()
 	for i := range names {
 		var prev sql.NullFloat64
-		err := s.cfg.busy.retry(func() error {
-			return conn.QueryRowContext(bg, sqlLatestMetric, instance, names[i]).Scan(&prev)
+		args := []any{instance, names[i]}
+		err := s.log.run(sqlLatestMetric, args, func() error {
+			return s.cfg.busy.retry(func() error {
+				return conn.QueryRowContext(bg, sqlLatestMetric, args...).Scan(&prev)
+			})
 		})
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -984,7 +1114,7 @@ func (s *Service) showItem(w http.ResponseWriter, r *http.Request) {
 		Payload   string `json:"payload"`
 		CreatedAt string `json:"created_at"`
 	}
-	if err := s.read(s.getItem, id, &item.ID, &item.Payload, &item.CreatedAt); err != nil {
+	if err := s.read(s.getItem, sqlGetItem, id, &item.ID, &item.Payload, &item.CreatedAt); err != nil {
 		fail(w, err)
 		return
 	}
@@ -1000,7 +1130,7 @@ func (s *Service) showUser(tpl *template) http.HandlerFunc {
 			return
 		}
 		var v [4]string
-		if err := s.read(s.getUser, uid, &v[0], &v[1], &v[2], &v[3]); err != nil {
+		if err := s.read(s.getUser, sqlGetUser, uid, &v[0], &v[1], &v[2], &v[3]); err != nil {
 			fail(w, err)
 			return
 		}
