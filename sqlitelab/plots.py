@@ -133,9 +133,10 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
                         fmt="none", ecolor=line.get_color(), capsize=3, linewidth=1)
         gb = g[g["generator_bound"]]
         if len(gb):
+            labelled = "generator-bound" in ax.get_legend_handles_labels()[1]
             ax.plot(gb["users"], gb[y], linestyle="none", marker="o", markersize=11,
                     markerfacecolor="none", markeredgecolor="#cc0000",
-                    label="generator-bound" if i == 0 else None)
+                    label=None if labelled else "generator-bound")
     if reference:
         draw_reference(ax, **reference)
         s = pd.concat([s, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
