@@ -7,11 +7,13 @@
 
 use std::{
     env,
+    fs::{File, OpenOptions},
+    io::Write as _,
     net::SocketAddr,
     path::{Path, PathBuf},
     process::ExitCode,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, OnceLock,
         atomic::{AtomicU64, Ordering},
         mpsc,
     },
@@ -29,7 +31,10 @@ use axum::{
     routing::{get, post},
     serve::ListenerExt,
 };
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, types::ValueRef};
+use rusqlite::{
+    Connection, ErrorCode, OpenFlags, OptionalExtension, ToSql, params,
+    types::{ToSqlOutput, ValueRef},
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, oneshot};
@@ -85,6 +90,7 @@ struct Config {
     templates: PathBuf,
     metrics_txn: MetricsTxn,
     shared_cache: bool,
+    sql_log: bool,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -230,6 +236,11 @@ impl Config {
             Some("shared") => true,
             Some(v) => return Err(format!("LAB_CACHE='{v}' is not one of private|shared")),
         };
+        let sql_log = match var("LAB_SQL_LOG").as_deref() {
+            None | Some("off") => false,
+            Some("on") => true,
+            Some(v) => return Err(format!("LAB_SQL_LOG='{v}' is not one of off|on")),
+        };
         let processes = positive("LAB_PROCESSES", 1)? as u64;
         if processes > 1 {
             let path = var("LAB_WRITE_PATH").unwrap_or_default();
@@ -262,8 +273,90 @@ impl Config {
             templates,
             metrics_txn,
             shared_cache,
+            sql_log,
         })
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LAB_SQL_LOG=on: Rails' development log in miniature (seed 001's `rails s`). One line per
+// statement, "  SQL (0.3ms)  <sql>  [bound values]", appended to <LAB_DB>.sql.log right after the
+// statement finished, in the thread that ran it: one write(2) per line on an O_APPEND file, under
+// a mutex (as Ruby's Logger). Every statement the server runs goes through `logged`.
+// ---------------------------------------------------------------------------------------------
+
+/// Set once at start-up with LAB_SQL_LOG=on; empty with off, when `logged` is one check of it.
+static SQL_LOG: OnceLock<SqlLog> = OnceLock::new();
+
+struct SqlLog {
+    file: Mutex<File>,
+}
+
+impl SqlLog {
+    fn open(path: &Path) -> Result<SqlLog, String> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| {
+                format!(
+                    "LAB_SQL_LOG=on: cannot open '{}' for append: {e}",
+                    path.display()
+                )
+            })?;
+        Ok(SqlLog {
+            file: Mutex::new(file),
+        })
+    }
+
+    fn statement(&self, sql: &str, params: &[&dyn ToSql], took: Duration) {
+        use std::fmt::Write as _;
+        let mut line = format!("  SQL ({:.1}ms)  {sql}", took.as_secs_f64() * 1000.0);
+        if !params.is_empty() {
+            line.push_str("  [");
+            for (i, p) in params.iter().enumerate() {
+                if i > 0 {
+                    line.push_str(", ");
+                }
+                let output = p.to_sql();
+                let value = match &output {
+                    Ok(ToSqlOutput::Borrowed(v)) => Some(*v),
+                    Ok(ToSqlOutput::Owned(v)) => Some(ValueRef::from(v)),
+                    _ => None,
+                };
+                let _ = match value {
+                    None => write!(line, "?"),
+                    Some(ValueRef::Null) => write!(line, "nil"),
+                    Some(ValueRef::Integer(i)) => write!(line, "{i}"),
+                    Some(ValueRef::Real(f)) => write!(line, "{f:?}"),
+                    Some(ValueRef::Text(t)) => write!(line, "{:?}", String::from_utf8_lossy(t)),
+                    Some(ValueRef::Blob(b)) => write!(line, "<{} bytes of binary data>", b.len()),
+                };
+            }
+            line.push(']');
+        }
+        line.push('\n');
+        let file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = (&*file).write_all(line.as_bytes()) {
+            eprintln!("log writing failed. {e}"); // as Ruby's Logger: the request goes on
+        }
+    }
+}
+
+/// Runs one statement (`run`) and, with LAB_SQL_LOG=on, logs it once after it finished or
+/// failed (as Rails does).
+fn logged<T>(
+    sql: &str,
+    params: &[&dyn ToSql],
+    run: impl FnOnce() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let Some(log) = SQL_LOG.get() else {
+        return run();
+    };
+    let start = Instant::now();
+    let result = run();
+    log.statement(sql, params, start.elapsed());
+    result
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -309,7 +402,8 @@ fn open_connection(cfg: &Config) -> Result<Connection, String> {
     set_busy(&mut conn, cfg.busy).map_err(|e| format!("LAB_BUSY: {e}"))?;
     for (name, value) in &cfg.pragmas {
         // Names and values were checked against the allow-list, so this is not injectable.
-        conn.execute_batch(&format!("PRAGMA {name} = {value}"))
+        let sql = format!("PRAGMA {name} = {value}");
+        logged(&sql, params![], || conn.execute_batch(&sql))
             .map_err(|e| format!("LAB_PRAGMAS: {name}={value} failed on '{db}': {e}"))?;
     }
     conn.set_prepared_statement_cache_capacity(32);
@@ -331,15 +425,17 @@ fn check_schema(conn: &Connection, db: &Path) -> Result<(), String> {
     ];
     let mut missing = Vec::new();
     for (table, columns) in wanted {
-        let have: Vec<String> = conn
-            .prepare("SELECT name FROM pragma_table_info(?1)")
-            .and_then(|mut s| s.query_map([table], |r| r.get(0))?.collect())
-            .map_err(|e| {
-                format!(
-                    "LAB_DB='{}' is not a usable SQLite database: {e}",
-                    db.display()
-                )
-            })?;
+        let sql = "SELECT name FROM pragma_table_info(?1)";
+        let have: Vec<String> = logged(sql, params![table], || {
+            conn.prepare(sql)
+                .and_then(|mut s| s.query_map([table], |r| r.get(0))?.collect())
+        })
+        .map_err(|e| {
+            format!(
+                "LAB_DB='{}' is not a usable SQLite database: {e}",
+                db.display()
+            )
+        })?;
         for c in columns.iter().filter(|c| !have.iter().any(|h| h == *c)) {
             missing.push(format!("{table}.{c}"));
         }
@@ -362,9 +458,11 @@ fn read_pragmas(
 ) -> Result<serde_json::Map<String, Value>, String> {
     let mut out = serde_json::Map::new();
     for (name, _) in pragmas {
-        let v = conn
-            .query_row(&format!("PRAGMA {name}"), [], |r| Ok(text(r.get_ref(0)?)))
-            .map_err(|e| format!("LAB_PRAGMAS: reading back {name}: {e}"))?;
+        let sql = format!("PRAGMA {name}");
+        let v = logged(&sql, params![], || {
+            conn.query_row(&sql, [], |r| Ok(text(r.get_ref(0)?)))
+        })
+        .map_err(|e| format!("LAB_PRAGMAS: reading back {name}: {e}"))?;
         out.insert(name.clone(), Value::String(v.to_lowercase()));
     }
     Ok(out)
@@ -692,12 +790,10 @@ impl Write {
                 parameters,
                 ts,
             } => {
-                let id = conn
-                    .prepare_cached(
-                        "INSERT INTO requests (uid, ip, method, url, parameters, created_at, updated_at) \
-                         VALUES (?1, ?2, 'POST', ?3, ?4, ?5, ?5)",
-                    )?
-                    .insert((uid, ip, url, parameters, ts))?;
+                let sql = "INSERT INTO requests (uid, ip, method, url, parameters, created_at, updated_at) \
+                           VALUES (?1, ?2, 'POST', ?3, ?4, ?5, ?5)";
+                let p = params![uid, ip, url, parameters, ts];
+                let id = logged(sql, p, || conn.prepare_cached(sql)?.insert(p))?;
                 Ok(Written::Request(id))
             }
             Write::Metrics {
@@ -709,25 +805,25 @@ impl Write {
                 let mut insert = conn.prepare_cached(SQL_INSERT_METRIC)?;
                 let mut ids = Vec::with_capacity(measurements.len());
                 for (name, value) in measurements {
-                    let previous: Option<f64> = latest
-                        .query_row((instance, name), |r| r.get(0))
-                        .optional()?;
-                    ids.push(insert.insert((instance, name, value, previous, ts))?);
+                    let p = params![instance, name];
+                    let previous: Option<f64> = logged(SQL_LATEST_METRIC, p, || {
+                        latest.query_row(p, |r| r.get(0)).optional()
+                    })?;
+                    let p = params![instance, name, value, previous, ts];
+                    ids.push(logged(SQL_INSERT_METRIC, p, || insert.insert(p))?);
                 }
                 Ok(Written::Metrics(ids))
             }
             Write::Item { payload, ts } => {
-                let id = conn
-                    .prepare_cached("INSERT INTO items (payload, created_at) VALUES (?1, ?2)")?
-                    .insert((payload, ts))?;
+                let sql = "INSERT INTO items (payload, created_at) VALUES (?1, ?2)";
+                let p = params![payload, ts];
+                let id = logged(sql, p, || conn.prepare_cached(sql)?.insert(p))?;
                 Ok(Written::Item(id))
             }
             Write::User { uid, departname } => {
-                let changed = conn
-                    .prepare_cached(
-                        "UPDATE users SET departname = ?1, updates = updates + 1 WHERE uid = ?2",
-                    )?
-                    .execute((departname, uid))?;
+                let sql = "UPDATE users SET departname = ?1, updates = updates + 1 WHERE uid = ?2";
+                let p = params![departname, uid];
+                let changed = logged(sql, p, || conn.prepare_cached(sql)?.execute(p))?;
                 if changed == 0 {
                     return Err(AppError::NotFound("user not found"));
                 }
@@ -737,8 +833,11 @@ impl Write {
     }
 }
 
+/// A statement without parameters or rows: BEGIN, COMMIT, the savepoints.
 fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+    logged(sql, params![], || {
+        conn.prepare_cached(sql)?.execute([]).map(|_| ())
+    })
 }
 
 fn begin_sql(mode: TxnMode) -> &'static str {
@@ -750,7 +849,7 @@ fn begin_sql(mode: TxnMode) -> &'static str {
 
 fn rollback(conn: &Connection) {
     if !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
+        let _ = logged("ROLLBACK", params![], || conn.execute_batch("ROLLBACK"));
     }
 }
 
@@ -785,14 +884,17 @@ fn metrics_records(
 ) -> Result<Vec<i64>, AppError> {
     let mut ids = Vec::with_capacity(measurements.len());
     for (name, value) in measurements {
-        let previous: Option<f64> = conn
-            .prepare_cached(SQL_LATEST_METRIC)?
-            .query_row((instance, name), |r| r.get(0))
-            .optional()?;
+        let p = params![instance, name];
+        let previous: Option<f64> = logged(SQL_LATEST_METRIC, p, || {
+            conn.prepare_cached(SQL_LATEST_METRIC)?
+                .query_row(p, |r| r.get(0))
+                .optional()
+        })?;
         ids.push(in_transaction(conn, mode, |conn| {
-            Ok(conn
-                .prepare_cached(SQL_INSERT_METRIC)?
-                .insert((instance, name, value, previous, ts))?)
+            let p = params![instance, name, value, previous, ts];
+            Ok(logged(SQL_INSERT_METRIC, p, || {
+                conn.prepare_cached(SQL_INSERT_METRIC)?.insert(p)
+            })?)
         })?);
     }
     Ok(ids)
@@ -928,10 +1030,13 @@ impl AppState {
 }
 
 fn select_user(conn: &Connection, uid: i64) -> Result<Vec<String>, AppError> {
-    conn.prepare_cached("SELECT uid, username, departname, created FROM users WHERE uid = ?1")?
-        .query_row([uid], |r| (0..4).map(|i| Ok(text(r.get_ref(i)?))).collect())
-        .optional()?
-        .ok_or(AppError::NotFound("user not found"))
+    let sql = "SELECT uid, username, departname, created FROM users WHERE uid = ?1";
+    logged(sql, params![uid], || {
+        conn.prepare_cached(sql)?
+            .query_row([uid], |r| (0..4).map(|i| Ok(text(r.get_ref(i)?))).collect())
+            .optional()
+    })?
+    .ok_or(AppError::NotFound("user not found"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -992,11 +1097,12 @@ async fn show_request(State(st): State<Shared>, Id(id): Id) -> Result<Html<Strin
     let row = st
         .pool
         .run(move |conn| {
-            conn.prepare_cached(
-                "SELECT id, uid, ip, method, url, parameters, created_at, updated_at FROM requests WHERE id = ?1",
-            )?
-            .query_row([id], |r| (0..8).map(|i| Ok(text(r.get_ref(i)?))).collect::<Result<Vec<_>, _>>())
-            .optional()?
+            let sql = "SELECT id, uid, ip, method, url, parameters, created_at, updated_at FROM requests WHERE id = ?1";
+            logged(sql, params![id], || {
+                conn.prepare_cached(sql)?
+                    .query_row([id], |r| (0..8).map(|i| Ok(text(r.get_ref(i)?))).collect::<Result<Vec<_>, _>>())
+                    .optional()
+            })?
             .ok_or(AppError::NotFound("request not found"))
         })
         .await?;
@@ -1095,13 +1201,16 @@ async fn create_item(State(st): State<Shared>, Body(body): Body) -> Result<Respo
 async fn show_item(State(st): State<Shared>, Id(id): Id) -> Result<Json<Value>, AppError> {
     st.pool
         .run(move |conn| {
-            conn.prepare_cached("SELECT id, payload, created_at FROM items WHERE id = ?1")?
-                .query_row([id], |r| {
-                    Ok(json!({ "id": r.get::<_, i64>(0)?, "payload": text(r.get_ref(1)?), "created_at": text(r.get_ref(2)?) }))
-                })
-                .optional()?
-                .map(Json)
-                .ok_or(AppError::NotFound("item not found"))
+            let sql = "SELECT id, payload, created_at FROM items WHERE id = ?1";
+            logged(sql, params![id], || {
+                conn.prepare_cached(sql)?
+                    .query_row([id], |r| {
+                        Ok(json!({ "id": r.get::<_, i64>(0)?, "payload": text(r.get_ref(1)?), "created_at": text(r.get_ref(2)?) }))
+                    })
+                    .optional()
+            })?
+            .map(Json)
+            .ok_or(AppError::NotFound("item not found"))
         })
         .await
 }
@@ -1204,6 +1313,11 @@ fn run() -> Result<(), String> {
         user_page: Template::load(&cfg.templates, "user_page.html", &USER_FIELDS)?,
     };
 
+    if cfg.sql_log {
+        let mut path = cfg.db.clone().into_os_string();
+        path.push(".sql.log");
+        let _ = SQL_LOG.set(SqlLog::open(Path::new(&path))?);
+    }
     let first = open_connection(&cfg)?;
     check_schema(&first, &cfg.db)?;
     let pragmas = read_pragmas(&first, &cfg.pragmas)?;
@@ -1252,6 +1366,7 @@ fn run() -> Result<(), String> {
             "readers": cfg.readers,
             "metrics_txn": if cfg.metrics_txn == MetricsTxn::Record { "record" } else { "request" },
             "cache": if cfg.shared_cache { "shared" } else { "private" },
+            "sql_log": if cfg.sql_log { "on" } else { "off" },
         },
         "emulated": {},
         "requests_handled": 0,
