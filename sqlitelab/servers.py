@@ -44,6 +44,7 @@ KNOB_ENV = {
     "readers": "LAB_READERS",
     "metrics_txn": "LAB_METRICS_TXN",
     "cache": "LAB_CACHE",
+    "sql_log": "LAB_SQL_LOG",
 }
 
 
