@@ -92,6 +92,7 @@ def test_health(srv, http):
         assert isinstance(knobs[k], int) and knobs[k] >= 1
     assert knobs["metrics_txn"] == profile.get("metrics_txn", "request")
     assert knobs["cache"] == profile.get("cache", "private")
+    assert knobs["sql_log"] == profile.get("sql_log", "off")
     assert isinstance(h["emulated"], dict)
     assert isinstance(h["requests_handled"], int)
 
@@ -274,12 +275,18 @@ def test_bad_input_wrote_nothing(srv):
     assert row(srv.db, "SELECT count(*) FROM users WHERE uid > ?", (USERS,))[0] == 0
 
 
+def test_sql_log_off_writes_no_file(srv):
+    """LAB_SQL_LOG defaults to off: after every endpoint above, no <LAB_DB>.sql.log exists."""
+    assert not Path(f"{srv.db}.sql.log").exists()
+
+
 # ------------------------------------------------------------------ profiles and knobs
 
 PROFILES = list(servers.load_profiles())
 # What a server runs with for a knob a profile leaves out (an overlay such as rails-dev).
 DEFAULT_KNOBS = {"pragmas": "", "txn_mode": "deferred", "busy": "busy_timeout:5000",
-                 "write_path": "pool", "metrics_txn": "request", "cache": "private"}
+                 "write_path": "pool", "metrics_txn": "request", "cache": "private",
+                 "sql_log": "off"}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -287,15 +294,19 @@ DEFAULT_KNOBS = {"pragmas": "", "txn_mode": "deferred", "busy": "busy_timeout:50
 def test_every_profile_starts_and_reports_its_knobs(stack, profile, tmp_path):
     db = servers.prepare_database(tmp_path / "p.db", users=5)
     spec = {**DEFAULT_KNOBS, **servers.load_profiles()[profile]}
+    # Ruby's C busy_timeout holds the GVL while it waits (seed 000). With the SQL log on
+    # (rails-dev alone), every transaction lets another thread in mid-transaction; its wait then
+    # stalls the whole process for the full timeout (5 s), and a request can sit through several.
+    stalls = stack == "ruby-puma" and spec["busy"].startswith("busy_timeout") and spec["sql_log"] == "on"
     with servers.start_server(stack, db, profile=profile, timeout=300) as s:
         h = s.get_json("/health")
         k = h["knobs"]
-        for knob in ("txn_mode", "busy", "write_path", "metrics_txn", "cache"):
+        for knob in ("txn_mode", "busy", "write_path", "metrics_txn", "cache", "sql_log"):
             assert k[knob] == spec[knob], knob
         wanted = dict(p.split("=") for p in spec["pragmas"].split(",") if p)
         assert k["pragmas"].get("journal_mode") == wanted.get("journal_mode")
         assert set(k["pragmas"]) == set(wanted)
-        with httpx.Client(base_url=s.url, follow_redirects=False, timeout=30) as c:
+        with httpx.Client(base_url=s.url, follow_redirects=False, timeout=600 if stalls else 30) as c:
             def one(i):
                 return (c.post("/items", json={"payload": f"p{i}"}).status_code,
                         c.post("/requests").status_code,
@@ -399,6 +410,76 @@ def test_metrics_txn_record_under_concurrent_writers(stack, tmp_path):
     assert servers.integrity_check(db) == "ok"
 
 
+# One line of LAB_SQL_LOG=on, as Rails' development log: "  SQL (0.3ms)  <sql>  [bound values]".
+SQL_LOG_LINE = re.compile(r"  SQL \((\d+\.\d)ms\)  (\S.*?)(?:  \[(.*)\])?")
+
+
+def sql_log_lines(path: Path, offset: int = 0) -> list[tuple[str, str]]:
+    """(statement, bound values) of every line from offset on; each line must have the shape."""
+    text = path.read_bytes()[offset:].decode("utf-8")
+    assert text.endswith("\n"), text[-300:]
+    out = []
+    for line in text.splitlines():
+        m = SQL_LOG_LINE.fullmatch(line)
+        assert m, line[:300]
+        out.append((m.group(2), m.group(3) or ""))
+    return out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_sql_log_on_logs_every_statement_in_order(stack, tmp_path):
+    """LAB_SQL_LOG=on (Rails' development log, seed 001): one line per statement, in the order
+    they ran, in <LAB_DB>.sql.log; a concurrent burst of writes keeps every line whole. (A busy
+    handler that sleeps: with Ruby's busy_timeout the log makes the burst stall, see above.)"""
+    db = servers.prepare_database(tmp_path / "log.db", users=5, items=ITEMS)
+    log = Path(f"{db}.sql.log")
+    with servers.start_server(stack, db, profile="rails8", metrics_txn="record", sql_log="on",
+                              timeout=300) as s:
+        assert s.health["knobs"]["sql_log"] == "on"
+        assert log.exists()
+        with httpx.Client(base_url=s.url, timeout=30) as c:
+            offset = log.stat().st_size
+            body = {"instance": "sql-log-1",
+                    "measurements": [{"name": n, "value": i} for i, n in enumerate("abcde")]}
+            r = c.post("/metrics", json=body)
+            assert r.status_code == 201, r.text
+            g = c.get("/items/3")
+            assert g.status_code == 200, g.text
+            lines = sql_log_lines(log, offset)
+
+            def kind(sql: str) -> str:
+                for prefix in ("BEGIN", "COMMIT", "INSERT INTO metrics", "SELECT value FROM metrics",
+                               "SELECT id, payload, created_at FROM items"):
+                    if sql.startswith(prefix):
+                        return prefix
+                return sql
+            # record mode: per measurement the autocommit look-up, then BEGIN; INSERT; COMMIT
+            assert [kind(sql) for sql, _ in lines] == \
+                ["SELECT value FROM metrics", "BEGIN", "INSERT INTO metrics", "COMMIT"] * 5 + \
+                ["SELECT id, payload, created_at FROM items"], lines
+            assert lines[0][0].startswith("SELECT value FROM metrics WHERE instance = ?")
+            assert lines[1][0] == "BEGIN IMMEDIATE"
+            inserts = [binds for sql, binds in lines if sql.startswith("INSERT")]
+            for name, binds in zip("abcde", inserts):
+                assert binds.startswith(f'"sql-log-1", "{name}", '), binds
+            assert lines[-1][1] == "3"
+            assert all(binds == "" for sql, binds in lines if sql in ("BEGIN IMMEDIATE", "COMMIT"))
+
+            offset = log.stat().st_size
+
+            def one(i):
+                return c.post("/items", json={"payload": f"burst {i}\nsecond line"}).status_code
+            with cf.ThreadPoolExecutor(8) as pool:
+                codes = list(pool.map(one, range(40)))
+    assert set(codes) <= {201, 503} and 201 in codes, codes
+    lines = sql_log_lines(log, offset)
+    items = [binds for sql, binds in lines if sql.startswith("INSERT INTO items")]
+    assert len(items) <= 40 and all(b.startswith('"burst ') for b in items), items[:3]
+    for i, code in enumerate(codes):  # every acknowledged INSERT is logged, its newline escaped
+        if code == 201:
+            assert sum(b.startswith(f'"burst {i}\\nsecond line", ') for b in items) == 1, i
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_shared_cache_endpoints_and_burst(stack, tmp_path):
     """LAB_CACHE=shared: every endpoint still works; a burst of reads and writes gets only
@@ -491,6 +572,8 @@ INVALID = [
     ({"LAB_METRICS_TXN": "Record"}, ("LAB_METRICS_TXN", "request|record")),
     ({"LAB_CACHE": "public"}, ("LAB_CACHE", "private|shared")),
     ({"LAB_CACHE": "shared-cache"}, ("LAB_CACHE", "private|shared")),
+    ({"LAB_SQL_LOG": "yes"}, ("LAB_SQL_LOG", "off|on")),
+    ({"LAB_SQL_LOG": "ON"}, ("LAB_SQL_LOG", "off|on")),
     ({"LAB_METRICS_TXN": "record", "LAB_WRITE_PATH": "writer"}, ("LAB_METRICS_TXN", "LAB_WRITE_PATH=pool")),
     ({"LAB_METRICS_TXN": "record", "LAB_WRITE_PATH": "batch"}, ("LAB_METRICS_TXN", "LAB_WRITE_PATH=pool")),
 ]
