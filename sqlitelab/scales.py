@@ -12,8 +12,10 @@ SCALES: dict[str, dict[str, dict]] = {
         "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 2.0, "repeats": 3},
     },
     "02-busy-errors": {
-        "quick": {"levels": [1, 3, 16], "duration": 1.5, "warmup": 0.3, "repeats": 1},
-        "seed": {"levels": [1, 3, 16], "duration": 5.0, "warmup": 1.0, "repeats": 3},
+        "quick": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 1.5, "warmup": 0.3,
+                  "repeats": 1},
+        "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 1.0,
+                 "repeats": 3},
     },
     "03-read-write-mix": {
         "quick": {"levels": [8, 32, 128], "requests": 3000, "warmup": 0.5, "repeats": 1,
@@ -37,9 +39,10 @@ SCALES: dict[str, dict[str, dict]] = {
                  "repeats": 1, "max_seconds": 300.0},
     },
     "05-single-machine": {
-        "quick": {"users_rows": 100_000, "levels": [32], "duration": 2.0, "warmup": 0.5, "repeats": 1},
-        "seed": {"users_rows": 5_000_000, "levels": [16, 64, 256], "duration": 10.0, "warmup": 2.0,
-                 "repeats": 3},
+        "quick": {"users_rows": 100_000, "user_bytes": 700, "levels": [32], "duration": 2.0,
+                  "warmup": 0.5, "repeats": 1},
+        "seed": {"users_rows": 5_000_000, "user_bytes": 700, "levels": [16, 64, 256],
+                 "duration": 10.0, "warmup": 2.0, "repeats": 3},
     },
     "06-capacity": {
         "quick": {"slo_p99_ms": 100.0},
