@@ -727,8 +727,9 @@ def project_point(method: str, total: int, rows_per_txn: int, records_per_row: i
 def plan(totals, rows_per_txn, synchronous=("normal", "full"), methods=METHODS,
          variants=(), variant_totals=None, repeats: int = 1) -> list[dict]:
     """The points of a sweep, smallest totals first: `article` (as published) and `tuned`
-    (per synchronous) at every total and rows_per_txn, then each variant of `article` at
-    `variant_totals` (default: the largest total)."""
+    (per synchronous) at every total and rows_per_txn, and each variant of `article` at
+    `variant_totals` (default: the largest total). Within a total, each repeat runs every
+    rows_per_txn and method in turn, so that a noisy minute does not hit one series only."""
     if isinstance(totals, int) or isinstance(rows_per_txn, int):
         raise ValueError("totals and rows_per_txn must be lists")
     if not totals or not rows_per_txn:
@@ -746,8 +747,8 @@ def plan(totals, rows_per_txn, synchronous=("normal", "full"), methods=METHODS,
     vt = sorted(variant_totals) if variant_totals is not None else [max(totals)]
     pts = []
     for total in sorted(set(totals) | (set(vt) if variants else set())):
-        for rpt in rows_per_txn:
-            for rep in range(repeats):
+        for rep in range(repeats):          # repeats spread over time, not back to back
+            for rpt in rows_per_txn:
                 if total in totals and "article" in methods:
                     pts.append({"method": "article", "variant": "as_published", "synchronous": None,
                                 "rows_per_txn": rpt, "total": total, "repeat": rep})
