@@ -205,6 +205,17 @@ def puma_shape(run: RunView) -> list[str]:
             sorted({(p, t) for p, t in zip(r["server_processes"], r["server_threads"])})]
 
 
+AS_PUBLISHED = {"method": "article", "variant": "as_published"}
+
+
+def measured_totals(run: RunView) -> list:
+    """Totals of the points that ran (not skipped)."""
+    pts = run.points
+    if "skipped" in pts:
+        pts = pts[pts["skipped"].isna()]
+    return RunView(pts, run.parameters).col("total")
+
+
 def stack_knob(stack: str, knob: str) -> Callable:
     def get(run: RunView):
         return run.where(server=stack).knob(knob)
@@ -351,6 +362,45 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
         Detail("statistic", "rps and p50/p95/p99 over each level's requests", recorded(
             "p99_ms", "rps and p50/p95/p99 over the level's N requests (after a warm-up)"),
                expect=None, why="the lab starts counting after a short warm-up"),
+    )),
+    Article("04-sqlite-as-buffer", "003", "“The surprising effectiveness of SQLite for non-persistent "
+            "use cases” (2025); the author's load test, METResearchGroup/bluesky-research@de1246d9", (
+        Detail("machine", "a MacBook (Apple silicon, model not stated); 100 M at 100 rows ran out of "
+               "memory on a 40 GB Slurm node", "col:machine", why=MACHINE_WHY),
+        Detail("Python", "3.10 (the repository's): a dropped sqlite3 connection closes at once",
+               "col:python", expect=None, only=AS_PUBLISHED,
+               why="3.11+ keeps a dropped connection open until the cyclic GC runs; `article` closes "
+                   "it where 3.10 would have, the `py311_gc` variant leaves it to the GC"),
+        Detail("records", "{uri, text}: random strings of 10, 15 and 50 characters, ~127 B of JSON "
+               "each, all generated in memory before the timing",
+               lambda r: (f"the author's generator, all in memory first: "
+                          f"{max(r.col('records_bytes_per_record')):,.0f} B of RSS per record"),
+               expect=None, only=AS_PUBLISHED,
+               why="the same records; the run also reports the memory they take"),
+        Detail("records per row", "1,000 (one json.dumps per chunk of 1,000)", "col:records_per_row",
+               expect=1000, only=AS_PUBLISHED, why="another chunk size"),
+        Detail("rows per transaction", "25, then 100 and 10", "col:rows_per_txn", expect=[10, 25, 100],
+               compare="superset", only=AS_PUBLISHED, why="the run lacks one of the article's"),
+        Detail("records written", "1 K, 10 K, 100 K, 1 M, 10 M, 50 M, 100 M", measured_totals,
+               expect=[1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000],
+               compare="superset", only=AS_PUBLISHED,
+               why="totals this scale leaves out, or that would not fit in this machine's memory "
+                   "or disk (the skipped rows say which)"),
+        Detail("connection", "a new sqlite3.connect() per group of rows (one transaction each), "
+               "dropped when the next one is opened", "col:variant", expect="as_published",
+               only=AS_PUBLISHED, why="another variant"),
+        Detail("synchronous", "not set: SQLite's default FULL on every per-group connection",
+               "col:synchronous", expect="full", only=AS_PUBLISHED, why="another synchronous"),
+        Detail("page size", "`page_size=8192`, issued after `journal_mode=WAL`, so it never applies",
+               "col:page_size", expect=4096, only=AS_PUBLISHED, why="the page size differs"),
+        Detail("what is timed", "from the call of batch_add_items_to_queue to its return: chunking, "
+               "json.dumps, every INSERT, commit and connection", recorded(
+                   "seconds", "the same call, the same boundaries"), expect=None, only=AS_PUBLISHED,
+               why="the lab's probes of the -wal/-shm files between groups are subtracted"),
+        Detail("size", "“MB” of db + -wal + -shm (MiB: 1,000 records → 0.13)", recorded(
+            "db_mib", "MiB of db + -wal + -shm after the call"), expect=None, only=AS_PUBLISHED,
+               why="the same files, in MiB"),
+        Detail("repeats", "one run per total", "param:repeats", expect=1, why="repeated"),
     )),
     Article("05-single-machine", "004", "“SQLite is the best database in the world” (Go on a laptop)", (
         Detail("machine", "MacBook Air M1 (8 cores), 8 GB", "col:machine", why=MACHINE_WHY),
