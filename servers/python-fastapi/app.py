@@ -53,6 +53,14 @@ PRAGMA_VALUES = {
 }
 
 
+def _choice(env, name, default, allowed):
+    """An enumerated LAB_* value (empty: the default); anything else is a start-up error."""
+    value = env.get(name) or default
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r} is not one of {'|'.join(allowed)}")
+    return value
+
+
 def _int_env(env, name, default, minimum=1, maximum=None):
     raw = env.get(name)
     if raw is None or raw == "":
@@ -106,10 +114,7 @@ def parse_config(env=os.environ) -> dict:
         pragmas.append((name, value))
     cfg["pragmas"] = pragmas
 
-    txn = env.get("LAB_TXN_MODE") or "deferred"
-    if txn not in ("deferred", "immediate"):
-        raise ConfigError(f"LAB_TXN_MODE={txn!r} is not one of deferred|immediate")
-    cfg["txn_mode"] = txn
+    cfg["txn_mode"] = _choice(env, "LAB_TXN_MODE", "deferred", ("deferred", "immediate"))
 
     busy = env.get("LAB_BUSY") or "busy_timeout:5000"
     m = re.fullmatch(r"(busy_timeout|sleep_poll|retries):([0-9]{1,9})|none", busy)
@@ -118,10 +123,7 @@ def parse_config(env=os.environ) -> dict:
     cfg["busy"] = busy
     cfg["busy_kind"], cfg["busy_arg"] = (m.group(1), int(m.group(2))) if m.group(1) else ("none", 0)
 
-    path = env.get("LAB_WRITE_PATH") or "pool"
-    if path not in ("pool", "writer", "batch"):
-        raise ConfigError(f"LAB_WRITE_PATH={path!r} is not one of pool|writer|batch")
-    cfg["write_path"] = path
+    cfg["write_path"] = path = _choice(env, "LAB_WRITE_PATH", "pool", ("pool", "writer", "batch"))
     cfg["processes"] = _int_env(env, "LAB_PROCESSES", 1, 1, 256)
     cfg["threads"] = _int_env(env, "LAB_THREADS", 4, 1, 1024)
     cfg["readers"] = _int_env(env, "LAB_READERS", cfg["threads"], 1, 1024)
@@ -129,21 +131,13 @@ def parse_config(env=os.environ) -> dict:
         raise ConfigError(f"LAB_WRITE_PATH={path} needs LAB_PROCESSES=1 "
                           "(one writer thread serves one process)")
 
-    metrics_txn = env.get("LAB_METRICS_TXN") or "request"
-    if metrics_txn not in ("request", "record"):
-        raise ConfigError(f"LAB_METRICS_TXN={metrics_txn!r} is not one of request|record")
+    metrics_txn = _choice(env, "LAB_METRICS_TXN", "request", ("request", "record"))
     if metrics_txn == "record" and path != "pool":
         raise ConfigError("LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool "
                           f"(got {path}: each record commits on the request's pooled connection)")
     cfg["metrics_txn"] = metrics_txn
-    cache = env.get("LAB_CACHE") or "private"
-    if cache not in ("private", "shared"):
-        raise ConfigError(f"LAB_CACHE={cache!r} is not one of private|shared")
-    cfg["cache"] = cache
-    sql_log = env.get("LAB_SQL_LOG") or "off"
-    if sql_log not in ("off", "on"):
-        raise ConfigError(f"LAB_SQL_LOG={sql_log!r} is not one of off|on")
-    cfg["sql_log"] = sql_log
+    cfg["cache"] = _choice(env, "LAB_CACHE", "private", ("private", "shared"))
+    cfg["sql_log"] = _choice(env, "LAB_SQL_LOG", "off", ("off", "on"))
     templates = Path(env.get("LAB_TEMPLATES") or Path(__file__).resolve().parent.parent / "templates")
     cfg["templates"] = templates
     return cfg
