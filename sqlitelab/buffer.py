@@ -166,6 +166,18 @@ def mem_available() -> int:
     return 0
 
 
+def _usage() -> tuple[float, int, int]:
+    """(CPU seconds user + system, minor page faults, voluntary context switches) so far."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_minflt, r.ru_nvcsw
+
+
+def _usage_delta(u0, u1) -> dict:
+    return {"timed_cpu_seconds": u1[0] - u0[0], "timed_minor_faults": u1[1] - u0[1],
+            "timed_voluntary_switches": u1[2] - u0[2]}
+
+
 def _loadavg() -> float:
     try:
         return os.getloadavg()[0]
@@ -450,11 +462,13 @@ def article_point(path: str, total: int, rows_per_txn: int, variant: str = "as_p
     pr = _Probe(path, probe)
     gcs, cb = _gc_watch()
     try:
+        u0 = _usage()
         start_time = time.perf_counter()
         split = batch_add_items_to_queue(path, records, batch_size=records_per_row,
                                          batch_write_size=rows_per_txn, variant=variant,
                                          logger=logger, probe=pr)
         end_time = time.perf_counter()
+        u1 = _usage()
     finally:
         gc.callbacks.remove(cb)
     seconds = end_time - start_time - pr.seconds
@@ -478,7 +492,7 @@ def article_point(path: str, total: int, rows_per_txn: int, variant: str = "as_p
            "auto_checkpoints": pr.auto_checkpoints if probe else None,
            "probe_seconds": pr.seconds, "gc_collections": gcs["collections"],
            "gc_full_collections": gcs["full_collections"], "gc_seconds": gcs["seconds"],
-           "generate_seconds": gen_seconds, "rss_start_mib": rss_start,
+           **_usage_delta(u0, u1), "generate_seconds": gen_seconds, "rss_start_mib": rss_start,
            "rss_before_gen_mib": rss_before, "rss_after_gen_mib": rss_after, "peak_rss_mib": peak,
            "records_bytes_per_record": (rss_after - rss_before) * 2**20 / total,
            "peak_bytes_per_record": (peak - rss_before) * 2**20 / total}
@@ -514,6 +528,7 @@ def tuned_point(path: str, total: int, rows_per_txn: int, synchronous: str = "no
     written, timed, ser, gen, txns = 0, 0.0, 0.0, 0.0, 0
     rss_before = _rss_mib()
     rss_after = rss_before
+    used = [0.0, 0, 0]
     while written < total:
         n = min(per_txn, total - written)
         tg = time.perf_counter()
@@ -521,6 +536,7 @@ def tuned_point(path: str, total: int, rows_per_txn: int, synchronous: str = "no
         gen += time.perf_counter() - tg
         if txns == 0:
             rss_after = _rss_mib()
+        u0 = _usage()
         t = time.perf_counter()
         rows = []
         for k in range(0, n, records_per_row):
@@ -533,6 +549,7 @@ def tuned_point(path: str, total: int, rows_per_txn: int, synchronous: str = "no
         con.executemany(INSERT, rows)
         con.execute("COMMIT")
         t2 = time.perf_counter()
+        used = [a + (b - c) for a, b, c in zip(used, _usage(), u0)]
         ser += t1 - t
         timed += t2 - t
         pr.group_seconds.append(t2 - t)
@@ -540,9 +557,11 @@ def tuned_point(path: str, total: int, rows_per_txn: int, synchronous: str = "no
         written += n
         txns += 1
         del batch, rows
+    u0 = _usage()
     t = time.perf_counter()
     con.close()
     close_seconds = time.perf_counter() - t
+    used = [a + (b - c) for a, b, c in zip(used, _usage(), u0)]
     pr.after_close()
     timed += close_seconds
     size = db_size(path)
@@ -556,7 +575,8 @@ def tuned_point(path: str, total: int, rows_per_txn: int, synchronous: str = "no
            "group_ms_max": max(pr.group_seconds, default=0) * 1e3,
            "close_checkpoints": pr.close_checkpoints if probe else None,
            "auto_checkpoints": pr.auto_checkpoints if probe else None, "probe_seconds": pr.seconds,
-           "generate_seconds": gen, "rss_start_mib": rss_start, "rss_before_gen_mib": rss_before,
+           **_usage_delta((0.0, 0, 0), used), "generate_seconds": gen, "rss_start_mib": rss_start,
+           "rss_before_gen_mib": rss_before,
            "rss_after_gen_mib": rss_after, "peak_rss_mib": peak,
            "records_bytes_per_record": (rss_after - rss_before) * 2**20 / min(per_txn, total),
            "peak_bytes_per_record": (peak - rss_before) * 2**20 / total}
