@@ -367,3 +367,97 @@ def with_article(table: pd.DataFrame, ref: pd.DataFrame, name: str) -> pd.DataFr
                         "mbit_s": ref["mbit_s"], "server_rss_mb": ref["rss_mb"],
                         "generator_bound": False})
     return pd.concat([art, table], ignore_index=True)
+
+
+# --------------------------------------------------------------------------- seed 003 (buffer)
+
+def _measured(bf: pd.DataFrame) -> pd.DataFrame:
+    ok = bf["skipped"].isna() if "skipped" in bf else pd.Series(True, index=bf.index)
+    if "error" in bf:
+        ok &= bf["error"].isna()
+    return bf[ok]
+
+
+def buffer_variants(bf: pd.DataFrame) -> pd.DataFrame:
+    """The author's method, one change at a time: per variant, total and rows per transaction,
+    the median records/s over repeats and the checkpoints closing connections ran; and each
+    variant's 10-row rate as a share of its 25-row rate (the article: ~1/20)."""
+    d = _measured(bf)
+    d = d[d["method"] == "article"]
+    if d.empty:
+        return pd.DataFrame()
+    g = d.groupby(["total", "variant", "rows_per_txn"])
+    t = pd.DataFrame({"records_per_s": g["records_per_s"].median(),
+                      "close_checkpoints": g["close_checkpoints"].median(),
+                      "repeats": g.size()}).reset_index()
+    wide = t.pivot_table(index=["total", "variant"], columns="rows_per_txn", values="records_per_s")
+    wide.columns = [f"records/s at {c} rows" for c in wide.columns]
+    if {"records/s at 10 rows", "records/s at 25 rows"} <= set(wide.columns):
+        wide["10 rows / 25 rows"] = wide["records/s at 10 rows"] / wide["records/s at 25 rows"]
+    ck = t.pivot_table(index=["total", "variant"], columns="rows_per_txn", values="close_checkpoints")
+    ck.columns = [f"close checkpoints at {c} rows" for c in ck.columns]
+    return wide.join(ck).reset_index()
+
+
+def buffer_variant_bars(bf: pd.DataFrame) -> pd.DataFrame:
+    """Long form of buffer_variants at its largest total, for a grouped bar chart."""
+    d = _measured(bf)
+    d = d[d["method"] == "article"]
+    if d.empty:
+        return d
+    vt = d.groupby("total")["variant"].nunique().idxmax()  # the total the variants ran at
+    d = d[d["total"] == vt]
+    return (d.groupby(["variant", "rows_per_txn"])["records_per_s"].median().reset_index()
+            .assign(rows_per_txn=lambda x: x["rows_per_txn"].astype(str) + " rows/txn"))
+
+
+def buffer_findings(bf: pd.DataFrame, ref: pd.DataFrame) -> str:
+    """Sentences on seed 003's run: the author's method against the article, its 10-row
+    result, the lab's writer, and what would not fit."""
+    d = _measured(bf)
+    lines = []
+    pub = d[(d["method"] == "article") & (d["variant"] == "as_published")]
+    if len(pub):
+        g = pub.groupby(["rows_per_txn", "total"])["records_per_s"].median()
+        (rpt, total), best = g.idxmax(), g.max()
+        art = ref.dropna(subset=["records_per_s"])
+        a = art.loc[art["records_per_s"].idxmax()]
+        lines.append(f"- **The author's method** peaks at **{best:,.0f} records/s** here ({rpt} rows per "
+                     f"transaction, {total:,} records); the article's peak was {a.records_per_s:,.0f} "
+                     f"({int(a.rows_per_txn)} rows, {int(a.records):,} records): {best / a.records_per_s:.2f}×.")
+        for total, gt in pub.groupby("total"):
+            r = gt.groupby("rows_per_txn")["records_per_s"].median()
+            if 10 in r and 25 in r:
+                pa = art[(art["records"] == total)].set_index("rows_per_txn")["records_per_s"]
+                said = (f"; the article: {pa[10] / pa[25]:.2f}" if 10 in pa and 25 in pa else "")
+                lines.append(f"  - at {total:,} records, 10 rows per transaction run at "
+                             f"{r[10] / r[25]:.2f}× the 25-row rate{said}.")
+        mem = pub["peak_bytes_per_record"].max() if "peak_bytes_per_record" in pub else None
+        if mem and mem == mem:
+            lines.append(f"- Holding every record first costs up to **{mem:,.0f} bytes of memory per "
+                         f"record** at its peak: {mem * 50e6 / 2**30:,.0f} GiB for 50 M records, "
+                         f"{mem * 100e6 / 2**30:,.0f} GiB for 100 M.")
+    tuned = d[d["method"] == "tuned"]
+    if len(tuned):
+        g = tuned.groupby(["synchronous", "rows_per_txn", "total"])["records_per_s"].median()
+        (sync, rpt, total), best = g.idxmax(), g.max()
+        big = tuned["total"].max()
+        lines.append(f"- **The lab's writer** (one connection, records made as it goes) peaks at "
+                     f"**{best:,.0f} records/s** (synchronous={sync}, {rpt} rows, {total:,} records) "
+                     f"and reaches {big:,} records with a peak RSS of "
+                     f"{tuned.loc[tuned['total'] == big, 'peak_rss_mib'].max():,.0f} MiB.")
+    var = buffer_variants(bf)
+    if len(var) and "10 rows / 25 rows" in var:
+        top = var.loc[var["10 rows / 25 rows"].idxmax()]
+        at = var[var["total"] == top.total]
+        lines.append(f"- One change at a time, the 10-row rate as a share of the 25-row rate at "
+                     f"{int(top.total):,} records: " + "; ".join(
+                         f"{r['variant']} {r['10 rows / 25 rows']:.2f}" for _, r in at.iterrows()) + ".")
+    skipped = bf[bf["skipped"].notna()] if "skipped" in bf else bf.iloc[0:0]
+    for _, r in skipped.drop_duplicates(["method", "total", "skipped"]).iterrows():
+        lines.append(f"- Not run: {r['method']} at {int(r['total']):,} records — {r['skipped']}.")
+    audit = d["audit_ok"].all() if "audit_ok" in d and len(d) else None
+    if audit is not None:
+        lines.append("✅ Every measured point's rows hold exactly its records." if audit
+                     else "❌ **AUDIT FAILED**: some point's rows do not hold its records.")
+    return "\n".join(lines)
