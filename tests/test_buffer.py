@@ -188,3 +188,16 @@ def test_timeout_stops_the_point(tmp_path):
         os.kill(pid, 0)                          # stopped and reaped: no process left behind
     import multiprocessing
     assert not multiprocessing.active_children()
+
+
+@pytest.mark.skipif(not buffer.shutil.which("strace"), reason="strace is not installed")
+def test_syscall_counts(tmp_path):
+    out = buffer.syscall_counts(tmp_path, 3000, 1)             # 3 groups, 3 connections
+    assert out["audit_ok"] and out["close_checkpoints"] == 3
+    assert out["fdatasync_calls"] >= 3 * 3                     # commit + checkpoint (WAL, db)
+    assert out["unlink_calls"] >= 2 * 3                        # -wal and -shm per close
+    slow = buffer.syscall_counts(tmp_path, 1000, 1, sync_delay_ms=20)
+    assert slow["seconds"] >= 0.02 * 3
+    with pytest.raises(ValueError, match="sync_delay_ms"):
+        buffer.syscall_counts(tmp_path, 1000, 1, sync_delay_ms=-1)
+    assert not list(tmp_path.glob("*.db*"))
