@@ -6,8 +6,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := .setup
 KERNEL := sqlitelab
-# Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here).
-APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux
+# Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here; util-linux's
+# fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation).
+APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace
 
 .PHONY: help setup test test-fast run seed lab servers clean distclean
 

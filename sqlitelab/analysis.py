@@ -411,7 +411,7 @@ def buffer_variant_bars(bf: pd.DataFrame) -> pd.DataFrame:
             .assign(rows_per_txn=lambda x: x["rows_per_txn"].astype(str) + " rows/txn"))
 
 
-def buffer_findings(bf: pd.DataFrame, ref: pd.DataFrame) -> str:
+def buffer_findings(bf: pd.DataFrame, ref: pd.DataFrame, slow: pd.DataFrame | None = None) -> str:
     """Sentences on seed 003's run: the author's method against the article, its 10-row
     result, the lab's writer, and what would not fit."""
     d = _measured(bf)
@@ -432,10 +432,12 @@ def buffer_findings(bf: pd.DataFrame, ref: pd.DataFrame) -> str:
                 said = (f"; the article: {pa[10] / pa[25]:.2f}" if 10 in pa and 25 in pa else "")
                 lines.append(f"  - at {total:,} records, 10 rows per transaction run at "
                              f"{r[10] / r[25]:.2f}× the 25-row rate{said}.")
-        mem = pub["peak_bytes_per_record"].max() if "peak_bytes_per_record" in pub else None
+        big = pub[pub["total"] == pub["total"].max()]
+        mem = big["peak_bytes_per_record"].max() if "peak_bytes_per_record" in big else None
         if mem and mem == mem:
-            lines.append(f"- Holding every record first costs up to **{mem:,.0f} bytes of memory per "
-                         f"record** at its peak: {mem * 50e6 / 2**30:,.0f} GiB for 50 M records, "
+            lines.append(f"- Holding every record first costs **{mem:,.0f} bytes of memory per record** "
+                         f"at its peak ({int(big['total'].iloc[0]):,} records): "
+                         f"{mem * 50e6 / 2**30:,.0f} GiB for 50 M records, "
                          f"{mem * 100e6 / 2**30:,.0f} GiB for 100 M.")
     tuned = d[d["method"] == "tuned"]
     if len(tuned):
@@ -453,6 +455,17 @@ def buffer_findings(bf: pd.DataFrame, ref: pd.DataFrame) -> str:
         lines.append(f"- One change at a time, the 10-row rate as a share of the 25-row rate at "
                      f"{int(top.total):,} records: " + "; ".join(
                          f"{r['variant']} {r['10 rows / 25 rows']:.2f}" for _, r in at.iterrows()) + ".")
+    if slow is not None and len(slow):
+        ms = slow["sync_delay_ms"].iloc[0]
+        total = int(slow["total"].iloc[0])
+        art = ref[ref["records"] == total].set_index("rows_per_txn")["seconds"]
+        parts = []
+        for _, r in slow.sort_values(["variant", "rows_per_txn"]).iterrows():
+            said = f" (article {art[r.rows_per_txn]:g} s)" if r.variant == "as_published" and \
+                r.rows_per_txn in art and art[r.rows_per_txn] == art[r.rows_per_txn] else ""
+            parts.append(f"{r.variant} at {r.rows_per_txn} rows {r.seconds:.2f} s{said}")
+        lines.append(f"- **On storage whose syncs take {ms:g} ms** (every fsync/fdatasync delayed), "
+                     f"{total:,} records: " + "; ".join(parts) + ".")
     skipped = bf[bf["skipped"].notna()] if "skipped" in bf else bf.iloc[0:0]
     for _, r in skipped.drop_duplicates(["method", "total", "skipped"]).iterrows():
         lines.append(f"- Not run: {r['method']} at {int(r['total']):,} records — {r['skipped']}.")

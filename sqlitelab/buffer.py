@@ -62,6 +62,7 @@ import logging
 import math
 import multiprocessing as mp
 import os
+import platform
 import random
 import shutil
 import sqlite3
@@ -648,6 +649,7 @@ def _measure(kw: dict) -> dict:
                           kw["records_per_row"], kw.get("probe", True))
         if kw.get("consume"):
             out.update(consume_point(kw["path"], kw["rows_per_txn"]))
+    out.update({"python": platform.python_version(), "sqlite_version": sqlite3.sqlite_version})
     return out
 
 
@@ -809,10 +811,12 @@ def sweep_buffer(work_dir: Path, totals: list[int], rows_per_txn: list[int],
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     pts = plan(totals, rows_per_txn, synchronous, methods, variants, variant_totals, repeats)
+    from .results import machine_label
+    machine = machine_label()
     rows, last_rate = [], {}
     bpr = {"article": None}
     for p in tqdm(pts, desc="buffer", disable=not progress, mininterval=0.5):
-        base = {**p, "synchronous": _nominal_sync(p), "synchronous_requested": p["synchronous"],
+        base = {**p, "machine": machine, "synchronous": _nominal_sync(p), "synchronous_requested": p["synchronous"],
                 "records_per_row": records_per_row, "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         proj = project_point(p["method"], p["total"], p["rows_per_txn"], records_per_row, work_dir,
                              bytes_per_record=bpr.get(p["method"]), mem_reserve_gib=mem_reserve_gib,
@@ -947,6 +951,21 @@ def syscall_counts(work_dir: Path | str, total: int, rows_per_txn: int, method: 
             "sync_delay_ms": sync_delay_ms, **{f"{c}_calls": n for c, n in counts.items()},
             **{k: point.get(k) for k in ("seconds", "records_per_s", "groups", "close_checkpoints",
                                          "auto_checkpoints", "synchronous", "audit_ok")}}
+
+
+def slow_sync_sweep(work_dir: Path | str, total: int, rows_per_txn: list[int],
+                    variants: list[str] = ("as_published", "one_connection"),
+                    sync_delay_ms: float = 40.0, progress: bool = True):
+    """The author's method (and variants) on emulated slow storage: every fsync/fdatasync
+    delayed by `sync_delay_ms` (syscall_counts), with the syncs each point made. A DataFrame."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+    rows = []
+    todo = [(v, r) for v in variants for r in rows_per_txn]
+    for variant, rpt in tqdm(todo, desc="slow storage", disable=not progress, mininterval=0.5):
+        rows.append(syscall_counts(work_dir, total, rpt, "article", variant,
+                                   sync_delay_ms=sync_delay_ms))
+    return pd.DataFrame(rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -225,7 +225,11 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(ncols=2 if len(ax.get_lines()) > 6 else 1)
+    n = len(ax.get_legend_handles_labels()[1])
+    if n > 6:  # many lines: the legend goes below the axes, clear of the data
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, fontsize=8)
+    else:
+        ax.legend()
     return fig
 
 
