@@ -292,7 +292,9 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
         handles.append(Patch(facecolor="#bbbbbb", hatch="//", edgecolor="white",
                              label="generator-bound (server capacity ≥ bar)"))
     # below the axes: bars fill the plot area
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.09 if horizontal else -0.1),
+    label_lines = 1 if horizontal else max(str(c).count("\n") + 1 for c in cats)
+    ax.legend(handles=handles, loc="upper center",
+              bbox_to_anchor=(0.5, -0.09 if horizontal else -0.1 - 0.065 * (label_lines - 1)),
               ncols=3 if horizontal else min(len(handles), 5), fontsize=8)
     return fig
 

@@ -99,7 +99,7 @@ def load_points(path: Path | str | None = None, notebook: str | None = None,
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"runs", "points"} <= tables:
             return pd.DataFrame()
-        sql = ("SELECT p.*, r.notebook, r.experiment, r.started, r.machine, "
+        sql = ("SELECT p.*, r.notebook, r.experiment, r.started, r.machine AS run_machine, "
                "json_extract(r.parameters, '$.scale') AS scale FROM points p "
                "JOIN runs r USING (run_id)")
         where, args = [], []
@@ -109,7 +109,10 @@ def load_points(path: Path | str | None = None, notebook: str | None = None,
             where.append("p.run_id = ?"); args.append(run_id)
         if where:
             sql += " WHERE " + " AND ".join(where)
-        return pd.read_sql_query(sql + " ORDER BY r.started DESC", con, params=args)
+        df = pd.read_sql_query(sql + " ORDER BY r.started DESC", con, params=args)
+        # points record their machine since sweep() writes it; older ones take their run's
+        df["machine"] = df["machine"].fillna(df["run_machine"]) if "machine" in df else df["run_machine"]
+        return df.drop(columns="run_machine")
     finally:
         con.close()
 
