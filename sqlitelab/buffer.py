@@ -673,6 +673,17 @@ def _stop(proc) -> None:
         if proc.is_alive():
             proc.kill()
     proc.join()
+    _stop_resource_tracker()
+
+
+def _stop_resource_tracker() -> None:
+    """A "spawn" Process starts multiprocessing's resource tracker, a helper process that would
+    otherwise live as long as the caller (a notebook kernel, pytest). Stopped by its PID here
+    (it restarts on the next point); nothing of ours is registered with it once a point is over."""
+    from multiprocessing import resource_tracker
+    tracker = resource_tracker._resource_tracker
+    if getattr(tracker, "_pid", None) is not None and hasattr(tracker, "_stop"):
+        tracker._stop()
 
 
 def run_point(path: Path | str, total: int, rows_per_txn: int, method: str = "tuned",
