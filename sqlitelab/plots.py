@@ -125,9 +125,13 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
     s = summarise(df)
     fig, ax = new_figure(caption=caption)
     many_p, many_s = s["profile"].nunique() > 1, s["server"].nunique() > 1
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()
+    colors, styles = cycle["color"], cycle.get("linestyle", ["-"])
     for i, ((server, profile), g) in enumerate(s.groupby(["server", "profile"], sort=True)):
         label = series_label(server, profile, many_p, many_s)
-        line, = ax.plot(g["users"], g[y], marker=MARKERS[i % len(MARKERS)], label=label)
+        # colour and style by series index: the error bars and rings must not advance the cycle
+        line, = ax.plot(g["users"], g[y], marker=MARKERS[i % len(MARKERS)], label=label,
+                        color=colors[i % len(colors)], linestyle=styles[i % len(styles)])
         if y == "rps":
             ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
                         fmt="none", ecolor=line.get_color(), capsize=3, linewidth=1)
@@ -144,8 +148,18 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.set_title(title)
-    ax.legend()
+    _legend(ax, below=bool(reference))
     return fig
+
+
+def _legend(ax, below: bool = False) -> None:
+    """In the axes when there are few lines; below them, clear of the data, when there are many
+    or when an article's line crosses the plot (it goes wherever its numbers go)."""
+    n = len(ax.get_legend_handles_labels()[1])
+    if below or n > 6:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, fontsize=8)
+    else:
+        ax.legend()
 
 
 def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurrent users",
@@ -225,11 +239,7 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    n = len(ax.get_legend_handles_labels()[1])
-    if n > 6:  # many lines: the legend goes below the axes, clear of the data
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, fontsize=8)
-    else:
-        ax.legend()
+    _legend(ax, below=bool(reference))
     return fig
 
 

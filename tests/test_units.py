@@ -209,3 +209,18 @@ def test_busy_summary_counts_stalls_and_busy_errors_outside_the_window():
     assert "30 busy errors with deferred" in text and "0 with immediate" in text
     assert "stalled** in 2 of 3 repeats" in text and "3 busy errors came outside the windows" in text
     assert "stalls** from 3 user(s)" in analysis.busy_findings(s.reset_index())
+
+
+def test_every_series_has_its_own_colour():
+    # error bars and generator-bound rings must not advance the colour cycle (seed 000's
+    # Go and Rust came out in the same blue)
+    df = pd.concat([synthetic_points().assign(server=s) for s in
+                    ("go-nethttp", "python-fastapi", "ruby-puma", "rust-axum")])
+    df["generator_bound"] = True
+    fig = plots.throughput_chart(df)
+    ax = fig.axes[0]
+    lines = {h.get_label(): h.get_color() for h in ax.get_legend_handles_labels()[0]
+             if h.get_label() != "generator-bound"}
+    assert len(lines) == 4 and len(set(lines.values())) == 4
+    import matplotlib.pyplot as plt
+    plt.close("all")
