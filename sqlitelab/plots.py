@@ -243,6 +243,12 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
     return fig
 
 
+def _natural(v) -> list:
+    """Sort key where numbers inside names sort as numbers: "10 rows" < "25 rows" < "100 rows"."""
+    import re
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", str(v)) if t]
+
+
 def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: str, ylabel: str,
               caption: str | None = None, ref_lines: dict[str, float] | None = None, logy: bool = False,
               hatch_col: str | None = "generator_bound", horizontal: bool = False,
@@ -253,7 +259,7 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
     import numpy as np
     from matplotlib.patches import Patch
     cats = list(dict.fromkeys(df[category]))
-    sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, str(v)))
+    sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _natural(v)))
     kw = {"figsize": (8, max(4.5, 1.2 + 0.22 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
     fig, ax = new_figure(caption=caption, **kw)
     width = 0.8 / max(len(sers), 1)
@@ -292,6 +298,9 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels([str(c) for c in cats])
         ax.set_ylabel(ylabel)
+    if not logy and df[value].abs().max() >= 10_000:  # 1,000,000 rather than an offset "1e6"
+        (ax.xaxis if horizontal else ax.yaxis).set_major_formatter(
+            matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     if logy:
         (ax.set_xscale if horizontal else ax.set_yscale)("log")
         axis = ax.xaxis if horizontal else ax.yaxis

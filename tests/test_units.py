@@ -224,3 +224,34 @@ def test_every_series_has_its_own_colour():
     assert len(lines) == 4 and len(set(lines.values())) == 4
     import matplotlib.pyplot as plt
     plt.close("all")
+
+
+def test_seed003_groups_read_from_the_published_tables():
+    ref, _ = analysis.reference("seed003_buffer")
+    g = analysis.article_groups(ref).set_index("records")
+    assert list(g.index) == [1000, 10000, 100000, 1000000, 10000000]
+    assert g.loc[1000, "same work"] and g.loc[10000, "same work"] and not g.loc[100000, "same work"]
+    assert g.loc[1000000, "groups at 10 rows"] == 100 and g.loc[1000000, "groups at 25 rows"] == 40
+    # seconds from records / records_per_s, not the rounded printed seconds
+    assert g.loc[10000, "seconds at 25 rows"] == pytest.approx(10000 / 1213910)
+    assert g.loc[1000000, "ms per group at 10 rows"] == pytest.approx(1000 * 1e6 / 49555 / 100)
+
+
+def test_buffer_findings_name_the_variant_total_and_each_skip_once():
+    ref, _ = analysis.reference("seed003_buffer")
+    rows = []
+    for total in (1000, 1_000_000):
+        for variant in (["as_published"] if total == 1000 else ["as_published", "one_connection"]):
+            for rpt, rate in ((10, 500_000.0), (25, 1_000_000.0)):
+                rows.append({"method": "article", "variant": variant, "rows_per_txn": rpt, "total": total,
+                             "records_per_s": rate * (1.5 if variant == "one_connection" else 1),
+                             "close_checkpoints": total // 1000 // rpt, "peak_bytes_per_record": 565.0,
+                             "audit_ok": True, "skipped": None, "error": None})
+    for rpt in (10, 25):
+        rows.append({"method": "article", "variant": "as_published", "rows_per_txn": rpt, "total": 50_000_000,
+                     "skipped": f"needs ~30.8 GiB of memory, {rpt} GiB available", "error": None})
+    text = analysis.buffer_findings(pd.DataFrame(rows), ref)
+    assert "at 1,000,000 records (the article: ~0.05): as_published 0.50; one_connection 0.50" in text
+    assert text.count("Not run:") == 1 and "(10, 25 rows per transaction)" in text
+    assert "84× and 15× as long" in text
+    assert "✅" in text
