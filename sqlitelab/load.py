@@ -254,17 +254,18 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     else:
         cmd, pinned = loadgen_command(scenario, users, server.url,
                                       t1 - launch + 5 + STOP_TIMEOUT, cpus)
-    log = open(out_dir / f"{generator}.log", "wb")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    log.close()
-    sampler = Sampler(server, proc.pid, t0, t1)
-    sampler.start()
-    try:
+    with open(out_dir / f"{generator}.log", "wb") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    sampler = None
+    try:  # from the moment the generator exists: an interrupt anywhere below still stops it
+        sampler = Sampler(server, proc.pid, t0, t1)
+        sampler.start()
         proc.wait(timeout=t1 - launch + 90)
     finally:  # also on a timeout or KeyboardInterrupt: stop the generator by its PID
-        sampler.stop()
         servers.stop_process_group(proc)
+        if sampler is not None and sampler.ident is not None:
+            sampler.stop()
     return merge_level(out_dir, sampler, server, scenario, users, processes, pinned,
                        requests, (t0, t1), proc.returncode, generator, keepalive)
 

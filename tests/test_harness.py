@@ -280,6 +280,8 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
     """SIGINT (what interrupting a notebook cell sends) in the middle of a level."""
     marker = f"interrupt-{os.getpid()}-{time.time_ns()}"
     script = textwrap.dedent(f"""
+        import faulthandler, signal
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks if it hangs
         from pathlib import Path
         from sqlitelab import config
         config.RESULTS_DB = Path({str(lab_dirs)!r}) / "results.db"
@@ -289,19 +291,37 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
         sweep(notebook="test", servers=["{STACK}"], profiles=["rails71"], scenario="hello",
               levels=[2, 2, 2], duration=20, warmup=0.5, progress=False, run_id="{marker}")
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=config.PROJ_ROOT)
-    deadline = time.time() + 60
-    while time.time() < deadline and not any("locust" in " ".join(p.cmdline())
-                                              for p in processes_mentioning(marker)):
-        time.sleep(0.2)
-    assert processes_mentioning(marker), "the sweep never started its generator"
-    time.sleep(1)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(60)
-    assert proc.returncode != 0
-    time.sleep(0.5)
-    left = processes_mentioning(marker)
-    assert not left, [p.cmdline() for p in left]
+    err_path = lab_dirs / "interrupted-sweep.stderr"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", script], cwd=config.PROJ_ROOT, stderr=err)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not any("locust" in " ".join(p.cmdline())
+                                                  for p in processes_mentioning(marker)):
+            time.sleep(0.2)
+        assert processes_mentioning(marker), "the sweep never started its generator"
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)       # every thread's stack into its stderr
+            time.sleep(2)
+            pytest.fail("the interrupted sweep did not exit within 60 s; its stacks:\n"
+                        + err_path.read_text(errors="replace")[-6000:])
+        assert proc.returncode != 0
+        time.sleep(0.5)
+        left = processes_mentioning(marker)
+        assert not left, [p.cmdline() for p in left]
+    finally:  # never leave the sweep behind (nor a zombie for the next test to trip on)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for p in processes_mentioning(marker):
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
 
 
 def test_server_that_will_not_start_shows_its_log(tmp_path):
