@@ -282,6 +282,9 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
     script = textwrap.dedent(f"""
         import faulthandler, signal
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks if it hangs
+        # as in a Jupyter kernel: a shell that starts the tests in the background (`make test &`)
+        # passes SIGINT on ignored, and Python then keeps ignoring it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from pathlib import Path
         from sqlitelab import config
         config.RESULTS_DB = Path({str(lab_dirs)!r}) / "results.db"
