@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import textwrap
 from importlib import resources
 
 import pandas as pd
@@ -400,15 +401,18 @@ def buffer_variants(bf: pd.DataFrame) -> pd.DataFrame:
     return wide.join(ck).reset_index()
 
 
+def _variant_total(d: pd.DataFrame):
+    """The total the variants ran at: the one with the most variants."""
+    return d.groupby("total")["variant"].nunique().idxmax()
+
+
 def buffer_variant_bars(bf: pd.DataFrame) -> pd.DataFrame:
     """Long form of buffer_variants at its largest total, for a grouped bar chart."""
     d = _measured(bf)
     d = d[d["method"] == "article"]
     if d.empty:
         return d
-    vt = d.groupby("total")["variant"].nunique().idxmax()  # the total the variants ran at
-    d = d[d["total"] == vt]
-    import textwrap
+    d = d[d["total"] == _variant_total(d)]
     return (d.groupby(["variant", "rows_per_txn"])["records_per_s"].median().reset_index()
             .assign(rows_per_txn=lambda x: x["rows_per_txn"].astype(str) + " rows/txn",
                     variant=lambda x: x["variant"].map(lambda v: textwrap.fill(v.replace("_", " "), 10))))
@@ -493,7 +497,7 @@ def buffer_findings(bf: pd.DataFrame, ref: pd.DataFrame, slow: pd.DataFrame | No
                      f"{tuned.loc[tuned['total'] == big, 'peak_rss_mib'].max():,.0f} MiB.")
     var = buffer_variants(bf)
     if len(var) and "10 rows / 25 rows" in var:
-        vt = var.groupby("total")["variant"].nunique().idxmax()   # the total the variants ran at
+        vt = _variant_total(var)
         at = var[var["total"] == vt].sort_values("10 rows / 25 rows")
         lines.append(f"- One change at a time, the 10-row rate as a share of the 25-row rate at "
                      f"{int(vt):,} records (the article: ~0.05): " + "; ".join(
@@ -508,9 +512,9 @@ def buffer_findings(bf: pd.DataFrame, ref: pd.DataFrame, slow: pd.DataFrame | No
         art = ref[ref["records"] == total].set_index("rows_per_txn")["seconds"]
         parts = []
         for _, r in slow.sort_values(["variant", "rows_per_txn"]).iterrows():
-            said = f" (article {art[r.rows_per_txn]:g} s)" if r.variant == "as_published" and \
+            versus = f" (article {art[r.rows_per_txn]:g} s)" if r.variant == "as_published" and \
                 r.rows_per_txn in art and art[r.rows_per_txn] == art[r.rows_per_txn] else ""
-            parts.append(f"{r.variant} at {r.rows_per_txn} rows {r.seconds:.2f} s{said}")
+            parts.append(f"{r.variant} at {r.rows_per_txn} rows {r.seconds:.2f} s{versus}")
         lines.append(f"- **On storage whose syncs take {ms:g} ms** (every fsync/fdatasync delayed), "
                      f"{total:,} records: " + "; ".join(parts) + ".")
     skipped = bf[bf["skipped"].notna()] if "skipped" in bf else bf.iloc[0:0]

@@ -827,12 +827,13 @@ def sweep_buffer(work_dir: Path, totals: list[int], rows_per_txn: list[int],
     from .results import machine_label
     machine = machine_label()
     rows, last_rate = [], {}
-    bpr, bpr_at = {"article": None}, {}
+    bpr_at: dict[int, float] = {}   # the article method's peak bytes per record, per total
     for p in tqdm(pts, desc="buffer", disable=not progress, mininterval=0.5):
         base = {**p, "machine": machine, "synchronous": _nominal_sync(p), "synchronous_requested": p["synchronous"],
                 "records_per_row": records_per_row, "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         proj = project_point(p["method"], p["total"], p["rows_per_txn"], records_per_row, work_dir,
-                             bytes_per_record=bpr.get(p["method"]), mem_reserve_gib=mem_reserve_gib,
+                             bytes_per_record=bpr_at[max(bpr_at)] if bpr_at else None,
+                             mem_reserve_gib=mem_reserve_gib,
                              disk_margin=disk_margin, keep_free_gb=keep_free_gb)
         mem_limit = proj.pop("mem_limit")
         key = (p["method"], p["variant"], p["synchronous"], p["rows_per_txn"])
@@ -859,10 +860,8 @@ def sweep_buffer(work_dir: Path, totals: list[int], rows_per_txn: list[int],
             for f in work_dir.glob("logs.log*"):
                 f.unlink(missing_ok=True)
         last_rate[key] = out["records_per_s"]
-        if p["method"] == "article":  # the largest total's figure: at small totals the fixed overhead inflates it
-            top = bpr_at.get(p["total"], 0)
-            bpr_at[p["total"]] = max(top, out["peak_bytes_per_record"])
-            bpr["article"] = bpr_at[max(bpr_at)]
+        if p["method"] == "article":  # projected from the largest total: at small ones the fixed overhead inflates it
+            bpr_at[p["total"]] = max(bpr_at.get(p["total"], 0), out["peak_bytes_per_record"])
         rows.append({**base, **proj, **out, "skipped": None, "error": None})
     df = pd.DataFrame(rows)
     front = ["method", "variant", "rows_per_txn", "synchronous", "total", "records_per_row", "repeat",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import matplotlib
@@ -245,7 +246,6 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
 
 def _natural(v) -> list:
     """Sort key where numbers inside names sort as numbers: "10 rows" < "25 rows" < "100 rows"."""
-    import re
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", str(v)) if t]
 
 
