@@ -313,7 +313,7 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
     # below the axes: bars fill the plot area
     label_lines = 1 if horizontal else max(str(c).count("\n") + 1 for c in cats)
     ax.legend(handles=handles, loc="upper center",
-              bbox_to_anchor=(0.5, -0.09 if horizontal else -0.1 - 0.065 * (label_lines - 1)),
+              bbox_to_anchor=(0.5, -0.14 if horizontal else -0.1 - 0.065 * (label_lines - 1)),
               ncols=3 if horizontal else min(len(handles), 5), fontsize=8)
     return fig
 
