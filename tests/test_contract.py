@@ -106,6 +106,22 @@ def test_hello_and_fresh_date(http):
     assert second.headers["date"] != first.headers["date"]
 
 
+def test_delay_waits_then_answers_like_hello(http):
+    """GET /delay/{ms}, the load generators' calibration endpoint: /hello's answer after the wait.
+    A correctness check of the wait, not a benchmark."""
+    before = http.get("/health").json()["requests_handled"]
+    zero = http.get("/delay/0")
+    assert zero.status_code == 200 and zero.content == b"Hello, World!"
+    check_headers(zero, TEXT)
+    started = time.perf_counter()
+    waited = http.get("/delay/50")
+    elapsed = time.perf_counter() - started
+    assert waited.status_code == 200 and waited.content == b"Hello, World!"
+    check_headers(waited, TEXT)
+    assert elapsed >= 0.045, elapsed
+    assert http.get("/health").json()["requests_handled"] - before == 2
+
+
 def test_post_requests_redirects_and_writes(srv, http):
     before = row(srv.db, "SELECT count(*) FROM requests")[0]
     r = http.post("/requests")
@@ -243,6 +259,13 @@ BAD = [
     ("PUT", "/items", b"{}", 405),
     ("GET", "/items", None, 405),
     ("POST", "/hello", b"", 405),
+    ("GET", "/delay/abc", None, 400),
+    ("GET", "/delay/-1", None, 400),
+    ("GET", "/delay/+1", None, 400),
+    ("GET", "/delay/10001", None, 400),
+    ("GET", "/delay/99999999999999999999", None, 400),
+    ("GET", "/delay/", None, 404),
+    ("POST", "/delay/5", b"", 405),
     ("GET", "/requests", None, 405),
     ("GET", "/metrics", None, 405),
     ("PATCH", "/users/1", b"{}", 405),

@@ -906,6 +906,23 @@ func hello(w http.ResponseWriter, r *http.Request) {
 	write(w, http.StatusOK, "text/plain; charset=utf-8", []byte("Hello, World!"))
 }
 
+const maxDelayMs = 10000
+
+// GET /delay/{ms}: a calibration endpoint for load generators. It sleeps ms (0..10000) in the
+// handler's goroutine (no database, no CPU), then answers exactly as /hello does.
+func delay(w http.ResponseWriter, r *http.Request) {
+	ms, err := strconv.ParseUint(r.PathValue("ms"), 10, 64) // ASCII digits only: no sign, no "_"
+	if err != nil || ms > maxDelayMs {
+		fail(w, errStatus(http.StatusBadRequest, "ms must be an integer 0..10000"))
+		return
+	}
+	wait := time.Duration(ms) * time.Millisecond
+	// The server's 10 s WriteTimeout (seed 004's) starts after the wait: /delay/10000 is answered.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
+	time.Sleep(wait)
+	hello(w, r)
+}
+
 // POST /requests: the Rails scaffold's create (seed 000).
 func (s *Service) createRequest(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
@@ -1186,6 +1203,7 @@ func (s *Service) routes() http.Handler {
 	}{
 		{"GET", "/health", s.health},
 		{"GET", "/hello", hello},
+		{"GET", "/delay/{ms}", delay},
 		{"POST", "/requests", s.createRequest},
 		{"GET", "/requests/{id}", s.showRequest},
 		{"POST", "/metrics", s.createMetrics},

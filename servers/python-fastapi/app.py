@@ -606,6 +606,19 @@ def hello():
     return PlainTextResponse("Hello, World!")
 
 
+MAX_DELAY_MS = 10_000
+
+
+@app.get("/delay/{ms}", response_class=PlainTextResponse)
+async def delay(ms: str):
+    """Waits on the event loop (no database, no thread, no CPU), then answers like /hello."""
+    m = re.fullmatch(r"0*([0-9]{1,5})", ms)
+    if not m or int(m.group(1)) > MAX_DELAY_MS:
+        raise HTTPError(400, f"invalid delay {ms[:40]!r}: expected an integer 0..{MAX_DELAY_MS} (ms)")
+    await asyncio.sleep(int(m.group(1)) / 1000)
+    return PlainTextResponse("Hello, World!")
+
+
 @app.post("/requests")
 async def create_request(request: Request):
     params = await read_json(request, required=False)

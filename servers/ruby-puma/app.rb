@@ -34,6 +34,7 @@ module Lab
   end
 
   MAX_ID = 9_223_372_036_854_775_807
+  MAX_DELAY_MS = 10_000
   MAX_BODY = 1_048_576
   MAX_PAYLOAD = 65_536
   METRIC_NAMES = %w[cpu memory disk load requests].freeze
@@ -533,6 +534,8 @@ module Lab
       case path
       when "/hello"
         get ? hello : not_allowed("GET, HEAD")
+      when %r{\A/delay/([^/]+)\z}
+        get ? delay(Regexp.last_match(1)) : not_allowed("GET, HEAD")
       when "/health"
         get ? health : not_allowed("GET, HEAD")
       when "/requests"
@@ -588,6 +591,16 @@ module Lab
 
     def hello
       respond(200, TEXT_TYPE, "Hello, World!")
+    end
+
+    # A calibration endpoint for load generators: Kernel#sleep releases the GVL, so the wait
+    # holds a Puma thread but no CPU and no database connection; then the answer of /hello.
+    def delay(raw)
+      ms = raw.match?(/\A[0-9]+\z/) ? raw.to_i : -1
+      raise HttpError.new(400, "ms must be an integer in 0..#{MAX_DELAY_MS}") unless ms.between?(0, MAX_DELAY_MS)
+
+      sleep(ms / 1000.0)
+      hello
     end
 
     def create_request(env)

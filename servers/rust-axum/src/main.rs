@@ -1053,6 +1053,23 @@ async fn hello() -> &'static str {
     "Hello, World!"
 }
 
+/// GET /delay/{ms}: a calibration endpoint for load generators. Waits ms (ASCII digits,
+/// 0 ..= 10000) on tokio's timer (no database, no blocking thread), then answers like `hello`.
+async fn delay(
+    raw: Result<axum::extract::Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<&'static str, AppError> {
+    let raw = raw.map(|p| p.0).unwrap_or_default();
+    match raw.parse::<u64>() {
+        Ok(ms) if ms <= 10_000 && raw.bytes().all(|b| b.is_ascii_digit()) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(hello().await)
+        }
+        _ => Err(bad(format!(
+            "invalid delay '{raw}': expected an integer 0..10000 (ms)"
+        ))),
+    }
+}
+
 async fn create_request(
     State(st): State<Shared>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -1269,6 +1286,7 @@ fn router(state: Shared) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/hello", get(hello))
+        .route("/delay/{ms}", get(delay))
         .route("/requests", post(create_request))
         .route("/requests/{id}", get(show_request))
         .route("/metrics", post(create_metrics))
