@@ -83,10 +83,18 @@ SCENARIOS: dict[str, Scenario] = {
     "user-page": Scenario("UserPage", "GET /users/{uid}/page: 100 KB page (seed 004)"),
     "user-update": Scenario("UserUpdate", "POST /users/{uid}: UPDATE + re-SELECT (seed 004)",
                             "POST POST /users/{uid}", (200,), "user_updates"),
+    "delay": Scenario("Delay", "GET /delay/{ms}: the server waits delay_ms, no database "
+                      "(calibrating generators)"),
 }
 
 PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
 GENERATOR_BOUND_CPU = 0.90
+# `generator_influenced` (see influence()): the generator busier than this share of its CPUs,
+# and busier than a server short of SERVER_SATURATED_CPU of its own, with nothing else to
+# explain the server's idle time, set the pace.
+GENERATOR_BUSY_CPU = 0.50
+SERVER_SATURATED_CPU = 0.85
+STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
 
 
 class LoadError(RuntimeError):
@@ -297,6 +305,8 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     cpu = sampler.between(t0, max(t1s))
     gen_cpus = len(servers.parse_cpus(pinned)) if pinned else len(servers.available_cpus())
     gen_util = cpu["gen_cpu_s"] / (cpu["span"] * gen_cpus)
+    server_cpus = servers.parse_cpus(server.pinned) if server.pinned else servers.available_cpus()
+    server_util = cpu["server_cpu_s"] / (cpu["span"] * len(server_cpus))
     locust_warned = "CPU usage above 90%" in log_text or "CPU usage was too high" in log_text
     spawned = [p["spawned_at"] for p in procs if p["spawned_at"]]
     m0, m1 = sampler.marks.get("t0"), sampler.marks.get("t1")
@@ -331,7 +341,12 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "server_rss_mb": cpu["server_rss_max"] / 2**20,
         "gen_cpu_pct": 100 * gen_util * gen_cpus,
         "gen_cpus": gen_cpus,
-        "generator_bound": bool(gen_util >= GENERATOR_BOUND_CPU or locust_warned),
+        # the generator saturated while the server was not: the generator was the limit (a
+        # server busy on its own cores, SERVER_SATURATED_CPU, sets the pace whatever the other)
+        "generator_saturated": bool(gen_util >= GENERATOR_BOUND_CPU or locust_warned),
+        "server_util": server_util,
+        "generator_bound": bool((gen_util >= GENERATOR_BOUND_CPU or locust_warned)
+                                and server_util < SERVER_SATURATED_CPU),
         "locust_cpu_warning": locust_warned,
         "server_requests": server_handled,
         "ramp_in_window": bool(spawned and max(spawned) > t0),
@@ -392,6 +407,50 @@ def _locust_average(out_dir: Path) -> float | None:
                 except (KeyError, ValueError):
                     return None
     return None
+
+
+# --------------------------------------------------------------------------- influence
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _util(pct, cpus) -> float | None:
+    return None if _missing(pct) else pct / 100 / max(cpus or 1, 1)
+
+
+def influence(point: dict, onset: float | None, scenario: str | None = None) -> str | None:
+    """Why the generator, not the server, plausibly set the pace of this point — or None.
+
+    1. Its CPU (share of its cores) at or past `onset`, the level from which its calibration
+       against wrk (sqlitelab.calibrate) shows its throughput or p99 drifting by more than the
+       tolerance. A generator-bound point (GENERATOR_BOUND_CPU) is not repeated here.
+    2. The server short of saturation (< SERVER_SATURATED_CPU of its cores) while the generator
+       is busy (>= GENERATOR_BUSY_CPU) and busier than the server, with nothing else to explain
+       the server's idle time: no lock wait (busy errors) or other errors, no stall, no fsync
+       per commit (synchronous FULL/EXTRA with writes), the database in the page cache.
+    """
+    gen = _util(point.get("gen_cpu_pct"), point.get("gen_cpus"))
+    if gen is None or point.get("generator_bound"):
+        return None
+    if onset is not None and gen >= onset:
+        return (f"generator at {gen:.0%} of its CPU, past {onset:.0%} where its calibration "
+                f"drifts from wrk")
+    srv = point.get("server_util")
+    if srv is None or _missing(srv) or gen < GENERATOR_BUSY_CPU or srv >= SERVER_SATURATED_CPU or gen <= srv:
+        return None
+    knobs = point.get("knobs") or {}
+    knobs = json.loads(knobs) if isinstance(knobs, str) else knobs
+    sync = str((knobs.get("pragmas") or {}).get("synchronous", "")).lower()
+    sc = SCENARIOS.get(scenario or point.get("scenario") or "")
+    cached = point.get("db_cached_before")
+    if ((point.get("busy_errors") or 0) or (point.get("errors") or 0)
+            or (point.get("max_overrun_ms") or 0) >= STALL_MS
+            or (sc is not None and sc.write and sync in ("2", "3", "full", "extra"))
+            or (not _missing(cached) and cached < 0.9)):
+        return None
+    return (f"server at {srv:.0%} of its CPU while the generator was at {gen:.0%}, "
+            f"with no lock wait, stall, fsync or disk read to explain it")
 
 
 # --------------------------------------------------------------------------- primer

@@ -41,6 +41,9 @@ WRITE_SHARE = float(os.environ.get("LAB_WRITE_SHARE", "0.1"))
 PAYLOAD = "p" * int(os.environ.get("LAB_PAYLOAD_BYTES", "2048"))
 ITEMS = int(os.environ.get("LAB_ITEMS", "1000"))         # ids 1..ITEMS exist when the level starts
 USERS_ROWS = int(os.environ.get("LAB_USERS_ROWS", "1000"))
+DELAY_MS = int(os.environ.get("LAB_DELAY_MS", "10"))       # GET /delay/{ms}: calibration
+if not 0 <= DELAY_MS <= 10000:
+    raise ValueError(f"LAB_DELAY_MS={DELAY_MS} must be in 0..10000")
 FOLLOW = os.environ.get("LAB_FOLLOW_REDIRECTS", "1") == "1"
 RATE = float(os.environ.get("LAB_RATE_PER_USER", "0"))    # open-loop: requests/s per user; 0 = closed loop
 TIMEOUT = float(os.environ.get("LAB_REQUEST_TIMEOUT", "30"))
@@ -269,3 +272,11 @@ class UserUpdate(LabUser):
         self.client.post(f"/users/{random.randint(1, USERS_ROWS)}",
                          data=json.dumps({"departname": f"dept-{random.randint(1, 999)}"}),
                          headers={"Content-Type": "application/json"}, name="POST /users/{uid}")
+
+
+class Delay(LabUser):
+    """GET /delay/{ms}: the server waits, without the database or a CPU (calibration)."""
+    @task
+    def delay(self):
+        self.check()
+        self.client.get(f"/delay/{DELAY_MS}", name="GET /delay/{ms}")

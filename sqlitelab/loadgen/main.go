@@ -47,8 +47,8 @@ const (
 const usage = `usage: loadgen -scenario NAME -users N -host http://127.0.0.1:PORT -max-seconds S
 
 Scenarios: hello, rails-writes, rails-writes-noredirect, metrics-writes, mix, user-read,
-user-page, user-update. Environment as sqlitelab/locustfile.py: LAB_T0, LAB_T1, LAB_TARGET,
-LAB_OUT_DIR, LAB_WRITE_SHARE, LAB_PAYLOAD_BYTES, LAB_ITEMS, LAB_USERS_ROWS,
+user-page, user-update, delay. Environment as sqlitelab/locustfile.py: LAB_T0, LAB_T1, LAB_TARGET,
+LAB_OUT_DIR, LAB_WRITE_SHARE, LAB_PAYLOAD_BYTES, LAB_ITEMS, LAB_USERS_ROWS, LAB_DELAY_MS,
 LAB_FOLLOW_REDIRECTS, LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT, LAB_KEEPALIVE (1: one
 kept-alive connection per user; 0: a new connection per request, Connection: close).
 Writes LAB_OUT_DIR/proc-<pid>.json and exits 0; a usage error prints one line and exits 2.
@@ -68,14 +68,15 @@ const (
 	opUserGet
 	opUserPage
 	opUserPost
+	opDelay
 	numOps
 )
 
-var opMethod = [numOps]string{"GET", "POST", "POST", "GET", "POST", "GET", "GET", "POST"}
+var opMethod = [numOps]string{"GET", "POST", "POST", "GET", "POST", "GET", "GET", "POST", "GET"}
 
 var opName = [numOps]string{
 	"GET /hello", "POST /requests", "POST /metrics", "GET /items/{id}", "POST /items",
-	"GET /users/{uid}", "GET /users/{uid}/page", "POST /users/{uid}",
+	"GET /users/{uid}", "GET /users/{uid}/page", "POST /users/{uid}", "GET /delay/{ms}",
 }
 
 type scenario int
@@ -89,11 +90,12 @@ const (
 	scUserRead
 	scUserPage
 	scUserUpdate
+	scDelay
 )
 
 // scenarioNames are the keys of SCENARIOS in sqlitelab/load.py, in its order.
 var scenarioNames = []string{"hello", "rails-writes", "rails-writes-noredirect",
-	"metrics-writes", "mix", "user-read", "user-page", "user-update"}
+	"metrics-writes", "mix", "user-read", "user-page", "user-update", "delay"}
 
 // ------------------------------------------------------------------------------ configuration
 
@@ -110,6 +112,7 @@ type config struct {
 	payload    []byte // the body of POST /items: {"payload": "ppp…"}, as json.dumps writes it
 	items      int64
 	usersRows  int64
+	delayMs    int64 // LAB_DELAY_MS: the wait GET /delay/{ms} asks for (calibration)
 	follow     bool // LAB_FOLLOW_REDIRECTS: rails-writes follows the 302
 	rate       float64
 	timeout    time.Duration
@@ -164,6 +167,7 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 	payloadBytes := e.int("LAB_PAYLOAD_BYTES", "2048")
 	cfg.items = e.int("LAB_ITEMS", "1000")
 	cfg.usersRows = e.int("LAB_USERS_ROWS", "1000")
+	cfg.delayMs = e.int("LAB_DELAY_MS", "10")
 	follow := getenv("LAB_FOLLOW_REDIRECTS")
 	cfg.follow = follow == "" || follow == "1"
 	cfg.rate = e.float("LAB_RATE_PER_USER", "0")
@@ -181,6 +185,8 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 		return nil, fmt.Errorf("LAB_PAYLOAD_BYTES must be in 0..2^30, not %d", payloadBytes)
 	case cfg.usersRows < 1:
 		return nil, fmt.Errorf("LAB_USERS_ROWS must be >= 1, not %d", cfg.usersRows)
+	case cfg.delayMs < 0 || cfg.delayMs > 10000:
+		return nil, fmt.Errorf("LAB_DELAY_MS must be in 0..10000, not %d", cfg.delayMs)
 	case cfg.rate < 0 || math.IsInf(cfg.rate, 0):
 		return nil, fmt.Errorf("LAB_RATE_PER_USER must be >= 0 (0: closed loop), not %v", cfg.rate)
 	case !(timeout > 0 && timeout <= 1e6):
@@ -693,6 +699,8 @@ func (u *user) once() {
 		b = strconv.AppendInt(b, 1+rand.Int64N(999), 10)
 		u.body = append(b, `"}`...)
 		body, ctJSON = u.body, true
+	case scDelay:
+		o, p = opDelay, strconv.AppendInt(append(p, "/delay/"...), cfg.delayMs, 10)
 	}
 	u.path = p
 
