@@ -11,6 +11,9 @@ PROFILES_TOML = SERVERS_DIR / "profiles.toml"
 TEMPLATES_DIR = SERVERS_DIR / "templates"
 DATA_DIR = Path(os.environ.get("LAB_DATA_DIR", PROJ_ROOT / "data"))
 RESULTS_DB = DATA_DIR / "results.db"
+# where generator calibrations are kept and looked up (sqlitelab.calibrate): results.db,
+# unless a test session shares one calibration between its throw-away data directories
+CALIBRATION_DB = Path(os.environ.get("LAB_CALIBRATION_DB", RESULTS_DB))
 RUNS_DIR = DATA_DIR / "runs"
 TMP_DIR = DATA_DIR / "tmp"          # scratch databases of running sweeps
 FIGURES_DIR = Path(os.environ.get("LAB_FIGURES_DIR", PROJ_ROOT / "figures"))

@@ -1,0 +1,192 @@
+"""wrk (Debian's package, a C client on epoll) as the reference client the lab's own
+generators are checked against: calibration (sqlitelab.calibrate) and the cross-check a sweep
+can add (`sweep(crosscheck=users)`).
+
+    point = run_point(srv, "mix", 32, duration=5, warmup=1, cpus="1",
+                      params={"write_share": 1.0, "payload_bytes": 2048})
+
+What wrk does, and so what a point means (wrk 4.1, wg/wrk src/wrk.c):
+- `-c users` connections, each a closed loop with one request outstanding, all kept alive;
+  `-t` threads (one per generator CPU, at most one per connection), each its own event loop.
+- It counts every response that completed during `-d` seconds (whole seconds only) and
+  reports latency from writing a request to its last byte, over those responses; the run's
+  duration runs from the threads' start to their stop. A request still in flight at the stop
+  is dropped unanswered: its outcome is unknown (the audit allows for it).
+- Statuses above 399 are counted as `status` errors, and are in `requests`; socket errors
+  (connect, read, write) and timeouts are not.
+- It never follows a redirect, and cannot open a connection per request: scenarios needing
+  either are refused (`expressible`).
+
+The warm-up is a separate, unmeasured wrk run of `warmup` seconds just before. Requests per
+second are wrk's (responses / its duration); the generator's CPU comes from the kernel's
+account of the reaped wrk process (RUSAGE_CHILDREN), over its wall-clock time.
+"""
+from __future__ import annotations
+
+import json
+import math
+import resource
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from . import load, servers
+
+BINARY = "wrk"
+TIMEOUT_S = load.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
+
+_DONE = r"""
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRKJSON {"requests": %d, "duration_us": %d, "bytes": %d, "connect": %d, "read": %d, ' ..
+    '"write": %d, "status": %d, "timeout": %d, "mean_us": %.3f, "max_us": %d, "min_us": %d, ' ..
+    '"p50_us": %d, "p90_us": %d, "p95_us": %d, "p99_us": %d, "p999_us": %d}\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status,
+    e.timeout, latency.mean, latency.max, latency.min, latency:percentile(50),
+    latency:percentile(90), latency:percentile(95), latency:percentile(99),
+    latency:percentile(99.9)))
+end
+"""
+
+
+def available() -> bool:
+    return shutil.which(BINARY) is not None
+
+
+def _lua_str(s: str) -> str:
+    return json.dumps(s)  # a JSON string of ASCII is a valid Lua string literal
+
+
+def expressible(scenario: str, params: dict | None = None, keepalive: bool = True) -> str | None:
+    """None when wrk can send `scenario` as the lab's generators do, else why not."""
+    if scenario not in load.SCENARIOS:
+        return f"unknown scenario {scenario!r}"
+    if not keepalive:
+        return "wrk keeps every connection alive (no connection per request)"
+    if scenario == "rails-writes" and str((params or {}).get("follow_redirects", "1")) != "0":
+        return "wrk does not follow the redirect"
+    return None
+
+
+def script(scenario: str, params: dict | None = None) -> str:
+    """The Lua script that makes wrk send the requests of `scenario` (as sqlitelab/locustfile.py
+    does: same methods, paths, bodies and random choices) and print its summary as JSON."""
+    p = {k.lower(): v for k, v in (params or {}).items()}
+    why = expressible(scenario, p)
+    if why:
+        raise ValueError(f"wrk cannot run {scenario!r}: {why}")
+    users_rows = int(p.get("users_rows") or 1000)
+    items = int(p.get("items") or 1000)
+    payload = json.dumps({"payload": "p" * int(p.get("payload_bytes", 2048))})
+    share = float(p.get("write_share", 0.1))
+    json_header = 'wrk.headers["Content-Type"] = "application/json"\n'
+    fixed = {
+        "hello": 'wrk.path = "/hello"\n',
+        "delay": f'wrk.path = "/delay/{int(p.get("delay_ms", 10))}"\n',
+        "rails-writes": 'wrk.method = "POST"\nwrk.path = "/requests"\n',
+        "rails-writes-noredirect": 'wrk.method = "POST"\nwrk.path = "/requests"\n',
+        "metrics-writes": 'wrk.method = "POST"\nwrk.path = "/metrics"\n',
+    }
+    if scenario in fixed:
+        body = fixed[scenario]
+    elif scenario == "mix" and share >= 1.0:  # the POST of a fixed body: wrk's fast path
+        body = f'wrk.method = "POST"\nwrk.path = "/items"\nwrk.body = {_lua_str(payload)}\n' + json_header
+    elif scenario == "mix":
+        body = (f"local payload = {_lua_str(payload)}\n"
+                'local headers = {["Content-Type"] = "application/json"}\n'
+                "request = function()\n"
+                f"  if math.random() < {share!r} then\n"
+                '    return wrk.format("POST", "/items", headers, payload)\n'
+                "  end\n"
+                f'  return wrk.format("GET", "/items/" .. math.random(1, {max(1, items)}))\n'
+                "end\n")
+    elif scenario in ("user-read", "user-page"):
+        tail = "/page" if scenario == "user-page" else ""
+        body = ("request = function()\n"
+                f'  return wrk.format("GET", "/users/" .. math.random(1, {users_rows}) .. "{tail}")\n'
+                "end\n")
+    elif scenario == "user-update":
+        body = ('local headers = {["Content-Type"] = "application/json"}\n'
+                "request = function()\n"
+                f'  return wrk.format("POST", "/users/" .. math.random(1, {users_rows}), headers,\n'
+                '    \'{"departname": "dept-\' .. math.random(1, 999) .. \'"}\')\n'
+                "end\n")
+    else:  # pragma: no cover - a new scenario must be taught here (or refused above)
+        raise ValueError(f"wrk has no script for {scenario!r}")
+    return "math.randomseed(os.time())\n" + body + _DONE
+
+
+def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Path,
+         cpus: str | None, log: Path) -> tuple[dict, float, float, float]:
+    """One wrk run: its summary, its CPU seconds, the server's CPU seconds, and wall time."""
+    cmd, _ = servers.pin_command([BINARY, "-t", str(threads), "-c", str(users), "-d", f"{seconds}s",
+                                  "--timeout", f"{TIMEOUT_S}s", "-s", str(lua), server.url], cpus)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    s0, w0 = load.tree_cpu_seconds(server.pid), time.perf_counter()
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            stdout, _ = proc.communicate(timeout=seconds + TIMEOUT_S + 30)
+        finally:  # also on a timeout or an interrupt: stop wrk by its PID
+            servers.stop_process_group(proc)
+    wall = time.perf_counter() - w0
+    s1 = load.tree_cpu_seconds(server.pid)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    text = stdout.decode(errors="replace")
+    with open(log, "a") as out:
+        out.write(text)
+    line = next((ln for ln in text.splitlines() if ln.startswith("WRKJSON ")), None)
+    if proc.returncode != 0 or line is None:
+        raise load.LoadError(f"wrk failed (exit {proc.returncode}); its output:\n"
+                             + servers.log_tail(log))
+    return json.loads(line[len("WRKJSON "):]), gen_cpu, s1 - s0, wall
+
+
+def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, *,
+              duration: float = 5.0, warmup: float = 1.0, cpus: str | None = None,
+              params: dict | None = None) -> dict:
+    """One measured wrk run of `users` connections (after an unmeasured warm-up run), in the
+    lab's point vocabulary where the meaning is the same (rps, mean_ms, p50_ms…)."""
+    if not available():
+        raise load.LoadError("wrk is not installed (make setup installs Debian's package)")
+    if users < 1 or duration <= 0 or warmup < 0:
+        raise ValueError("users must be >= 1, duration > 0, warmup >= 0")
+    if not server.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
+        raise ValueError(f"load goes to loopback only, not {server.url}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lua = out_dir / "wrk.lua"
+    lua.write_text(script(scenario, params))
+    log = out_dir / "wrk.log"
+    ncpu = len(servers.parse_cpus(cpus)) if cpus else len(servers.available_cpus())
+    threads = max(1, min(users, ncpu))
+    warm = None
+    if warmup > 0:
+        warm, *_ = _run(server, users, max(1, math.ceil(warmup)), threads, lua, cpus, log)
+    seconds = max(1, math.ceil(duration))
+    s, gen_cpu, server_cpu, wall = _run(server, users, seconds, threads, lua, cpus, log)
+    span = s["duration_us"] / 1e6
+    ok = s["requests"] - s["status"]   # 2xx and 3xx responses
+    runs = [r for r in (warm, s) if r]
+    return {
+        "generator": "wrk", "users": users, "threads": threads, "window_s": span,
+        "requests": s["requests"], "rps": s["requests"] / span if span else None,
+        "mean_ms": s["mean_us"] / 1000 if s["requests"] else None,
+        **{f"{k}_ms": (s[f"{k}_us"] / 1000 if s["requests"] else None)
+           for k in ("p50", "p90", "p95", "p99", "p999")},
+        "max_ms": s["max_us"] / 1000 if s["requests"] else None,
+        "status_errors": s["status"], "socket_errors": s["connect"] + s["read"] + s["write"],
+        "timeouts": s["timeout"], "errors": s["status"] + s["connect"] + s["read"] + s["write"] + s["timeout"],
+        "ok_responses": ok, "bytes_per_s": s["bytes"] / span if span else None,
+        # every 2xx/3xx of the warm-up and measured runs: the writes wrk saw acknowledged
+        "acked_responses": sum(r["requests"] - r["status"] for r in runs),
+        # requests whose outcome wrk never learnt: in flight at each run's stop, or failed on
+        # the socket or by timeout after being sent
+        "unknown_outcomes": users * len(runs) + sum(r["read"] + r["write"] + r["timeout"] for r in runs),
+        "gen_cpu_pct": 100 * gen_cpu / wall, "gen_cpus": ncpu,
+        "server_cpu_pct": 100 * server_cpu / wall,
+        "generator_pinning": cpus, "duration_s": seconds, "warmup_s": math.ceil(warmup) if warmup else 0,
+    }
