@@ -9,6 +9,8 @@ from importlib import resources
 
 import pandas as pd
 
+from .load import STALL_MS  # a request still running this long after the window has stalled
+
 
 def reference(name: str) -> tuple[pd.DataFrame, dict]:
     """A published table from sqlitelab/reference/<name>.csv and its `# key: value` header."""
@@ -30,6 +32,37 @@ def pragma_column(df: pd.DataFrame, name: str) -> pd.Series:
                      index=df.index, name=name)
 
 
+def generator_cols(g) -> dict:
+    """Per group of points: whether the generator was the limit (`generator_bound`) or
+    plausibly set the pace (`generator_influenced`) in any repeat, and which generator(s)
+    measured it (`generator`: loadgen where sweep's `confirm` replaced Locust)."""
+    d = g.obj
+    return {"generator_bound": g["generator_bound"].any(),
+            "generator_influenced": (g["generator_influenced"].agg(lambda v: bool(v.fillna(False).any()))
+                                     if "generator_influenced" in d else g["generator_bound"].any() & False),
+            "generator": (g["generator"].agg(lambda v: "+".join(sorted(set(v.fillna("locust")))))
+                          if "generator" in d else g["generator_bound"].agg(lambda v: "locust"))}
+
+
+def limited(x) -> bool | pd.Series:
+    """A point, level or row whose generator was the limit or set the pace: its throughput is a
+    lower bound for the server's (and its latency an upper bound)."""
+    def flag(name):
+        v = x.get(name, False) if hasattr(x, "get") else False
+        if isinstance(v, pd.Series):
+            return v.fillna(False).astype(bool)
+        return bool(v) if v is not None and v == v else False
+    return flag("generator_bound") | flag("generator_influenced")
+
+
+def limit_note(x) -> str:
+    """How a row's number must be read, or "" when the server set the pace."""
+    if bool(x.get("generator_bound", False)):
+        return "generator-bound"
+    v = x.get("generator_influenced", False)
+    return "generator-influenced" if v is not None and v == v and bool(v) else ""
+
+
 def seed_table(df: pd.DataFrame) -> pd.DataFrame:
     """The seeds' layout: per server, profile and users — RPS and average (mean over repeats),
     slowest (max over repeats), plus percentiles, errors and the generator flag."""
@@ -44,7 +77,7 @@ def seed_table(df: pd.DataFrame) -> pd.DataFrame:
         "errors": g["errors"].sum(),
         "busy_errors": g["busy_errors"].sum(),
         "repeats": g.size(),
-        "generator_bound": g["generator_bound"].any(),
+        **generator_cols(g),
         "audit_ok": g["audit_ok"].all(),
     })
     if "max_overrun_ms" in df:
@@ -64,7 +97,7 @@ def hey_table(df: pd.DataFrame) -> pd.DataFrame:
         "responses": g["hey_results"].sum(), "errors_in_runs": g["run_counts"].agg(
             lambda v: sum(run_status(x, lambda st: st >= 500 or st == 0) for x in v)),
         "window_rps": g["rps"].mean(), "repeats": g.size(),
-        "generator_bound": g["generator_bound"].any(),
+        **generator_cols(g),
     }).reset_index()
 
 
@@ -77,7 +110,6 @@ def against_article(ours: pd.DataFrame, ref: pd.DataFrame, on: str, columns: dic
     return out[[on] + [f"{c} ({w})" for c in columns for w in ("article", "here")]]
 
 
-STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
 
 
 def stalled(table: pd.DataFrame) -> pd.Series:
@@ -95,7 +127,8 @@ def peak(table: pd.DataFrame) -> pd.DataFrame:
         last = g.loc[g["users"].idxmax()]
         rows.append({"server": server, "profile": profile, "peak_rps": best["rps"],
                      "peak_users": int(best["users"]),
-                     "peak_generator_bound": bool(best["generator_bound"]),
+                     "peak_generator_bound": bool(limited(best)),
+                     "peak_limit": limit_note(best),
                      "errors_from_users": int(erring["users"].min()) if len(erring) else None,
                      "rps_at_max_users": last["rps"], "max_users": int(last["users"]),
                      "drop_from_peak": 1 - last["rps"] / best["rps"] if best["rps"] else None})
@@ -109,7 +142,7 @@ def linear_writes_findings(table: pd.DataFrame) -> str:
         s = (f"- **{r.server}** ({r.profile}): throughput peaks at **{r.peak_rps:,.0f} writes/s** "
              f"with {r.peak_users} concurrent users")
         if r.peak_generator_bound:
-            s += " (generator-bound: the server may go higher)"
+            s += f" ({r.peak_limit}: a lower bound, the server may go higher)"
         if pd.notna(r.errors_from_users):
             s += (f"; errors or stalls (requests unfinished {STALL_MS / 1000:g} s after the window) "
                   f"begin at {int(r.errors_from_users)} users")
@@ -267,7 +300,7 @@ def mix_table(df: pd.DataFrame) -> pd.DataFrame:
     g = df.groupby(["server", "users"], sort=True)
     return pd.DataFrame({"rps": g["rps"].mean(), "p50_ms": g["p50_ms"].mean(),
                          "p95_ms": g["p95_ms"].mean(), "p99_ms": g["p99_ms"].mean(),
-                         "errors": g["errors"].sum(), "generator_bound": g["generator_bound"].any(),
+                         "errors": g["errors"].sum(), **generator_cols(g),
                          "audit_ok": g["audit_ok"].all()}).reset_index()
 
 
@@ -275,12 +308,13 @@ def active_users_table(table: pd.DataFrame, seconds_between_requests: float = 10
     from . import capacity
     best = table.loc[table.groupby("server")["rps"].idxmax()].copy()
     best["active_users"] = [capacity.active_users(r, seconds_between_requests) for r in best["rps"]]
-    return best[["server", "users", "rps", "p99_ms", "active_users", "generator_bound"]]
+    return best[["server", "users", "rps", "p99_ms", "active_users"]
+                + [c for c in ("generator", "generator_bound", "generator_influenced") if c in best]]
 
 
 def stack_ratios(table: pd.DataFrame, base: str = "python-fastapi") -> str:
-    """Each stack's peak as a multiple of `base`'s; a generator-bound peak makes its ratio
-    a lower bound (written "≥")."""
+    """Each stack's peak as a multiple of `base`'s. A peak whose generator was the limit or set
+    the pace is a lower bound: its ratio is written "≥" (the base's: "≤"; both: "?")."""
     best = table.loc[table.groupby("server")["rps"].idxmax()].set_index("server")
     if base not in best.index or len(best) < 2:
         return ""
@@ -289,10 +323,15 @@ def stack_ratios(table: pd.DataFrame, base: str = "python-fastapi") -> str:
     for s, r in best.iterrows():
         if s == base:
             continue
-        sign = "≥ " if r.get("generator_bound", False) and not b.get("generator_bound", False) else ""
+        sign = {(True, False): "≥ ", (False, True): "≤ ", (True, True): "? "}.get(
+            (limited(r), limited(b)), "")
         parts.append(f"{s} {sign}{r['rps'] / b['rps']:.1f}×")
+    text = "".join(parts)
+    notes = [n for mark, n in (("≥", "≥: that stack's peak was generator-bound or -influenced, the server can do more"),
+                               ("≤", f"≤: {base}'s peak was generator-bound or -influenced"),
+                               ("?", "?: both were")) if mark in text]
     return ", ".join(parts) + f" the peak of {base} ({b['rps']:,.0f} rps)" + \
-        (" (≥: that peak was generator-bound, the server can do more)." if "≥" in "".join(parts) else ".")
+        (f" ({'; '.join(notes)})." if notes else ".")
 
 
 def write_path_findings(paths: pd.DataFrame) -> str:
@@ -322,7 +361,7 @@ def single_machine_findings(table: pd.DataFrame, raw: dict, yahoo_rps: float,
     lines = []
     for scenario, g in table.groupby("scenario", sort=False):
         b = g.loc[g["rps"].idxmax()]
-        note = " (generator-bound: the server can do more)" if b.generator_bound else ""
+        note = f" ({limit_note(b)}: the server can do more)" if limited(b) else ""
         lines.append(f"- **{scenario}**: best {b.server} at {b.rps:,.0f} req/s{note} — "
                      f"{b.rps / twitter_rps:.1f}× Twitter's {twitter_rps / 1000:g} K tweets/s, "
                      f"{b.rps / yahoo_rps:.1f}× Yahoo's {yahoo_rps:,.0f} req/s; "
@@ -341,6 +380,15 @@ def health_warnings(df: pd.DataFrame) -> str:
     if len(df) and df["generator_bound"].any():
         out.append(f"⚠️ {int(df['generator_bound'].sum())} point(s) were **generator-bound**: "
                    "there the load generator, not the server, was the limit.")
+    if len(df) and "generator_influenced" in df and df["generator_influenced"].fillna(False).astype(bool).any():
+        inf = df[df["generator_influenced"].fillna(False).astype(bool)]
+        out.append(f"⚠️ {len(inf)} point(s) were **generator-influenced**: the generator, not the "
+                   f"server, plausibly set the pace ({inf['influence'].iloc[0]}, …): their throughput "
+                   "is a lower bound, their latency an upper bound.")
+    if len(df) and "replaced_generator" in df and df["replaced_generator"].notna().any():
+        r = df[df["replaced_generator"].notna()]
+        out.append(f"ℹ️ {len(r)} point(s) come from **{r['generator'].iloc[0]}**, measured again where "
+                   f"{r['replaced_generator'].iloc[0]} was generator-bound or -influenced.")
     if len(df) and df["audit_ok"].all():
         out.append(f"✅ Audit ok at all {len(df)} points: rows written == acknowledged writes, "
                    "integrity_check ok.")
@@ -353,7 +401,7 @@ def single_machine_table(df: pd.DataFrame) -> pd.DataFrame:
     lv = pd.DataFrame({"rps": g["rps"].mean(), "server_rss_mb": g["server_rss_mb"].max(),
                        "mbit_s": g["bytes_per_s"].mean() * 8 / 1e6, "p99_ms": g["p99_ms"].mean(),
                        "errors": g["errors"].sum(), "server_cpu_pct": g["server_cpu_pct"].mean(),
-                       "generator_bound": g["generator_bound"].any(),
+                       **generator_cols(g),
                        "audit_ok": g["audit_ok"].all()}).reset_index()
     if "db_cached_before" in df:  # the share of the database file in the OS page cache
         lv = lv.merge(pd.DataFrame({"db_mib": g["db_mib"].max(),
@@ -367,7 +415,7 @@ def with_article(table: pd.DataFrame, ref: pd.DataFrame, name: str) -> pd.DataFr
     """single_machine_table() plus the article's numbers as one more `server` named `name`."""
     art = pd.DataFrame({"server": name, "scenario": ref["scenario"], "rps": ref["rps"],
                         "mbit_s": ref["mbit_s"], "server_rss_mb": ref["rss_mb"],
-                        "generator_bound": False})
+                        "generator_bound": False, "generator_influenced": False})
     return pd.concat([art, table], ignore_index=True)
 
 
@@ -526,4 +574,66 @@ def buffer_findings(bf: pd.DataFrame, ref: pd.DataFrame, slow: pd.DataFrame | No
     if audit is not None:
         lines.append("✅ Every measured point's rows hold exactly its records." if audit
                      else "❌ **AUDIT FAILED**: some point's rows do not hold its records.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the generator
+
+def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
+    """The wrk cross-checks of a run (sweep's `crosscheck`) beside every generator that measured
+    the same server, profile and level in the same sweep: rps and p99 (means over repeats),
+    their ratio to wrk's, the generators' CPU, and the lab's flags. A scenario wrk cannot
+    send is listed with the reason."""
+    from . import results
+    checks = results.load_table("crosschecks", run_id, path)
+    if checks.empty:
+        return pd.DataFrame()
+    pts = results.load_points(path, run_id=run_id, headline_only=False)
+    rows = []
+    for c in checks.to_dict("records"):
+        base = {"experiment": c["run_id"].partition("/")[2] or None, "server": c["server"],
+                "profile": c["profile"], "scenario": c["scenario"], "users": c["users"]}
+        if c.get("skipped"):
+            rows.append({**base, "generator": "wrk", "note": f"skipped: {c['skipped']}"})
+            continue
+        rows.append({**base, "generator": "wrk", "rps": c["rps"], "p99_ms": c["p99_ms"],
+                     "rps_vs_wrk": 1.0, "p99_vs_wrk": 1.0, "gen_cpu_pct": c["gen_cpu_pct"],
+                     "server_cpu_pct": c["server_cpu_pct"],
+                     "note": f"audit {'ok' if c['audit_ok'] else 'FAILED'} ({c['audit_rule']})"})
+        at = pts[(pts["run_id"] == c["run_id"]) & (pts["server"] == c["server"])
+                 & (pts["profile"] == c["profile"]) & (pts["users"] == c["users"])]
+        for gen, g in at.groupby("generator", sort=True):
+            flags = [n for n, col in (("bound", "generator_bound"), ("influenced", "generator_influenced"))
+                     if col in g and g[col].fillna(False).astype(bool).any()]
+            head = g["headline"].fillna(True).astype(bool).all() if "headline" in g else True
+            rows.append({**base, "generator": gen, "rps": g["rps"].mean(), "p99_ms": g["p99_ms"].mean(),
+                         "rps_vs_wrk": g["rps"].mean() / c["rps"] if c["rps"] else None,
+                         "p99_vs_wrk": g["p99_ms"].mean() / c["p99_ms"] if c["p99_ms"] else None,
+                         "gen_cpu_pct": g["gen_cpu_pct"].mean(), "server_cpu_pct": g["server_cpu_pct"].mean(),
+                         "note": ", ".join(flags + ([] if head else ["replaced"])) or "headline"})
+        if at.empty:
+            rows[-1]["note"] += "; the sweep has no point at this level"
+    return pd.DataFrame(rows)
+
+
+def generator_findings(df: pd.DataFrame) -> str:
+    """What the generators did in these points: each one's calibration onset, how many points
+    it was the limit of or set the pace of, and which levels another generator re-measured."""
+    if df.empty or "generator" not in df:
+        return ""
+    lines = []
+    for gen, g in df.groupby("generator", sort=True):
+        onset = g["gen_onset_util"].dropna() if "gen_onset_util" in g else pd.Series(dtype=float)
+        cal = (f"its calibration drifts from wrk from {onset.iloc[0]:.0%} of its CPU" if len(onset)
+               else "no drift from wrk in its calibration" if "gen_onset_util" in g else "not calibrated")
+        bound = int(g["generator_bound"].sum())
+        infl = int(g["generator_influenced"].fillna(False).astype(bool).sum()) if "generator_influenced" in g else 0
+        text = (f"- **{gen}**: {len(g)} headline point(s), its CPU up to {g['gen_cpu_pct'].max():.0f} % "
+                f"of its core(s); {cal}; generator-bound at {bound}, generator-influenced at {infl}")
+        if "replaced_generator" in g and g["replaced_generator"].notna().any():
+            r = g[g["replaced_generator"].notna()]
+            levels = ", ".join(f"{s} {u}" for s, u in sorted({(s, int(u)) for s, u in zip(r["server"], r["users"])}))
+            text += (f"; {len(r)} of them re-measure levels where {r['replaced_generator'].iloc[0]} was "
+                     f"bound or influenced ({levels})")
+        lines.append(text + ".")
     return "\n".join(lines)

@@ -75,16 +75,17 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     """Per group: the naive peak (highest rps, any latency, any errors) next to the capacity
     at the objective (highest rps of a level whose every repeat had p99 ≤ SLO and no errors).
 
-    Repeats of a level are averaged first; a generator-bound level means the server could
-    do at least that much (`*_lower_bound`)."""
+    Repeats of a level are averaged first; a level whose generator was the limit or set the
+    pace means the server could do at least that much (`*_lower_bound`, and `*_limit` says
+    which: generator-bound or generator-influenced)."""
+    from .analysis import generator_cols, limit_note, limited
     _positive(slo_p99_ms=slo_p99_ms)
     if points.empty:
         return pd.DataFrame()
     keys = list(by) + ["users"]
     g = points.groupby(keys, sort=True)
     lv = pd.DataFrame({"rps": g["rps"].mean(), "p99_ms": g["p99_ms"].max(),
-                       "errors": g["errors"].sum(),
-                       "generator_bound": g["generator_bound"].any()}).reset_index()
+                       "errors": g["errors"].sum(), **generator_cols(g)}).reset_index()
     rows = []
     for key, grp in lv.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -93,13 +94,15 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
         row = dict(zip(by, key))
         row.update({"peak_rps": peak["rps"], "peak_users": int(peak["users"]),
                     "peak_p99_ms": peak["p99_ms"], "peak_errors": int(peak["errors"]),
-                    "peak_lower_bound": bool(peak["generator_bound"])})
+                    "peak_lower_bound": bool(limited(peak)), "peak_limit": limit_note(peak)})
         if len(ok):
             best = ok.loc[ok["rps"].idxmax()]
             row.update({"slo_rps": best["rps"], "slo_users": int(best["users"]),
-                        "slo_p99_ms": best["p99_ms"], "slo_lower_bound": bool(best["generator_bound"])})
+                        "slo_p99_ms": best["p99_ms"], "slo_lower_bound": bool(limited(best)),
+                        "slo_limit": limit_note(best)})
         else:
-            row.update({"slo_rps": 0.0, "slo_users": None, "slo_p99_ms": None, "slo_lower_bound": False})
+            row.update({"slo_rps": 0.0, "slo_users": None, "slo_p99_ms": None, "slo_lower_bound": False,
+                        "slo_limit": ""})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -165,17 +168,19 @@ def headline(cap: pd.DataFrame) -> pd.DataFrame:
 
 def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
     """Long form for a grouped bar chart: naive peak and SLO capacity per headline row;
-    `generator_bound` marks lower bounds."""
+    `generator_bound` and `generator_influenced` mark lower bounds."""
     h = headline(cap)
     if h.empty:
         return pd.DataFrame({"what": ["(no points)"], "kind": ["naive peak"], "rps": [0.0],
-                             "generator_bound": [False]})
+                             "generator_bound": [False], "generator_influenced": [False]})
     what = h["scenario"] + " · " + h["server"] + " (" + h["profile"] + ")"
     return pd.concat([
         pd.DataFrame({"what": what, "kind": "naive peak", "rps": h["peak_rps"],
-                      "generator_bound": h["peak_lower_bound"]}),
+                      "generator_bound": h["peak_limit"] == "generator-bound",
+                      "generator_influenced": h["peak_limit"] == "generator-influenced"}),
         pd.DataFrame({"what": what, "kind": f"p99 ≤ {slo_p99_ms:g} ms", "rps": h["slo_rps"],
-                      "generator_bound": h["slo_lower_bound"]}),
+                      "generator_bound": h["slo_limit"] == "generator-bound",
+                      "generator_influenced": h["slo_limit"] == "generator-influenced"}),
     ], ignore_index=True)
 
 
@@ -204,7 +209,7 @@ def findings(cap: pd.DataFrame, requests_per_user: float = 35,
     lines = []
     for r in h.sort_values("slo_rps", ascending=False).itertuples():
         cut = 1 - r.slo_rps / r.peak_rps if r.peak_rps else 0.0
-        bound = " (generator-bound: at least this)" if r.slo_lower_bound else ""
+        bound = f" ({r.slo_limit}: at least this)" if r.slo_lower_bound else ""
         lines.append(f"- **{r.server} · {r.scenario}** ({r.profile}, {r.notebook}): "
                      f"{r.slo_rps:,.0f} req/s within the SLO{bound} vs a peak of {r.peak_rps:,.0f} "
                      f"({cut:.0%} lower) → {r.slo_dau:,.0f} DAU at {requests_per_user:g} requests "

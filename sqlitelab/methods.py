@@ -236,7 +236,9 @@ MACHINE_WHY = ("another machine: the lab reproduces the article's setup and the 
 PIN_WHY = ("the lab pins the server to its own CPUs and the load generator to the others, so "
            "neither steals the other's cycles")
 GEN_WHY = ("the lab drives load with Locust (FastHttpUser) or its own Go generator `loadgen`: "
-           "closed loop, N users each waiting for its answer before the next request, like -c N")
+           "closed loop, N users each waiting for its answer before the next request, like -c N; "
+           "a level where Locust was generator-bound or -influenced is measured again with loadgen "
+           "(both calibrated against wrk, and one level cross-checked with wrk: see 'The generator')")
 
 ARTICLES: dict[str, Article] = {a.notebook: a for a in [
     Article("01-linear-writes", "000",

@@ -39,6 +39,35 @@ def draw_reference(ax, ref: pd.DataFrame, x: str, y: str, label: str, by: str | 
                 linewidth=1.4, label=f"{label} · {key}" if by else label)
 
 
+# How a point whose generator was the limit, or plausibly set the pace, is drawn: a ring
+# around it (lines) or a hatch (bars). Its throughput is a lower bound for the server's.
+LIMIT_MARKS = {
+    "generator_bound": {"label": "generator-bound", "color": "#cc0000", "marker": "o",
+                        "linestyle": "-", "hatch": "//"},
+    "generator_influenced": {"label": "generator-influenced", "color": "#e08000", "marker": "s",
+                             "linestyle": "--", "hatch": "xx"},
+}
+
+
+def _flagged(g: pd.DataFrame, col: str) -> pd.Series:
+    return g[col].fillna(False).astype(bool) if col in g else pd.Series(False, index=g.index)
+
+
+def mark_limits(ax, g: pd.DataFrame, x: str, y: str) -> None:
+    """Ring the points of `g` whose generator was the limit (red circle) or set the pace
+    (orange square), each kind labelled once in the legend."""
+    for col, m in LIMIT_MARKS.items():
+        f = g[_flagged(g, col)]
+        if col == "generator_influenced":  # a bound point is not also ringed as influenced
+            f = f[~_flagged(f, "generator_bound")]
+        if not len(f):
+            continue
+        labelled = m["label"] in ax.get_legend_handles_labels()[1]
+        ax.plot(f[x], f[y], linestyle="none", marker=m["marker"], markersize=12,
+                markerfacecolor="none", markeredgecolor=m["color"], markeredgewidth=1.4,
+                label=None if labelled else m["label"])
+
+
 def use_style() -> None:
     plt.style.use("sqlitelab.blog")
 
@@ -80,7 +109,10 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     parts = []
     if "machine" in df:
         parts.append(str(first["machine"]))
-    gen = "loadgen" if first.get("generator") == "loadgen" else "Locust"
+    names = {"locust": "Locust", "loadgen": "loadgen"}
+    gens = sorted(set(df["generator"].fillna("locust")), key=lambda g: g != "locust") \
+        if "generator" in df else ["locust"]
+    gen = " + ".join(names.get(g, g) for g in gens)
     parts.append(f"server CPU {first.get('server_pinning') or 'unpinned'}, "
                  f"{gen} CPU {first.get('generator_pinning') or 'unpinned'}")
     if "txn_mode" in df:
@@ -107,11 +139,13 @@ def summarise(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFra
     cols = [c for c in ("rps", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms",
                         "errors", "busy_errors", "server_cpu_pct", "gen_cpu_pct", "server_rss_mb",
                         "bytes_per_s") if c in df]
+    df = df.assign(_influenced=_flagged(df, "generator_influenced"))
     g = df.groupby(list(by), sort=True)
     out = g[cols].mean()
     out["rps_min"], out["rps_max"] = g["rps"].min(), g["rps"].max()
     out["repeats"] = g.size()
     out["generator_bound"] = g["generator_bound"].any()
+    out["generator_influenced"] = g["_influenced"].any()
     if "audit_ok" in df:
         out["audit_ok"] = g["audit_ok"].all()
     return out.reset_index()
@@ -120,7 +154,8 @@ def summarise(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFra
 def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
                      caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
                      logx: bool = True, reference: dict | None = None):
-    """Mean over repeats with min–max bars; hollow markers where the generator was the limit.
+    """Mean over repeats with min–max bars; rings where the generator was the limit or set the
+    pace (LIMIT_MARKS).
     `reference`: the article's numbers on the same axes, as draw_reference's keyword
     arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`)."""
     s = summarise(df)
@@ -136,12 +171,7 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
         if y == "rps":
             ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
                         fmt="none", ecolor=line.get_color(), capsize=3, linewidth=1)
-        gb = g[g["generator_bound"]]
-        if len(gb):
-            labelled = "generator-bound" in ax.get_legend_handles_labels()[1]
-            ax.plot(gb["users"], gb[y], linestyle="none", marker="o", markersize=11,
-                    markerfacecolor="none", markeredgecolor="#cc0000",
-                    label=None if labelled else "generator-bound")
+        mark_limits(ax, g, "users", y)
     if reference:
         draw_reference(ax, **reference)
         s = pd.concat([s, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
@@ -177,6 +207,7 @@ def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurr
             name, style = PERCENTILE_STYLES[col]
             ax.plot(g["users"], g[col], color=colors[i % len(colors)], linestyle=style,
                     marker=MARKERS[i % len(MARKERS)], label=f"{label} {name}")
+        mark_limits(ax, g, "users", percentiles[-1])  # latency there is an upper bound
     _users_axis(ax, s, logx)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
@@ -227,6 +258,9 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
         m = g.groupby(x, sort=True)[y].mean()
         ax.plot(m.index, m.values, color=colors[ci % len(colors)], linestyle=styles[si % len(styles)],
                 marker=MARKERS[ci % len(MARKERS)], label=" · ".join(str(v) for v in key))
+        flags = pd.DataFrame({c: g.assign(_f=_flagged(g, c)).groupby(x, sort=True)["_f"].any()
+                              for c in LIMIT_MARKS}).assign(**{y: m}).reset_index()
+        mark_limits(ax, flags, x, y)
     for i, (label, value) in enumerate((ref_lines or {}).items()):
         ax.axhline(value, color="#777777", linewidth=1, linestyle=(0, (2, 2)))
         ax.annotate(f"{label} ({value:,.0f})", xy=(0.01, value), xycoords=("axes fraction", "data"),
@@ -268,8 +302,7 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
     for i, s in enumerate(sers):
         g = df[df[series] == s]
         vals = [g[g[category] == c][value].mean() for c in cats]
-        flags = [bool(g[g[category] == c][hatch_col].any()) if hatch_col and hatch_col in g else False
-                 for c in cats]
+        flags = [_bar_limit(g[g[category] == c], hatch_col) for c in cats]
         pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
         k = i - (reference_series in sers)
         color = REFERENCE_COLORS[1] if s == reference_series else colors[k % len(colors)]
@@ -277,7 +310,7 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
                 else ax.bar(pos, vals, width, color=color))
         for b, flag in zip(bars, flags):
             if flag:
-                b.set_hatch("//")
+                b.set_hatch(LIMIT_MARKS[flag]["hatch"])
                 b.set_edgecolor("white")
         handles.append(Patch(facecolor=color, label=str(s)))
     dashes = [(0, (2, 2)), (0, (6, 2)), (0, (1, 1)), (0, (6, 2, 1, 2))]
@@ -307,15 +340,30 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
         axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_title(title)
-    if hatch_col and hatch_col in df and df[hatch_col].any():
-        handles.append(Patch(facecolor="#bbbbbb", hatch="//", edgecolor="white",
-                             label="generator-bound (server capacity ≥ bar)"))
+    shown = {_bar_limit(df[(df[category] == c) & (df[series] == s)], hatch_col)
+             for c in cats for s in sers}
+    for col, m in LIMIT_MARKS.items():
+        if col in shown:
+            handles.append(Patch(facecolor="#bbbbbb", hatch=m["hatch"], edgecolor="white",
+                                 label=f"{m['label']} (server capacity ≥ bar)"))
     # below the axes: bars fill the plot area
     label_lines = 1 if horizontal else max(str(c).count("\n") + 1 for c in cats)
     ax.legend(handles=handles, loc="upper center",
               bbox_to_anchor=(0.5, -0.14 if horizontal else -0.1 - 0.065 * (label_lines - 1)),
               ncols=3 if horizontal else min(len(handles), 5), fontsize=8)
     return fig
+
+
+def _bar_limit(rows: pd.DataFrame, hatch_col: str | None) -> str | None:
+    """Which LIMIT_MARKS key a bar is hatched with (bound before influenced), or None.
+    `hatch_col` None: no hatching; "generator_bound" (the default): both kinds."""
+    if not hatch_col:
+        return None
+    cols = list(LIMIT_MARKS) if hatch_col == "generator_bound" else [hatch_col]
+    for col in cols:
+        if _flagged(rows, col).any():
+            return col if col in LIMIT_MARKS else "generator_bound"
+    return None
 
 
 def latency_histogram(df: pd.DataFrame, series: list[str], title: str, caption: str | None = None,
@@ -347,4 +395,43 @@ def latency_histogram(df: pd.DataFrame, series: list[str], title: str, caption: 
     ax.set_ylabel("requests")
     ax.set_title(title)
     ax.legend()
+    return fig
+
+
+def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
+    """Each generator against wrk on GET /delay/{ms}, as a function of the generator's own CPU:
+    its throughput over wrk's (left) and its p99 over wrk's (right), the tolerance band, and
+    the onset from which every level drifts (sqlitelab.calibrate)."""
+    d = points[points["endpoint"] == "delay"].sort_values("gen_util")
+    first = calibrations.iloc[0] if len(calibrations) else None
+    caption = (f"{first['machine']} · target {first['target']} (server CPU {first['server_pinning']}), "
+               f"generators and wrk on CPU {first['generator_pinning']} · GET /delay/{first['delay_ms']} · "
+               f"reference {first['reference']}") if first is not None else None
+    fig, (left, right) = new_figure(ncols=2, caption=caption, figsize=(10, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    tol = float(first["tolerance"]) if first is not None else 0.1
+    p99_tol = float(first["p99_tolerance"]) if first is not None else 0.25
+    for i, (gen, g) in enumerate(d.groupby("generator", sort=True)):
+        c = colors[i % len(colors)]
+        for ax, col in ((left, "rps_ratio"), (right, "p99_ratio")):
+            ax.plot(100 * g["gen_util"], g[col], marker=MARKERS[i % len(MARKERS)], color=c, label=gen)
+            for r in g.itertuples():
+                ax.annotate(f"{r.users}", (100 * r.gen_util, getattr(r, col)), fontsize=6.5,
+                            color="#555555", xytext=(3, 3), textcoords="offset points")
+        cal = calibrations[calibrations["generator"] == gen]
+        if len(cal) and pd.notna(cal["onset_util"].iloc[0]):
+            for ax in (left, right):
+                ax.axvline(100 * cal["onset_util"].iloc[0], color=c, linestyle=":", linewidth=1.2,
+                           label=f"{gen} onset {cal['onset_util'].iloc[0]:.0%}")
+    left.axhline(1 - tol, color="#777777", linestyle=(0, (2, 2)), linewidth=1, label=f"tolerance {tol:.0%}")
+    right.axhline(1 + p99_tol, color="#777777", linestyle=(0, (2, 2)), linewidth=1,
+                  label=f"tolerance {p99_tol:.0%}")
+    left.set_ylabel("requests/s ÷ wrk's")
+    right.set_ylabel("p99 ÷ wrk's")
+    for ax in (left, right):
+        ax.set_xlabel("generator CPU (% of its core); labels: users")
+        ax.set_xlim(0, 105)
+        ax.legend(fontsize=7.5)
+    left.set_title("Throughput against wrk")
+    right.set_title("p99 against wrk")
     return fig

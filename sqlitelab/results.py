@@ -87,10 +87,37 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
     db.conn.close()
 
 
+def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:
+    """Rows of a run's side table (e.g. `crosschecks`), each carrying its run_id."""
+    db = open_db(path)
+    db[table].insert_all(rows, alter=True)
+    db[table].create_index(["run_id"], if_not_exists=True)
+    db.conn.close()
+
+
+def load_table(table: str, run_id: str | None = None, path: Path | str | None = None) -> pd.DataFrame:
+    """A side table's rows (all, or those of `run_id` and its experiments)."""
+    path = Path(path or config.RESULTS_DB)
+    if not path.exists():
+        return pd.DataFrame()
+    con = sqlite3.connect(path)
+    try:
+        sql, args = f"SELECT * FROM [{table}]", []
+        if run_id:
+            sql += " WHERE run_id = ? OR run_id LIKE ?"
+            args = [run_id, run_id + "/%"]
+        return pd.read_sql_query(sql, con, params=args)
+    except (sqlite3.OperationalError, pd.errors.DatabaseError):
+        return pd.DataFrame()
+    finally:
+        con.close()
+
+
 def load_points(path: Path | str | None = None, notebook: str | None = None,
-                run_id: str | None = None) -> pd.DataFrame:
+                run_id: str | None = None, headline_only: bool = True) -> pd.DataFrame:
     """Every stored point, joined with its run's notebook, experiment, start, machine and scale
-    (the `scale` parameter the notebook ran with; None for ad-hoc sweeps), newest runs first."""
+    (the `scale` parameter the notebook ran with; None for ad-hoc sweeps), newest runs first.
+    `headline_only`: without the points a confirming generator replaced (sweep's `confirm`)."""
     path = Path(path or config.RESULTS_DB)
     if not path.exists():
         return pd.DataFrame()
@@ -105,8 +132,11 @@ def load_points(path: Path | str | None = None, notebook: str | None = None,
         where, args = [], []
         if notebook:
             where.append("r.notebook = ?"); args.append(notebook)
-        if run_id:
-            where.append("p.run_id = ?"); args.append(run_id)
+        if run_id:  # the run and its experiments (<run_id>/<experiment>)
+            where.append("(p.run_id = ? OR p.run_id LIKE ?)"); args += [run_id, run_id + "/%"]
+        columns = {r[1] for r in con.execute("PRAGMA table_info(points)")}
+        if headline_only and "headline" in columns:  # points from before the flag are headline
+            where.append("coalesce(p.headline, 1) = 1")
         if where:
             sql += " WHERE " + " AND ".join(where)
         df = pd.read_sql_query(sql + " ORDER BY r.started DESC", con, params=args)

@@ -5,6 +5,18 @@ started on its CPU set, a primer, then every level and repeat through `load.run_
 audited (rows written == acknowledged writes) while the server still runs; then the server
 is stopped by its PID and the file checked (`PRAGMA integrity_check`). Points go to
 data/results.db; raw Locust output, histograms and server logs stay in data/runs/<run_id>/.
+
+The generator is never the story (see sqlitelab.calibrate and load.influence):
+- every point says whether its generator was the limit (`generator_bound`: its CPU saturated)
+  or plausibly set the pace (`generator_influenced`, with the reason in `influence`), from the
+  generator's calibration on this machine (measured once, the first time it is needed);
+- `confirm="loadgen"`: each level where Locust was bound or influenced is measured again, on the
+  same server right after the sweep's levels, with loadgen; those points are the level's
+  *headline* (`headline` true; the Locust ones false, `replaced_by` naming loadgen, and the
+  loadgen ones carrying what they replaced in `replaced_*`). sweep() returns the headline
+  points; results.db keeps all;
+- `crosscheck=<users>`: one wrk point per server and profile at that level, stored in
+  `crosschecks` beside the lab's own rate at the level (`analysis.crosscheck_table`).
 """
 from __future__ import annotations
 
@@ -17,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import config, load, results
+from . import calibrate, config, load, results, wrk
 from . import servers as stacks
 
 
@@ -61,14 +73,26 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           params: dict | None = None, parameters: dict | None = None, progress: bool = True,
           results_db: Path | None = None, runs_dir: Path | None = None,
           run_id: str | None = None, generator: str = "locust",
-          keepalive: bool = True) -> pd.DataFrame:
-    """Run a sweep and return its points (one row per server, profile, level and repeat).
-    `keepalive=False`: a new connection per request (`oha --disable-keepalive`, load.run_level)."""
+          keepalive: bool = True, confirm: str | None = None, crosscheck: int | None = None,
+          crosscheck_seconds: float | None = None, calibration: bool = True) -> pd.DataFrame:
+    """Run a sweep and return its headline points (one row per server, profile, level and
+    repeat). `keepalive=False`: a new connection per request (`oha --disable-keepalive`,
+    load.run_level). `confirm`, `crosscheck`: see the module's docstring (`crosscheck_seconds`:
+    wrk's duration, the sweep's `duration` by default). `calibration=False` skips the
+    generator calibration: no point is then marked influenced by its CPU."""
     server_list = list(servers or ["python-fastapi"])
     profile_list = list(profiles or ["rails71"])
     levels = list(levels)
     _check_args(server_list, profile_list, scenario, levels, repeats)
     load.check_generator(generator, processes)
+    if confirm is not None:
+        load.check_generator(confirm)
+        if confirm == generator:
+            raise ValueError(f"confirm must name the other generator, not {generator!r} again")
+    if crosscheck is not None and (not isinstance(crosscheck, int) or crosscheck < 1):
+        raise ValueError(f"crosscheck must be a number of users >= 1, not {crosscheck!r}")
+    if crosscheck is not None and not wrk.available():
+        raise load.LoadError("crosscheck needs wrk (make setup installs Debian's package)")
     auto_server, auto_gen = default_cpus()
     server_cpus = auto_server if server_cpus == "auto" else server_cpus
     generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
@@ -97,14 +121,20 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
            "sweep": {"servers": server_list, "profiles": profile_list, "levels": levels,
                      "repeats": repeats, "duration": duration, "warmup": warmup,
                      "requests": requests, "processes": processes, "generator": generator,
-                     "keepalive": keepalive,
+                     "keepalive": keepalive, "confirm": confirm, "crosscheck": crosscheck,
                      "knobs": knobs or {},
                      "server_knobs": server_knobs or {}, "seed_users": seed_users,
                      "seed_user_bytes": seed_user_bytes,
                      "seed_items": seed_items, "params": params}}
     points: list[dict] = []
-    if generator == "loadgen":
+    checks: list[dict] = []
+    if "loadgen" in (generator, confirm):
         stacks.build_loadgen()
+    used = [g for g in (generator, confirm) if g]
+    cals = ({g: calibrate.ensure(g, server_cpus, generator_cpus, progress=progress) for g in used}
+            if calibration else {})
+    onsets = {g: (cals[g]["onset_util"] if g in cals else None) for g in used}
+    run["calibrations"] = {g: c["calib_id"] for g, c in cals.items()}
     t = time.perf_counter()
     cached, run["seed_cached"] = stacks.seeded_template(users=seed_users, items=seed_items,
                                                         payload_bytes=payload_bytes,
@@ -123,24 +153,35 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
         for stack in server_list:
             for profile in profile_list:
                 these = {**(knobs or {}), **((server_knobs or {}).get(stack, {}))}
-                points += _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id,
-                                      scenario, sc, levels, repeats, duration, warmup, requests,
-                                      max_duration, pause, processes, server_cpus,
-                                      generator_cpus, params, bar, generator, keepalive)
+                got, check = _one_server(
+                    stack, profile, these, template, tmp_dir, run_dir, run_id, scenario, sc,
+                    levels, repeats, duration, warmup, requests, max_duration, pause, processes,
+                    server_cpus, generator_cpus, params, bar, generator, keepalive,
+                    onsets, confirm, crosscheck, crosscheck_seconds)
+                points += got
+                checks += check
     finally:
         bar.close()
         run["finished"] = results.now_iso()
         run["points"] = len(points)
         results.store_run(run, points, results_db)
+        if checks:
+            results.store_rows("crosschecks", checks, results_db)
         shutil.rmtree(tmp_dir, ignore_errors=True)
-    df = pd.DataFrame(points)
-    if len(df) and not df["audit_ok"].all():
-        bad = df.loc[~df["audit_ok"], ["server", "profile", "users", "repeat",
-                                        "acked_writes", "rows_written", "integrity"]]
+    every = pd.DataFrame(points)
+    if len(every) and not every["audit_ok"].all():
+        bad = every.loc[~every["audit_ok"], ["server", "profile", "users", "repeat", "generator",
+                                              "acked_writes", "rows_written", "integrity"]]
         warnings.warn(f"AUDIT FAILED for {len(bad)} point(s): rows written != acknowledged "
                       f"writes or integrity_check != ok\n{bad.to_string(index=False)}",
                       AuditWarning, stacklevel=2)
-    return df
+    bad = [c for c in checks if c["audit_ok"] is False]
+    if bad:
+        warnings.warn(f"AUDIT FAILED for {len(bad)} wrk cross-check(s): " + "; ".join(
+            f"{c['server']}/{c['profile']}: {c['rows_written']} rows, {c['acked_responses']} "
+            f"acknowledged, {c['unknown_outcomes']} unknown, integrity {c['integrity']}" for c in bad),
+            AuditWarning, stacklevel=2)
+    return every[every["headline"]].reset_index(drop=True) if len(every) else every
 
 
 def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
@@ -165,51 +206,88 @@ def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
 def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scenario, sc,
                 levels, repeats, duration, warmup, requests, max_duration, pause, processes,
                 server_cpus, generator_cpus, params, bar, generator="locust",
-                keepalive=True) -> list[dict]:
+                keepalive=True, onsets=None, confirm=None, crosscheck=None,
+                crosscheck_seconds=None) -> tuple[list[dict], list[dict]]:
     db = tmp_dir / f"{stack}-{profile}.db"
     shutil.copyfile(template, db)
     log = run_dir / f"server-{stack}-{profile}.log"
     bar.set_postfix_str(f"{stack}/{profile}: starting")
     out: list[dict] = []
+    checks: list[dict] = []
+    onsets = onsets or {}
     machine = results.machine_label()
     with stacks.start_server(stack, db, profile=profile, cpus=server_cpus, log_path=log,
                               timeout=300, **these) as srv:
         health = srv.health
+
+        def measure(users: int, rep: int, gen: str) -> dict:
+            bar.set_postfix_str(f"{stack}/{profile}: {users} users, repeat {rep}"
+                                + (f" ({gen})" if gen != generator else ""))
+            before = stacks.table_counts(db)
+            cache_before = stacks.page_cache(db)
+            tail = "" if gen == generator else f"-{gen}"
+            level_dir = run_dir / stack / profile / scenario / f"u{users:04d}-r{rep}{tail}"
+            p = load.run_level(srv, scenario, users, level_dir, duration=duration,
+                               warmup=warmup, requests=requests, max_duration=max_duration,
+                               processes=processes if gen == "locust" else 1,
+                               cpus=generator_cpus, params=params, generator=gen,
+                               keepalive=keepalive)
+            after = stacks.table_counts(db)
+            cache_after = stacks.page_cache(db)
+            written = (after[sc.counter] - before[sc.counter]) if sc.counter else 0
+            p.update(audit(sc, p, written, health["knobs"]))
+            p.update({
+                "run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,
+                "repeat": rep, "integrity": None, "machine": machine,
+                "db_mib": cache_before[1] / 2**20 if cache_before else None,
+                "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
+                "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
+                "server_pinning": srv.pinned,
+                "knobs": json.dumps(health["knobs"], sort_keys=True),
+                "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
+                "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
+                "sqlite_version": health.get("sqlite_version"),
+                "server_processes": health["knobs"].get("processes"),
+                "server_threads": health["knobs"].get("threads"),
+                "write_path": health["knobs"].get("write_path"),
+                "txn_mode": health["knobs"].get("txn_mode"),
+                "busy": health["knobs"].get("busy"),
+            })
+            why = load.influence(p, onsets.get(gen), scenario)
+            p.update({"generator_influenced": why is not None, "influence": why,
+                      "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None})
+            bar.update(1)
+            time.sleep(pause)
+            return p
+
         load.prime(srv)
         for users in levels:
             for rep in range(1, repeats + 1):
-                bar.set_postfix_str(f"{stack}/{profile}: {users} users, repeat {rep}")
-                before = stacks.table_counts(db)
-                cache_before = stacks.page_cache(db)
-                level_dir = run_dir / stack / profile / scenario / f"u{users:04d}-r{rep}"
-                p = load.run_level(srv, scenario, users, level_dir, duration=duration,
-                                   warmup=warmup, requests=requests, max_duration=max_duration,
-                                   processes=processes, cpus=generator_cpus, params=params,
-                                   generator=generator, keepalive=keepalive)
-                after = stacks.table_counts(db)
-                cache_after = stacks.page_cache(db)
-                written = (after[sc.counter] - before[sc.counter]) if sc.counter else 0
-                p.update(audit(sc, p, written, health["knobs"]))
-                p.update({
-                    "run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,
-                    "repeat": rep, "integrity": None, "machine": machine,
-                    "db_mib": cache_before[1] / 2**20 if cache_before else None,
-                    "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
-                    "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
-                    "server_pinning": srv.pinned,
-                    "knobs": json.dumps(health["knobs"], sort_keys=True),
-                    "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
-                    "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
-                    "sqlite_version": health.get("sqlite_version"),
-                    "server_processes": health["knobs"].get("processes"),
-                    "server_threads": health["knobs"].get("threads"),
-                    "write_path": health["knobs"].get("write_path"),
-                    "txn_mode": health["knobs"].get("txn_mode"),
-                    "busy": health["knobs"].get("busy"),
-                })
-                out.append(p)
-                bar.update(1)
-                time.sleep(pause)
+                out.append(measure(users, rep, generator))
+        if confirm:  # the levels the generator limited, again with the other generator
+            flagged = [u for u in levels
+                       if any(p["generator_bound"] or p["generator_influenced"]
+                              for p in out if p["users"] == u)]
+            bar.total += len(flagged) * repeats
+            for users in flagged:
+                first = [p for p in out if p["users"] == users]
+                for p in first:
+                    p.update({"headline": False, "replaced_by": confirm})
+                for rep in range(1, repeats + 1):
+                    q = measure(users, rep, confirm)
+                    was = first[rep - 1]
+                    q.update({"replaced_generator": generator, "replaced_rps": was["rps"],
+                              "replaced_p99_ms": was["p99_ms"],
+                              "replaced_gen_cpu_pct": was["gen_cpu_pct"],
+                              "replaced_reason": ("generator-bound" if was["generator_bound"]
+                                                  else was["influence"])})
+                    out.append(q)
+        if crosscheck:
+            checks.append(_crosscheck(srv, db, sc, scenario, crosscheck, params, keepalive,
+                                      run_dir / stack / profile / scenario / f"u{crosscheck:04d}-wrk",
+                                      crosscheck_seconds or duration, warmup, generator_cpus,
+                                      {"run_id": run_id, "server": stack, "profile": profile,
+                                       "machine": machine}))
         if not srv.alive():
             raise stacks.ServerStartError(f"{stack} died during the sweep:\n"
                                            f"{stacks.log_tail(log)}")
@@ -217,4 +295,33 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
     for p in out:
         p["integrity"] = integrity
         p["audit_ok"] = bool(p["audit_ok"] and integrity == "ok")
-    return out
+    for c in checks:
+        c["integrity"] = integrity
+        c["audit_ok"] = bool(c["audit_ok"] and integrity == "ok") if c["audit_ok"] is not None else None
+    return out, checks
+
+
+def _crosscheck(srv, db, sc, scenario, users, params, keepalive, out_dir, seconds, warmup,
+                cpus, ident: dict) -> dict:
+    """One wrk point at `users` on the running server, audited: every 2xx/3xx wrk saw of a
+    write is a row, plus at most the requests whose outcome wrk never learnt."""
+    why = wrk.expressible(scenario, params, keepalive)
+    row = {**ident, "scenario": scenario, "users": users, "skipped": why}
+    if why:
+        return {**row, "audit_ok": None}
+    before = stacks.table_counts(db)
+    p = wrk.run_point(srv, scenario, users, out_dir, duration=seconds, warmup=warmup, cpus=cpus,
+                      params=params)
+    after = stacks.table_counts(db)
+    written = (after[sc.counter] - before[sc.counter]) if sc.counter else 0
+    only_writes = sc.write is not None and (scenario != "mix" or float(params.get("write_share", 0.1)) >= 1)
+    if not sc.write:
+        ok, rule = written == 0, "no writes"
+    elif only_writes:  # every response was a write's (rows_per_ack rows each)
+        lo = p["acked_responses"] * sc.rows_per_ack
+        ok, rule = lo <= written <= lo + p["unknown_outcomes"] * sc.rows_per_ack, "acked ≤ rows ≤ acked + unknown"
+    else:  # wrk does not tell a write's response from a read's: an upper bound only
+        ok = written <= (p["acked_responses"] + p["unknown_outcomes"]) * sc.rows_per_ack
+        rule = "rows ≤ responses + unknown (reads and writes not told apart)"
+    return {**row, **{k: v for k, v in p.items() if k != "users"}, "rows_written": written,
+            "audit_rule": rule, "audit_ok": bool(ok)}
