@@ -2,10 +2,26 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from sqlitelab import servers
+# One calibration of the load generators for the whole session (measured by the first sweep
+# that needs it), shared by the tests' throw-away data directories and the notebooks' kernels.
+# Point LAB_CALIBRATION_DB at a results.db that holds one to reuse it.
+_CALIBRATION_DIR = None
+if not os.environ.get("LAB_CALIBRATION_DB"):
+    _CALIBRATION_DIR = Path(tempfile.mkdtemp(prefix="lab-test-calibration-"))
+    os.environ["LAB_CALIBRATION_DB"] = str(_CALIBRATION_DIR / "calibration.db")
+
+from sqlitelab import servers  # noqa: E402  (after LAB_CALIBRATION_DB is set)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _CALIBRATION_DIR is not None:
+        shutil.rmtree(_CALIBRATION_DIR, ignore_errors=True)
 
 
 def selected_stacks() -> list[str]:

@@ -292,7 +292,8 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
         config.TMP_DIR = Path({str(lab_dirs)!r}) / "tmp"
         from sqlitelab.sweep import sweep
         sweep(notebook="test", servers=["{STACK}"], profiles=["rails71"], scenario="hello",
-              levels=[2, 2, 2], duration=20, warmup=0.5, progress=False, run_id="{marker}")
+              levels=[2, 2, 2], duration=20, warmup=0.5, progress=False, run_id="{marker}",
+              calibration=False)
     """)
     err_path = lab_dirs / "interrupted-sweep.stderr"
     with open(err_path, "wb") as err:
