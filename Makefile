@@ -7,10 +7,11 @@ PY     := $(VENV)/bin/python
 STAMP  := .setup
 KERNEL := sqlitelab
 # Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here; util-linux's
-# fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation).
-APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace
+# fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation;
+# wrk, the reference client the load generators are calibrated and cross-checked against).
+APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk
 
-.PHONY: help setup test test-fast run seed lab servers clean distclean
+.PHONY: help setup test test-fast run seed lab servers calibrate clean distclean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -18,7 +19,7 @@ help: ## list the targets
 
 setup: $(STAMP)/apt $(STAMP)/venv $(STAMP)/kernel servers ## install everything the lab needs (idempotent; quick the second time)
 
-$(STAMP)/apt:
+$(STAMP)/apt: Makefile
 	@mkdir -p $(STAMP)
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -53,6 +54,9 @@ run: setup ## run every notebook in the quick scale with papermill, then summari
 
 seed: setup ## run every notebook in the seed scale (the articles' own settings)
 	$(PY) -m sqlitelab.batch --scale seed
+
+calibrate: setup ## measure Locust and loadgen against wrk on this machine again (sweeps reuse it)
+	$(PY) -m sqlitelab.calibrate --force
 
 lab: setup ## open JupyterLab on the notebooks
 	$(VENV)/bin/jupyter lab notebooks/

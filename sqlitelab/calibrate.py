@@ -374,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--users", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--profile", default="rails71", help="compare: the servers' profile")
     ap.add_argument("--ruby-threads", type=int, default=3,
                     help="compare: ruby-puma as 1 process × this many threads")
     args = ap.parse_args(argv)
@@ -382,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare":
         knobs = {"ruby-puma": {"processes": 1, "threads": args.ruby_threads}}
         df = compare(args.servers, users=args.users, repeats=args.repeats, duration=args.duration,
-                     server_knobs=knobs)
+                     server_knobs=knobs, profile=args.profile)
         with pd.option_context("display.width", 250, "display.max_columns", 30):
             print(df.drop(columns=["run_id"]).round(3).to_string(index=False))
             print()

@@ -426,9 +426,12 @@ def influence(point: dict, onset: float | None, scenario: str | None = None) -> 
        against wrk (sqlitelab.calibrate) shows its throughput or p99 drifting by more than the
        tolerance. A generator-bound point (GENERATOR_BOUND_CPU) is not repeated here.
     2. The server short of saturation (< SERVER_SATURATED_CPU of its cores) while the generator
-       is busy (>= GENERATOR_BUSY_CPU) and busier than the server, with nothing else to explain
-       the server's idle time: no lock wait (busy errors) or other errors, no stall, no fsync
-       per commit (synchronous FULL/EXTRA with writes), the database in the page cache.
+       is busy (>= GENERATOR_BUSY_CPU) and busier than the server, with nothing else in the
+       window to explain the server's idle time: no lock wait (busy errors) or other errors, no
+       stall (a request of STALL_MS or more, or none completed), no fsync per commit
+       (synchronous FULL/EXTRA with writes), the database in the page cache. (A request that
+       overran the window's close is not counted: it says nothing of the window, and against
+       Puma a request in flight when Locust quits can take 1–2 s to be recorded.)
     """
     gen = _util(point.get("gen_cpu_pct"), point.get("gen_cpus"))
     if gen is None or point.get("generator_bound"):
@@ -445,7 +448,7 @@ def influence(point: dict, onset: float | None, scenario: str | None = None) -> 
     sc = SCENARIOS.get(scenario or point.get("scenario") or "")
     cached = point.get("db_cached_before")
     if ((point.get("busy_errors") or 0) or (point.get("errors") or 0)
-            or (point.get("max_overrun_ms") or 0) >= STALL_MS
+            or (point.get("max_ms") or 0) >= STALL_MS or not point.get("requests", 1)
             or (sc is not None and sc.write and sync in ("2", "3", "full", "extra"))
             or (not _missing(cached) and cached < 0.9)):
         return None

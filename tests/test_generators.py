@@ -77,7 +77,7 @@ def test_wrk_refuses_a_scenario_it_cannot_send(tmp_path):
 
 def point(**kw) -> dict:
     base = {"gen_cpu_pct": 40.0, "gen_cpus": 1, "server_util": 0.95, "generator_bound": False,
-            "busy_errors": 0, "errors": 0, "max_overrun_ms": 0.0, "db_cached_before": 1.0,
+            "busy_errors": 0, "errors": 0, "max_ms": 30.0, "requests": 100, "db_cached_before": 1.0,
             "knobs": json.dumps({"pragmas": {"synchronous": "1"}}), "scenario": "mix"}
     return {**base, **kw}
 
@@ -99,10 +99,11 @@ def test_influence_of_a_busy_generator_on_an_idle_server():
     assert load.influence(point(gen_cpu_pct=60.0, server_util=0.65), onset=None) is None
     assert load.influence(point(gen_cpu_pct=85.0, server_util=0.90), onset=None) is None
     # something else explains the idle server: a lock wait, a stall, an fsync per commit, disk reads
-    for explained in ({"busy_errors": 3}, {"errors": 1}, {"max_overrun_ms": 1500.0},
+    for explained in ({"busy_errors": 3}, {"errors": 1}, {"max_ms": 1500.0}, {"requests": 0},
                       {"knobs": json.dumps({"pragmas": {"synchronous": "2"}})},
                       {"db_cached_before": 0.3}):
         assert load.influence({**idle, **explained}, onset=None) is None, explained
+    assert load.influence({**idle, "max_overrun_ms": 1500.0}, onset=None)  # after the window
     # fsync per commit explains nothing when nothing is written
     assert load.influence({**idle, "scenario": "hello",
                            "knobs": json.dumps({"pragmas": {"synchronous": "2"}})}, onset=None)
