@@ -72,6 +72,8 @@ def summary(done: list[dict]) -> str:
             row["at"] = f"{best['server']}/{best['profile']} {best['users']}u"
             row["audit"] = "ok" if pts["audit_ok"].all() else "FAILED"
             row["gen-bound"] = int(pts["generator_bound"].sum())
+            row["gen-influenced"] = (int(pts["generator_influenced"].fillna(0).astype(bool).sum())
+                                     if "generator_influenced" in pts else 0)
         rows.append(row)
     return pd.DataFrame(rows).to_string(index=False)
 
