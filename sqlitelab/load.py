@@ -179,11 +179,15 @@ class Sampler(threading.Thread):
         self.join(5)
 
     def between(self, t0: float, t1: float) -> dict:
-        """CPU seconds and peak RSS over [t0, t1], from the nearest samples."""
+        """CPU seconds and peak RSS over the samples that bracket [t0, t1]: the last taken at or
+        before t0 and the first at or after t1 (else the nearest), so the span always holds
+        the window. A window shorter than the sampling interval (a count-based level at a fast
+        server) is then averaged over a longer span: `span` says how long."""
         inside = [s for s in self.samples if t0 <= s[0] <= t1] or self.samples[-1:]
-        def at(t):
-            return min(self.samples, key=lambda s: abs(s[0] - t))
-        a, b = at(t0), at(t1)
+        before = [s for s in self.samples if s[0] <= t0 + 1e-6]
+        after = [s for s in self.samples if s[0] >= t1 - 1e-6]
+        a = before[-1] if before else self.samples[0]
+        b = after[0] if after else self.samples[-1]
         span = max(b[0] - a[0], 1e-9)
         return {"server_cpu_s": b[1] - a[1], "gen_cpu_s": b[3] - a[3], "span": span,
                 "server_rss_max": max((s[2] for s in inside), default=0)}
@@ -338,6 +342,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "max_overrun_ms": 1000 * max((p.get("max_overrun_s", 0.0) for p in procs), default=0.0),
         "bytes_per_s": sum(p["bytes"] for p in procs) / win,
         "server_cpu_pct": 100 * cpu["server_cpu_s"] / cpu["span"],
+        "cpu_span_s": cpu["span"],  # what the CPU shares are averaged over (>= the window)
         "server_rss_mb": cpu["server_rss_max"] / 2**20,
         "gen_cpu_pct": 100 * gen_util * gen_cpus,
         "gen_cpus": gen_cpus,

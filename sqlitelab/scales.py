@@ -21,7 +21,7 @@ SCALES: dict[str, dict[str, dict]] = {
                  "repeats": 3, "crosscheck_users": 3},
     },
     "03-read-write-mix": {
-        "quick": {"levels": [8, 32, 128], "requests": 3000, "warmup": 0.5, "repeats": 1,
+        "quick": {"levels": [8, 32, 128], "requests": 10_000, "warmup": 0.5, "repeats": 1,
                   "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
                   "paths_users": 64, "beyond_requests": 2000, "crosscheck_users": 32,
                   "crosscheck_seconds": 2.0},
