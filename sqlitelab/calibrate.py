@@ -324,7 +324,7 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
                                        cpus=generator_cpus, params=params, generator=gen)
                     p["server_pinning"] = srv.pinned
                     p["knobs"] = json.dumps(health["knobs"], sort_keys=True)
-                    why_ = load.influence(p, cals[gen]["onset_util"], scenario)
+                    why_ = load.influence(p, cals[gen]["onset_util"])
                     flags = {"generator_bound": p["generator_bound"],
                              "generator_influenced": why_ is not None, "influence": why_}
             server_util = p["server_cpu_pct"] / 100 / len(servers.parse_cpus(server_cpus) or servers.available_cpus())

@@ -16,7 +16,9 @@ The generator is never the story (see sqlitelab.calibrate and load.influence):
   loadgen ones carrying what they replaced in `replaced_*`). sweep() returns the headline
   points; results.db keeps all;
 - `crosscheck=<users>`: one wrk point per server and profile at that level, stored in
-  `crosschecks` beside the lab's own rate at the level (`analysis.crosscheck_table`).
+  `crosschecks` beside the lab's own rate at the level (`analysis.crosscheck_table`), measured
+  before the confirmation: a point of that level more than calibrate.TOLERANCE short of wrk's
+  rate is marked influenced (and so confirmed) too.
 """
 from __future__ import annotations
 
@@ -253,7 +255,7 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
                 "txn_mode": health["knobs"].get("txn_mode"),
                 "busy": health["knobs"].get("busy"),
             })
-            why = load.influence(p, onsets.get(gen), scenario)
+            why = load.influence(p, onsets.get(gen))
             p.update({"generator_influenced": why is not None, "influence": why,
                       "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None})
             bar.update(1)
@@ -264,6 +266,20 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
         for users in levels:
             for rep in range(1, repeats + 1):
                 out.append(measure(users, rep, generator))
+        if crosscheck:  # before the confirmation: a level short of wrk's rate is confirmed too
+            check = _crosscheck(srv, db, sc, scenario, crosscheck, params, keepalive,
+                                run_dir / stack / profile / scenario / f"u{crosscheck:04d}-wrk",
+                                crosscheck_seconds or duration, warmup, generator_cpus,
+                                {"run_id": run_id, "server": stack, "profile": profile,
+                                 "machine": machine})
+            checks.append(check)
+            for p in out:
+                short = check.get("rps") and p["users"] == crosscheck and \
+                    p["rps"] < (1 - calibrate.TOLERANCE) * check["rps"]
+                if short and not (p["generator_bound"] or p["generator_influenced"]):
+                    p.update({"generator_influenced": True, "influence":
+                              f"{p['rps'] / check['rps']:.2f} of wrk's rate at this level (cross-check), "
+                              f"generator at {p['gen_cpu_pct']:.0f} % CPU"})
         if confirm:  # the levels the generator limited, again with the other generator
             flagged = [u for u in levels
                        if any(p["generator_bound"] or p["generator_influenced"]
@@ -282,12 +298,6 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
                               "replaced_reason": ("generator-bound" if was["generator_bound"]
                                                   else was["influence"])})
                     out.append(q)
-        if crosscheck:
-            checks.append(_crosscheck(srv, db, sc, scenario, crosscheck, params, keepalive,
-                                      run_dir / stack / profile / scenario / f"u{crosscheck:04d}-wrk",
-                                      crosscheck_seconds or duration, warmup, generator_cpus,
-                                      {"run_id": run_id, "server": stack, "profile": profile,
-                                       "machine": machine}))
         if not srv.alive():
             raise stacks.ServerStartError(f"{stack} died during the sweep:\n"
                                            f"{stacks.log_tail(log)}")
