@@ -32,35 +32,38 @@ def pragma_column(df: pd.DataFrame, name: str) -> pd.Series:
                      index=df.index, name=name)
 
 
-def generator_cols(g) -> dict:
+def flagged(df: pd.DataFrame, col: str) -> pd.Series:
+    """A boolean column that may be missing, or hold None/NaN (points from before the flag)."""
+    return df[col].fillna(False).astype(bool) if col in df else pd.Series(False, index=df.index)
+
+
+def generator_cols(df: pd.DataFrame, keys: list[str]) -> dict:
     """Per group of points: whether the generator was the limit (`generator_bound`) or
     plausibly set the pace (`generator_influenced`) in any repeat, and which generator(s)
     measured it (`generator`: loadgen where sweep's `confirm` replaced Locust)."""
-    d = g.obj
-    return {"generator_bound": g["generator_bound"].any(),
-            "generator_influenced": (g["generator_influenced"].agg(lambda v: bool(v.fillna(False).any()))
-                                     if "generator_influenced" in d else g["generator_bound"].any() & False),
-            "generator": (g["generator"].agg(lambda v: "+".join(sorted(set(v.fillna("locust")))))
-                          if "generator" in d else g["generator_bound"].agg(lambda v: "locust"))}
+    g = df.assign(_bound=flagged(df, "generator_bound"), _infl=flagged(df, "generator_influenced"),
+                  _gen=df["generator"].fillna("locust") if "generator" in df else "locust"
+                  ).groupby(keys, sort=True)
+    return {"generator_bound": g["_bound"].any(), "generator_influenced": g["_infl"].any(),
+            "generator": g["_gen"].agg(lambda v: "+".join(sorted(set(v))))}
 
 
-def limited(x) -> bool | pd.Series:
-    """A point, level or row whose generator was the limit or set the pace: its throughput is a
-    lower bound for the server's (and its latency an upper bound)."""
-    def flag(name):
-        v = x.get(name, False) if hasattr(x, "get") else False
-        if isinstance(v, pd.Series):
-            return v.fillna(False).astype(bool)
-        return bool(v) if v is not None and v == v else False
-    return flag("generator_bound") | flag("generator_influenced")
+def _true(v) -> bool:
+    return v is not None and v == v and bool(v)  # v == v: not NaN
 
 
 def limit_note(x) -> str:
-    """How a row's number must be read, or "" when the server set the pace."""
-    if bool(x.get("generator_bound", False)):
+    """How a row's number must be read ("generator-bound", "generator-influenced"), or ""
+    when the server set the pace."""
+    if _true(x.get("generator_bound")):
         return "generator-bound"
-    v = x.get("generator_influenced", False)
-    return "generator-influenced" if v is not None and v == v and bool(v) else ""
+    return "generator-influenced" if _true(x.get("generator_influenced")) else ""
+
+
+def limited(x) -> bool:
+    """A point, level or row whose generator was the limit or set the pace: its throughput is a
+    lower bound for the server's (and its latency an upper bound)."""
+    return limit_note(x) != ""
 
 
 def seed_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -77,7 +80,7 @@ def seed_table(df: pd.DataFrame) -> pd.DataFrame:
         "errors": g["errors"].sum(),
         "busy_errors": g["busy_errors"].sum(),
         "repeats": g.size(),
-        **generator_cols(g),
+        **generator_cols(df, ["server", "profile", "users"]),
         "audit_ok": g["audit_ok"].all(),
     })
     if "max_overrun_ms" in df:
@@ -97,7 +100,7 @@ def hey_table(df: pd.DataFrame) -> pd.DataFrame:
         "responses": g["hey_results"].sum(), "errors_in_runs": g["run_counts"].agg(
             lambda v: sum(run_status(x, lambda st: st >= 500 or st == 0) for x in v)),
         "window_rps": g["rps"].mean(), "repeats": g.size(),
-        **generator_cols(g),
+        **generator_cols(df, ["server", "profile", "users"]),
     }).reset_index()
 
 
@@ -108,8 +111,6 @@ def against_article(ours: pd.DataFrame, ref: pd.DataFrame, on: str, columns: dic
     right = ours[[on, *columns.values()]].rename(columns={v: f"{k} (here)" for k, v in columns.items()})
     out = left.merge(right, on=on, how="left")
     return out[[on] + [f"{c} ({w})" for c in columns for w in ("article", "here")]]
-
-
 
 
 def stalled(table: pd.DataFrame) -> pd.Series:
@@ -300,7 +301,7 @@ def mix_table(df: pd.DataFrame) -> pd.DataFrame:
     g = df.groupby(["server", "users"], sort=True)
     return pd.DataFrame({"rps": g["rps"].mean(), "p50_ms": g["p50_ms"].mean(),
                          "p95_ms": g["p95_ms"].mean(), "p99_ms": g["p99_ms"].mean(),
-                         "errors": g["errors"].sum(), **generator_cols(g),
+                         "errors": g["errors"].sum(), **generator_cols(df, ["server", "users"]),
                          "audit_ok": g["audit_ok"].all()}).reset_index()
 
 
@@ -380,8 +381,8 @@ def health_warnings(df: pd.DataFrame) -> str:
     if len(df) and df["generator_bound"].any():
         out.append(f"⚠️ {int(df['generator_bound'].sum())} point(s) were **generator-bound**: "
                    "there the load generator, not the server, was the limit.")
-    if len(df) and "generator_influenced" in df and df["generator_influenced"].fillna(False).astype(bool).any():
-        inf = df[df["generator_influenced"].fillna(False).astype(bool)]
+    inf = df[flagged(df, "generator_influenced")] if len(df) else df
+    if len(inf):
         out.append(f"⚠️ {len(inf)} point(s) were **generator-influenced**: the generator, not the "
                    f"server, plausibly set the pace ({inf['influence'].iloc[0]}, …): their throughput "
                    "is a lower bound, their latency an upper bound.")
@@ -401,7 +402,7 @@ def single_machine_table(df: pd.DataFrame) -> pd.DataFrame:
     lv = pd.DataFrame({"rps": g["rps"].mean(), "server_rss_mb": g["server_rss_mb"].max(),
                        "mbit_s": g["bytes_per_s"].mean() * 8 / 1e6, "p99_ms": g["p99_ms"].mean(),
                        "errors": g["errors"].sum(), "server_cpu_pct": g["server_cpu_pct"].mean(),
-                       **generator_cols(g),
+                       **generator_cols(df, ["server", "scenario", "users"]),
                        "audit_ok": g["audit_ok"].all()}).reset_index()
     if "db_cached_before" in df:  # the share of the database file in the OS page cache
         lv = lv.merge(pd.DataFrame({"db_mib": g["db_mib"].max(),
@@ -604,7 +605,7 @@ def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
                  & (pts["profile"] == c["profile"]) & (pts["users"] == c["users"])]
         for gen, g in at.groupby("generator", sort=True):
             flags = [n for n, col in (("bound", "generator_bound"), ("influenced", "generator_influenced"))
-                     if col in g and g[col].fillna(False).astype(bool).any()]
+                     if flagged(g, col).any()]
             head = g["headline"].fillna(True).astype(bool).all() if "headline" in g else True
             rows.append({**base, "generator": gen, "rps": g["rps"].mean(), "p99_ms": g["p99_ms"].mean(),
                          "rps_vs_wrk": g["rps"].mean() / c["rps"] if c["rps"] else None,
@@ -627,7 +628,7 @@ def generator_findings(df: pd.DataFrame) -> str:
         cal = (f"its calibration drifts from wrk from {onset.iloc[0]:.0%} of its CPU" if len(onset)
                else "no drift from wrk in its calibration" if "gen_onset_util" in g else "not calibrated")
         bound = int(g["generator_bound"].sum())
-        infl = int(g["generator_influenced"].fillna(False).astype(bool).sum()) if "generator_influenced" in g else 0
+        infl = int(flagged(g, "generator_influenced").sum())
         text = (f"- **{gen}**: {len(g)} headline point(s), its CPU up to {g['gen_cpu_pct'].max():.0f} % "
                 f"of its core(s); {cal}; generator-bound at {bound}, generator-influenced at {infl}")
         if "replaced_generator" in g and g["replaced_generator"].notna().any():

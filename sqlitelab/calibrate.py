@@ -62,9 +62,7 @@ def generator_version(generator: str) -> str:
     if generator == "loadgen":
         return "loadgen " + _digest(sorted(config.LOADGEN_DIR.glob("*.go")))
     if generator == "wrk":
-        import subprocess
-        out = subprocess.run([wrk.BINARY, "--version"], capture_output=True, text=True)
-        return (out.stdout or out.stderr).splitlines()[0].split(" [")[0] if (out.stdout or out.stderr) else "wrk"
+        return wrk.version()
     raise ValueError(f"no version for generator {generator!r}")
 
 
@@ -79,9 +77,9 @@ def _db(path=None) -> Path:
     return Path(path or config.CALIBRATION_DB)
 
 
-def current(generator: str, generator_cpus: str | None, path=None) -> dict | None:
-    """The newest stored calibration of `generator` on this machine, pinning and version
-    with this method, or None."""
+def _newest(where: str, args: tuple, path=None) -> dict | None:
+    """The newest stored calibration on this machine and method matching `where`, or None
+    (also when nothing was ever stored)."""
     import sqlite3
     p = _db(path)
     if not p.exists():
@@ -89,16 +87,21 @@ def current(generator: str, generator_cpus: str | None, path=None) -> dict | Non
     con = sqlite3.connect(p)
     con.row_factory = sqlite3.Row
     try:
-        row = con.execute(
-            "SELECT * FROM calibrations WHERE generator = ? AND machine = ? AND version = ? "
-            "AND method = ? AND generator_pinning IS ? ORDER BY started DESC LIMIT 1",
-            (generator, results.machine_label(), generator_version(generator), METHOD,
-             generator_cpus)).fetchone()
+        row = con.execute(f"SELECT * FROM calibrations WHERE machine = ? AND method = ? AND {where} "
+                          "ORDER BY started DESC LIMIT 1",
+                          (results.machine_label(), METHOD, *args)).fetchone()
     except sqlite3.OperationalError:  # no table yet
         return None
     finally:
         con.close()
     return dict(row) if row else None
+
+
+def current(generator: str, generator_cpus: str | None, path=None) -> dict | None:
+    """The newest stored calibration of `generator` on this machine, pinning and version
+    with this method, or None."""
+    return _newest("generator = ? AND version = ? AND generator_pinning IS ?",
+                   (generator, generator_version(generator), generator_cpus), path)
 
 
 def ensure(generator: str, server_cpus: str | None, generator_cpus: str | None,
@@ -144,20 +147,8 @@ def _util(point: dict) -> float:
 def _known_target(server_cpus, generator_cpus, path=None) -> str | None:
     """The target of a current calibration on this machine and pinning, whichever generator's:
     every generator is calibrated against the same server."""
-    import sqlite3
-    p = _db(path)
-    if not p.exists():
-        return None
-    con = sqlite3.connect(p)
-    try:
-        row = con.execute("SELECT target FROM calibrations WHERE machine = ? AND method = ? AND "
-                          "server_pinning IS ? AND generator_pinning IS ? ORDER BY started DESC LIMIT 1",
-                          (results.machine_label(), METHOD, server_cpus, generator_cpus)).fetchone()
-    except sqlite3.OperationalError:
-        return None
-    finally:
-        con.close()
-    return row[0] if row else None
+    row = _newest("server_pinning IS ? AND generator_pinning IS ?", (server_cpus, generator_cpus), path)
+    return row["target"] if row else None
 
 
 def fastest_server(server_cpus, generator_cpus, work: Path) -> tuple[str, dict]:

@@ -85,7 +85,7 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     keys = list(by) + ["users"]
     g = points.groupby(keys, sort=True)
     lv = pd.DataFrame({"rps": g["rps"].mean(), "p99_ms": g["p99_ms"].max(),
-                       "errors": g["errors"].sum(), **generator_cols(g)}).reset_index()
+                       "errors": g["errors"].sum(), **generator_cols(points, keys)}).reset_index()
     rows = []
     for key, grp in lv.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)

@@ -17,6 +17,7 @@ import matplotlib.ticker
 import pandas as pd
 
 from . import config
+from .analysis import flagged
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 PERCENTILE_STYLES = {"p50_ms": ("p50", "-"), "p95_ms": ("p95", "--"), "p99_ms": ("p99", ":"),
@@ -49,17 +50,13 @@ LIMIT_MARKS = {
 }
 
 
-def _flagged(g: pd.DataFrame, col: str) -> pd.Series:
-    return g[col].fillna(False).astype(bool) if col in g else pd.Series(False, index=g.index)
-
-
 def mark_limits(ax, g: pd.DataFrame, x: str, y: str) -> None:
     """Ring the points of `g` whose generator was the limit (red circle) or set the pace
     (orange square), each kind labelled once in the legend."""
     for col, m in LIMIT_MARKS.items():
-        f = g[_flagged(g, col)]
+        f = g[flagged(g, col)]
         if col == "generator_influenced":  # a bound point is not also ringed as influenced
-            f = f[~_flagged(f, "generator_bound")]
+            f = f[~flagged(f, "generator_bound")]
         if not len(f):
             continue
         labelled = m["label"] in ax.get_legend_handles_labels()[1]
@@ -139,7 +136,7 @@ def summarise(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFra
     cols = [c for c in ("rps", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms",
                         "errors", "busy_errors", "server_cpu_pct", "gen_cpu_pct", "server_rss_mb",
                         "bytes_per_s") if c in df]
-    df = df.assign(_influenced=_flagged(df, "generator_influenced"))
+    df = df.assign(_influenced=flagged(df, "generator_influenced"))
     g = df.groupby(list(by), sort=True)
     out = g[cols].mean()
     out["rps_min"], out["rps_max"] = g["rps"].min(), g["rps"].max()
@@ -258,7 +255,7 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
         m = g.groupby(x, sort=True)[y].mean()
         ax.plot(m.index, m.values, color=colors[ci % len(colors)], linestyle=styles[si % len(styles)],
                 marker=MARKERS[ci % len(MARKERS)], label=" · ".join(str(v) for v in key))
-        flags = pd.DataFrame({c: g.assign(_f=_flagged(g, c)).groupby(x, sort=True)["_f"].any()
+        flags = pd.DataFrame({c: g.assign(_f=flagged(g, c)).groupby(x, sort=True)["_f"].any()
                               for c in LIMIT_MARKS}).assign(**{y: m}).reset_index()
         mark_limits(ax, flags, x, y)
     for i, (label, value) in enumerate((ref_lines or {}).items()):
@@ -361,7 +358,7 @@ def _bar_limit(rows: pd.DataFrame, hatch_col: str | None) -> str | None:
         return None
     cols = list(LIMIT_MARKS) if hatch_col == "generator_bound" else [hatch_col]
     for col in cols:
-        if _flagged(rows, col).any():
+        if flagged(rows, col).any():
             return col if col in LIMIT_MARKS else "generator_bound"
     return None
 

@@ -81,10 +81,9 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
     row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
            for k, v in run.items()}
     db["runs"].insert(row, pk="run_id", replace=True, alter=True)
-    if points:
-        db[table].insert_all(points, alter=True)
-        db[table].create_index(["run_id"], if_not_exists=True)
     db.conn.close()
+    if points:
+        store_rows(table, points, path)
 
 
 def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:

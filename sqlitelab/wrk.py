@@ -55,6 +55,13 @@ def available() -> bool:
     return shutil.which(BINARY) is not None
 
 
+def version() -> str:
+    """`wrk debian/4.1.0-3+b2`: the first line of `wrk --version`, without its build notes."""
+    out = subprocess.run([BINARY, "--version"], capture_output=True, text=True, timeout=10)
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0].split(" [")[0] if text else BINARY
+
+
 def _lua_str(s: str) -> str:
     return json.dumps(s)  # a JSON string of ASCII is a valid Lua string literal
 
