@@ -6,12 +6,20 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := .setup
 KERNEL := sqlitelab
+# Every Python dependency at an exact version and hash (`make lock` refreshes it from
+# pyproject.toml); installed with uv from PyPI when it can be, pip otherwise.
+LOCK   := requirements.lock
+UV_VERSION := 0.13.9
+UV     := $(VENV)/bin/uv
+LAB_PORT ?= 8888
+BROWSE_PORT ?= 8001
 # Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here; util-linux's
 # fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation;
-# wrk, the reference client the load generators are calibrated and cross-checked against).
-APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk
+# wrk, the reference client the load generators are calibrated and cross-checked against;
+# chromium, the browser the JupyterLab test drives through Playwright).
+APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium
 
-.PHONY: help setup test test-fast run seed lab servers calibrate clean distclean
+.PHONY: help setup test test-fast run seed lab browse lock servers calibrate clean distclean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -29,11 +37,18 @@ $(STAMP)/apt: Makefile
 	fi
 	@touch $@
 
-$(STAMP)/venv: pyproject.toml
+$(STAMP)/venv: $(LOCK) pyproject.toml
 	@mkdir -p $(STAMP)
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@echo "setup: installing the Python dependencies into $(VENV)"
-	@$(PY) -m pip install -q --disable-pip-version-check -e .
+	@echo "setup: installing the locked Python dependencies ($(LOCK)) into $(VENV)"
+	@if $(PY) -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)" 2>/dev/null; then \
+	  $(UV) pip install -q --python $(PY) --require-hashes -r $(LOCK) && \
+	  $(UV) pip install -q --python $(PY) --no-deps -e . ; \
+	else \
+	  echo "setup: uv unavailable, installing with pip"; \
+	  $(PY) -m pip install -q --disable-pip-version-check --require-hashes -r $(LOCK) && \
+	  $(PY) -m pip install -q --disable-pip-version-check --no-deps -e . ; \
+	fi
 	@touch $@
 
 $(STAMP)/kernel: $(STAMP)/venv
@@ -58,8 +73,16 @@ seed: setup ## run every notebook in the seed scale (the articles' own settings)
 calibrate: setup ## measure Locust and loadgen against wrk on this machine again (sweeps reuse it)
 	$(PY) -m sqlitelab.calibrate --force
 
-lab: setup ## open JupyterLab on the notebooks
-	$(VENV)/bin/jupyter lab notebooks/
+lab: setup ## open JupyterLab on the notebooks (loopback only; prints the URL with its token)
+	@$(PY) -m sqlitelab.lab --port $(LAB_PORT)
+
+browse: setup ## explore data/results.db in Datasette (loopback), with canned queries
+	@$(PY) -m sqlitelab.browse --port $(BROWSE_PORT)
+
+lock: ## re-resolve every Python dependency of pyproject.toml into requirements.lock
+	@test -x $(UV) || $(PY) -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
+	$(UV) pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes -q \
+	  --custom-compile-command "make lock" -o $(LOCK)
 
 clean: ## remove results, runs and scratch databases (keeps the environment)
 	rm -rf data/results.db* data/runs data/tmp

@@ -23,6 +23,18 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
     return found
 
 
+def execute(path: Path | str, out: Path | str, parameters: dict, log_output: bool = False) -> None:
+    """papermill with the lab's kernel, its notebooks' folder as the working directory, and the
+    kernel on IPC sockets (no TCP port, no "running over TCP without encryption" warning)."""
+    import papermill as pm
+    from traitlets.config import Config
+    kernel = Config()
+    kernel.KernelManager.transport = config.KERNEL_TRANSPORT
+    pm.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=config.KERNEL_NAME,
+                        cwd=str(config.NOTEBOOKS_DIR), log_output=log_output, progress_bar=False,
+                        config=kernel)
+
+
 def run_notebook(path: Path, scale: str, overrides: dict | None = None,
                  runs_dir: Path | None = None, log_output: bool = True) -> dict:
     import papermill as pm
@@ -34,9 +46,7 @@ def run_notebook(path: Path, scale: str, overrides: dict | None = None,
     t = time.perf_counter()
     error = None
     try:
-        pm.execute_notebook(str(path), str(out), parameters=params, kernel_name=config.KERNEL_NAME,
-                            cwd=str(config.NOTEBOOKS_DIR), log_output=log_output,
-                            progress_bar=False)
+        execute(path, out, params, log_output)
     except pm.PapermillExecutionError as e:
         error = f"{e.ename}: {e.evalue}"
     return {"notebook": path.stem, "run_id": run_id, "executed": str(out),

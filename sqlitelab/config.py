@@ -19,5 +19,7 @@ TMP_DIR = DATA_DIR / "tmp"          # scratch databases of running sweeps
 FIGURES_DIR = Path(os.environ.get("LAB_FIGURES_DIR", PROJ_ROOT / "figures"))
 NOTEBOOKS_DIR = PROJ_ROOT / "notebooks"
 KERNEL_NAME = "sqlitelab"           # the Jupyter kernel `make setup` registers
+KERNEL_TRANSPORT = "ipc"            # kernels (papermill's, JupyterLab's) talk over IPC sockets, not TCP
+LOCK_FILE = PROJ_ROOT / "requirements.lock"  # every Python dependency, exact (`make lock`)
 LOADGEN_DIR = Path(__file__).resolve().parent / "loadgen"   # the Go load generator (source)
 LOADGEN_BIN = LOADGEN_DIR / "bin" / "loadgen"

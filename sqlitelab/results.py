@@ -66,6 +66,40 @@ def versions() -> dict:
     return out
 
 
+def lock_pins(path: Path | str | None = None) -> dict[str, str]:
+    """requirements.lock's `name==version` pins that apply to this Python and platform (the
+    lock is universal: a package may be pinned per Python version), names normalised."""
+    import re
+    from packaging.markers import Marker
+    path = Path(path or config.LOCK_FILE)
+    pins = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)\s*(?:;([^\\]*))?", line)
+        if m and (not m.group(3) or Marker(m.group(3).strip()).evaluate()):
+            pins[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    return pins
+
+
+def lock() -> dict:
+    """Which locked environment made a run: the lock file's hash, and whether every pin that
+    applies here is what is installed (`lock_drift` lists those that are not)."""
+    import hashlib
+    try:
+        text = config.LOCK_FILE.read_bytes()
+    except OSError:
+        return {"lock_hash": None, "lock_ok": None, "lock_drift": None}
+    drift = []
+    for name, pinned in lock_pins().items():
+        try:
+            got = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue  # a pin for another Python or platform (the lock is universal)
+        if got != pinned:
+            drift.append(f"{name} {got} (locked {pinned})")
+    return {"lock_hash": hashlib.sha256(text).hexdigest()[:16], "lock_ok": not drift,
+            "lock_drift": drift}
+
+
 def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
     path = Path(path or config.RESULTS_DB)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +110,9 @@ def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
 
 def store_run(run: dict, points: list[dict], path: Path | str | None = None,
               table: str = "points") -> None:
-    """The run's row in `runs` (dicts and lists as JSON) and its measurements in `table`."""
+    """The run's row in `runs` (dicts and lists as JSON), with the lock it ran from, and its
+    measurements in `table`."""
+    run = {**lock(), **run}
     db = open_db(path)
     row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
            for k, v in run.items()}

@@ -6,7 +6,7 @@ import tomllib
 
 import yaml
 
-from sqlitelab import config
+from sqlitelab import config, results
 
 CONDA_NAMES = {"uvicorn-standard": "uvicorn"}  # conda-forge's name for uvicorn[standard]
 
@@ -45,3 +45,26 @@ def test_conda_pins_satisfy_pyproject_minimums():
     for name, pin in conda_deps().items():
         assert _version(pin) >= _version(py[name]), (name, pin, py[name])
         assert len(pin.split(".")) == 2, f"{name}: pin major.minor, not {pin}"
+
+
+def test_lock_pins_every_dependency_within_pyproject():
+    """requirements.lock (make lock) pins every pyproject dependency, at a version pyproject allows."""
+    pins = results.lock_pins()
+    for name, minimum in pyproject_deps().items():
+        key = re.sub(r"[-_.]+", "-", name)
+        assert key in pins, f"{name} is not in requirements.lock: run make lock"
+        assert _version(pins[key]) >= _version(minimum), (name, pins[key], minimum)
+
+
+def test_installed_environment_is_the_lock():
+    got = results.lock()
+    assert got["lock_hash"] and got["lock_ok"], f"installed packages differ from the lock: {got['lock_drift']}"
+
+
+def test_runs_record_the_lock(tmp_path):
+    import hashlib
+    import sqlite3
+    db = tmp_path / "results.db"
+    results.store_run({"run_id": "r1", "notebook": "scratch"}, [{"run_id": "r1", "x": 1}], db)
+    row = sqlite3.connect(db).execute("SELECT lock_hash, lock_ok FROM runs").fetchone()
+    assert row == (hashlib.sha256(config.LOCK_FILE.read_bytes()).hexdigest()[:16], 1)

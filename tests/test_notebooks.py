@@ -6,11 +6,10 @@ import ast
 import sqlite3
 
 import nbformat
-import papermill as pm
 import pytest
 
 from sqlitelab import config, results
-from sqlitelab.batch import notebooks
+from sqlitelab.batch import execute, notebooks
 
 NOTEBOOKS = notebooks()
 
@@ -60,9 +59,7 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_FIGURES_DIR", str(tmp_path / "figures"))
     run_id = results.new_run_id(path.stem)
     out = tmp_path / path.name
-    pm.execute_notebook(str(path), str(out), kernel_name=config.KERNEL_NAME,
-                        parameters={"scale": "quick", "run_id": run_id, **SMOKE[path.stem]},
-                        cwd=str(config.NOTEBOOKS_DIR), progress_bar=False)
+    execute(path, out, {"scale": "quick", "run_id": run_id, **SMOKE[path.stem]})
     table = STORES.get(path.stem, "points")
     if table:
         con = sqlite3.connect(tmp_path / "data" / "results.db")
@@ -102,9 +99,8 @@ def test_capacity_notebook_reads_the_newest_run_at_its_scale(tmp_path, monkeypat
     new = sweep(notebook="01-linear-writes", parameters={"scale": "quick"}, **tiny)
     sweep(notebook="scratch", **tiny)
     run_id = results.new_run_id("06-capacity")
-    pm.execute_notebook(str(config.NOTEBOOKS_DIR / "06-capacity.ipynb"), str(tmp_path / "06.ipynb"),
-                        kernel_name=config.KERNEL_NAME, parameters={"scale": "quick", "run_id": run_id},
-                        cwd=str(config.NOTEBOOKS_DIR), progress_bar=False)
+    execute(config.NOTEBOOKS_DIR / "06-capacity.ipynb", tmp_path / "06.ipynb",
+            {"scale": "quick", "run_id": run_id})
     cap = pd.read_csv(runs / run_id / "capacity.csv")
     assert cap["notebook"].tolist() == ["01-linear-writes"]
     assert cap["peak_rps"].iloc[0] == pytest.approx(new["rps"].max())
