@@ -236,7 +236,7 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
         "max_clean_rps": float(clean["rps"].max()) if len(clean) else None,
         "hello_rps": hello["rps"], "hello_wrk_rps": hello["wrk_rps"],
         "hello_ratio": hello["rps_ratio"], "hello_gen_util": hello["gen_util"],
-        "delay_levels": len(delayed),
+        "delay_levels": len(delayed), **results.lock(),
     }
     db = results.open_db(_db(path))
     db["calibrations"].insert(summary, pk="calib_id", replace=True, alter=True)

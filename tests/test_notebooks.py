@@ -70,6 +70,9 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
         assert count > 0, "the notebook stored no measurements"
         assert audit[0] == 1, "the audit failed"
         assert audit[1] > 0
+    from sqlitelab import browse
+    if (tmp_path / "data" / "results.db").exists():  # make browse describes every column it wrote
+        assert not browse.undescribed(tmp_path / "data" / "results.db")
     method = tmp_path / "data" / "runs" / run_id / "method.csv"
     assert method.exists(), "the notebook printed no method table"
     import pandas as pd

@@ -1,0 +1,843 @@
+"""`make browse`: data/results.db in Datasette, on 127.0.0.1 only, with every table and column
+described and canned queries for the questions people ask of it.
+
+    python -m sqlitelab.browse [--port 8001] [--db data/results.db] [--print-metadata]
+
+Everything Datasette shows besides the data is declared once, here, as Python data: TITLE,
+TABLES (a description per table and per column; COLUMNS holds the meanings several tables
+share) and QUERIES (the canned queries). `metadata(db)` assembles them for one database — a
+query is offered only when the tables it reads exist, and columns added later (`lock_hash`) are
+read only where the file has them — and `main` writes it to a temporary JSON file for
+`datasette serve --metadata`. Where the lab already defines a number in Python (capacity,
+the newest run, the generator flags) the query computes it by that definition and its
+description names the function; tests/test_browse.py checks that they agree.
+
+The database is opened read-only (Datasette's `mode=ro`), not `--immutable`: a sweep may be
+writing to it, and results.db is in WAL mode, whose newest commits an immutable reader would
+not see.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import capacity, config, load, servers
+
+HOST = "127.0.0.1"          # loopback only: results.db names the machine and its runs
+DEFAULT_PORT = 8001
+SETTINGS = {                # `datasette serve --setting NAME VALUE`
+    "sql_time_limit_ms": 5000,     # the capacity query on a large results.db on a slow machine
+    "truncate_cells_html": 200,    # points.histogram is tens of KB of base64
+}
+# the objective when the capacity query is given none: capacity.estimate's own default
+SLO_P99_MS = inspect.signature(capacity.estimate).parameters["slo_p99_ms"].default
+TITLE = "SQLite Production Lab — results"
+DESCRIPTION = (
+    "Every run and measurement of this machine's lab: sweeps of the bundled servers under "
+    "Locust, loadgen and wrk (points, crosschecks), the buffer notebook (buffer_points, "
+    "buffer_slow_sync) and the generators' calibration against wrk. Start with the canned "
+    "queries below; `python -m sqlitelab.browse` serves this view."
+)
+SOURCE = "Measured on this machine by sqlitelab (make run, make seed); raw files in data/runs/<run_id>/"
+
+
+# ----------------------------------------------------------------------------- tables
+
+# Meanings shared by several tables (a table says which of them it has, in `_shared`).
+COLUMNS = {
+    "lock_hash": "requirements.lock (every Python dependency, exact) the run was set up from: its "
+                 "SHA-256, first 16 hex digits (results.lock); empty for runs from before it was "
+                 "recorded.",
+    "lock_ok": "1 when every pin of the lock that applies here was the installed version.",
+    "lock_drift": "Installed packages that differ from the lock (JSON list, `name version "
+                  "(locked v)`).",
+    "run_id": "The run (runs.run_id): `<UTC start>-<notebook>-<4 hex>`, plus `/<experiment>` for "
+              "each sweep of a notebook run that makes several. Raw files: data/runs/<run_id>/.",
+    "notebook": "The notebook that made the run (its file name without .ipynb), or the tool: "
+                "`generator-comparison` (python -m sqlitelab.calibrate compare); other names: "
+                "ad-hoc sweeps.",
+    "machine": "The measuring machine: cores, CPU model, memory (results.machine_label()).",
+    "server": f"The stack (servers/<stack>/): {', '.join(servers.STACKS)}.",
+    "profile": "The server profile (servers/profiles.toml): a bundle of knobs; `a+b` is profile a "
+               "with overlay b.",
+    "scenario": f"What every user sends (load.SCENARIOS): {', '.join(load.SCENARIOS)}.",
+    "users": "Concurrent closed-loop users (wrk: connections).",
+    "repeat": "Which repeat of the same level (from 1; buffer points from 0).",
+    "generator": f"The load generator: {', '.join(load.GENERATORS)} (loadgen: the lab's Go "
+                 "generator), or wrk, the reference client.",
+    "started": "UTC start, ISO 8601.",
+    "finished": "UTC end, ISO 8601.",
+    "git_commit": "`git rev-parse HEAD` of the lab when it ran, `-dirty` when tracked files had "
+                  "uncommitted changes.",
+    "window_s": "Length of the measurement window, seconds.",
+    "requests": "Requests counted: started and finished inside the window (wrk: every request of "
+                "its measured run).",
+    "rps": "Requests per second: `requests` over the window.",
+    "mean_ms": "Mean latency of the counted requests, ms.",
+    "p50_ms": "Median latency, ms.",
+    "p90_ms": "90th-percentile latency, ms.",
+    "p95_ms": "95th-percentile latency, ms.",
+    "p99_ms": "99th-percentile latency, ms.",
+    "p999_ms": "99.9th-percentile latency, ms.",
+    "max_ms": "Slowest counted request, ms.",
+    "errors": "Failed requests in the window (every kind: busy, other 5xx, 4xx, connection "
+              "errors, timeouts).",
+    "timeouts": "Requests that timed out.",
+    "bytes_per_s": "Response bytes per second received by the generator.",
+    "gen_cpu_pct": "The generator's CPU over the window, percent of one core (all its "
+                   "processes; 200 = two cores busy).",
+    "gen_cpus": "CPUs the generator was allowed to use (its pinning, else every CPU).",
+    "server_cpu_pct": "The server's CPU over the window (its whole process tree), percent of one core.",
+    "server_util": "The server's CPU as a share of the cores it was pinned to (0–1); from "
+                   f"load.SERVER_SATURATED_CPU = {load.SERVER_SATURATED_CPU:g} it counts as saturated.",
+    "generator_pinning": "CPU list the generator was pinned to (taskset), or empty when unpinned.",
+    "server_pinning": "CPU list the server was pinned to, or empty when unpinned.",
+    "generator_bound": "1 when the generator, not the server, was the limit: its CPU at or above "
+                       f"load.GENERATOR_BOUND_CPU ({load.GENERATOR_BOUND_CPU:.0%}) of its cores, or "
+                       "Locust's own CPU warning, while the server was below "
+                       f"load.SERVER_SATURATED_CPU ({load.SERVER_SATURATED_CPU:.0%}) of its own "
+                       "(load.run_level). Throughput is then a lower bound for the server's.",
+    "generator_influenced": "1 when the generator plausibly set the pace without being bound "
+                            "(load.influence: past its calibrated drift onset, or busy — "
+                            f"{load.GENERATOR_BUSY_CPU:.0%} of its CPU or more — and busier than an "
+                            "unsaturated server with nothing else to explain it; sweep: more than "
+                            "calibrate.TOLERANCE short of wrk's rate at a cross-checked level).",
+    "influence": "Why the point is generator-influenced (one sentence), else empty.",
+    "processes": "Processes (Locust --processes; loadgen and the server knobs: the server's "
+                 "processes where said).",
+    "threads": "Threads: wrk's threads, or the server's threads per process (from /health).",
+    "rows_written": "Rows the level added to the table its scenario writes, counted in the file.",
+    "audit_rule": "How written rows were checked against acknowledged writes (exact, partial, "
+                  "or wrk's bounds).",
+    "audit_ok": "1 when the rows written match the acknowledged writes under audit_rule and "
+                "`PRAGMA integrity_check` said ok; 0 is a failed audit; empty when not audited.",
+    "integrity": "`PRAGMA integrity_check` of the server's database after it stopped (`ok`).",
+    "skipped": "Why the point was not measured (one line), else empty.",
+    "sqlite_version": "SQLite library version that wrote the data.",
+    "seconds": "Timed seconds of the point.",
+    "records_per_s": "Records written per second over the timed seconds.",
+    "method": "`article` (the author's code, detail by detail) or `tuned` (the lab's writer); "
+              "for calibrations: the calibration's settings (calibrate.METHOD).",
+    "variant": "What changed from the method as published (buffer.VARIANTS); `lab` for tuned.",
+    "rows_per_txn": "Rows per transaction (the article's batch_write_size).",
+    "total": "Records the point writes.",
+    "synchronous": "PRAGMA synchronous in effect on the writing connection (off, normal, full, extra).",
+    "groups": "Transactions (groups of rows_per_txn rows) written.",
+    "close_checkpoints": "Connection closes that checkpointed the whole WAL and deleted it "
+                         "(seen from the files), empty when not probed.",
+    "auto_checkpoints": "Checkpoints at a commit (the 1,000-page autocheckpoint), empty when not probed.",
+    "db_mib": "Database size, MiB (buffer points: db + -wal + -shm, as the article's get_db_size_mb).",
+    "calib_id": "The calibration (calibrations.calib_id): `<UTC start>-calibration-<generator>-<4 hex>`.",
+}
+
+
+def _shared(*names: str) -> dict[str, str]:
+    return {n: COLUMNS[n] for n in names}
+
+
+TABLES: dict[str, dict] = {
+    "runs": {
+        "description": "One row per sweep (a notebook run with several experiments has one row "
+                       "each, `<run_id>/<experiment>`) or per stored table (buffer, comparison): "
+                       "what ran, where, with which code and settings.",
+        "sort_desc": "started",
+        "facets": ["notebook"],
+        "columns": {
+            **_shared("run_id", "notebook", "started", "finished", "git_commit"),
+            "experiment": "The notebook's experiment this sweep measures (e.g. `article`, "
+                          "`share-10`), empty for a single sweep.",
+            "parameters": "The notebook's parameters as it ran (JSON; `scale` is quick or seed).",
+            "machine": COLUMNS["machine"],
+            "machine_info": "The machine as JSON (results.machine()): host, system, CPU model, "
+                            "cores, memory GiB.",
+            "versions": "Versions of Python, SQLite (Python's) and the lab's Python packages (JSON, "
+                        "results.versions()). The servers' own versions are in points.server_versions.",
+            "server_cpus": "CPU list the servers were pinned to (empty: unpinned).",
+            "generator_cpus": "CPU list the generators were pinned to (empty: unpinned).",
+            "scenario": COLUMNS["scenario"],
+            "sweep": "The sweep's arguments (JSON): servers, profiles, levels, repeats, duration, "
+                     "warm-up, generator, keep-alive, confirm, crosscheck, knobs, seed sizes.",
+            "seed_cached": "1 when the seeded template database came from the cache.",
+            "seed_seconds": "Seconds spent getting the seeded template (seeding or the cache).",
+            "points": "Rows the run stored in its measurement table (points, or buffer_points etc.), "
+                      "replaced points included.",
+            "calibrations": "The generator calibrations the sweep's flags used (JSON: generator → "
+                            "calibrations.calib_id); empty when the sweep skipped calibration.",
+            **_shared("lock_hash", "lock_ok", "lock_drift"),
+            "calibration_seconds": "Seconds the sweep spent finding (or measuring) its generator "
+                                   "calibrations.",
+            "server_timing": "Where the sweep's wall time went, per server and profile (JSON list: "
+                             "copy_s, start_s, prime_s, levels_s, crosscheck_s, confirm_s, "
+                             "confirmed_levels, stop_s, integrity_s, db_mib).",
+            "wall_seconds": "The sweep's wall time, seconds.",
+        },
+    },
+    "points": {
+        "description": "One row per level and repeat of a sweep: the exact-window measurement, "
+                       "the same run counted as `hey` counts it, CPU of server and generator, "
+                       "the generator flags and the audit. results.load_points() reads it.",
+        "facets": ["server", "profile", "scenario", "generator"],
+        "columns": {
+            **_shared("run_id", "server", "profile", "scenario", "users", "repeat", "generator",
+                      "machine", "window_s", "requests", "rps", "mean_ms", "p50_ms", "p90_ms",
+                      "p95_ms", "p99_ms", "p999_ms", "max_ms", "errors", "timeouts",
+                      "bytes_per_s", "gen_cpu_pct", "gen_cpus", "server_cpu_pct", "server_util",
+                      "generator_pinning", "server_pinning", "generator_bound",
+                      "generator_influenced", "influence", "rows_written", "audit_rule",
+                      "audit_ok", "integrity", "sqlite_version"),
+            "processes": "Locust processes driving the level (loadgen: 1).",
+            "hist_mean_ms": "Mean latency from the merged HdrHistogram, ms (a check on mean_ms).",
+            "min_ms": "Fastest counted request, ms.",
+            "status_counts": "Responses in the window by HTTP status (JSON; 0: no response).",
+            "busy_errors": "Failures reported as SQLITE_BUSY ('database is locked', a 503).",
+            "server_errors": "Other 5xx responses.",
+            "client_errors": "4xx responses.",
+            "connection_errors": "Requests that failed on the connection (refused, reset…).",
+            "overran_window": "Requests started in the window but unfinished at its close (not counted).",
+            "max_overrun_ms": "How long the longest of those ran past the close, ms (from "
+                              f"load.STALL_MS = {load.STALL_MS:g} ms: a stall).",
+            "server_rss_mb": "Peak resident memory of the server's process tree, MiB.",
+            "locust_cpu_warning": "1 when Locust logged its own 'CPU usage above 90%' warning.",
+            "server_requests": "Requests the server itself counted in the window (/health "
+                               "requests_handled at both ends), empty for count-based levels.",
+            "ramp_in_window": "1 when a user spawned after the window opened (the window held a ramp).",
+            "acked_writes": "Write requests the generator saw acknowledged (the scenario's success "
+                            "statuses) over the whole run.",
+            "run_counts": "Every finished request of the whole run by `<request> <status>` (JSON; "
+                          "status 0: transport error) — hey's accounting.",
+            "locust_avg_ms": "Locust's own average over the whole run, ms (its CSV's Aggregated row).",
+            "locust_window_avg_ms": "Locust's own average over the window, ms (its stats reset at the "
+                                    "window's open).",
+            "locust_window_requests": "Locust's own request count over the window.",
+            "histogram": "The merged HdrHistogram of the window's latencies in µs (base64, "
+                         "HdrHistogram.decode).",
+            "locust_exit": "The generator process's exit code.",
+            "keepalive": "1: each user kept one connection; 0: a new connection per request "
+                         "(oha --disable-keepalive).",
+            "hey_seconds": "hey's Total: from the run's first request start to its last end, s.",
+            "hey_rps": "hey's Requests/sec: every finished request of the run (any status, "
+                       "transport errors too) over hey_seconds.",
+            "hey_mean_ms": "hey's Average: mean latency of the run's requests with an HTTP status, ms.",
+            "hey_max_ms": "hey's Slowest: the slowest of them, ms.",
+            "hey_results": "hey's numRes: every request that finished during the run.",
+            "expected_rows": "Rows the acknowledged writes should have added (acked_writes × "
+                             "rows per acknowledgement).",
+            "unacked_rows": "rows_written − expected_rows (0 when exact; > 0: rows committed "
+                            "without an acknowledgement).",
+            "db_mib": "Size of the server's database file before the level, MiB.",
+            "db_cached_before": "Share of the database file in the OS page cache before the level "
+                                "(fincore; 0–1).",
+            "db_cached_after": "Share of the database file in the OS page cache after the level.",
+            "knobs": "The server's effective knobs as its /health reported them (JSON: pragmas, "
+                     "transaction mode, busy handling, write path, processes, threads…).",
+            "emulated": "Knobs emulated in application code where the driver lacks a native hook "
+                        "(JSON: knob → how; {} when none).",
+            "server_versions": "The server's language, framework and driver versions (JSON, /health).",
+            "server_processes": "Server processes (from /health knobs).",
+            "server_threads": "Threads per server process (from /health knobs).",
+            "write_path": "How the server writes: pool, writer (a single writer thread) or batch "
+                          "(group commit).",
+            "txn_mode": "Write transactions: deferred or immediate.",
+            "busy": "Busy handling (e.g. busy_timeout:5000, retries:1000, sleep_poll…).",
+            "generator_saturated": "1 when the generator's CPU reached load.GENERATOR_BOUND_CPU "
+                                   f"({load.GENERATOR_BOUND_CPU:.0%}) of its cores, bound or not.",
+            "gen_onset_util": "The generator's calibrated drift onset (share of its CPU) used for "
+                              "the influence flag; empty: no drift seen, or not calibrated.",
+            "headline": "1 (or empty, for points from before the flag) when the point is its "
+                        "level's headline; 0 when a confirming generator re-measured the level.",
+            "replaced_by": "The generator that re-measured this level (sweep's confirm), else empty.",
+            "replaced_generator": "On a confirming point: the generator whose point it replaces.",
+            "replaced_rps": "On a confirming point: the replaced point's rps.",
+            "replaced_p99_ms": "On a confirming point: the replaced point's p99, ms.",
+            "replaced_gen_cpu_pct": "On a confirming point: the replaced generator's CPU, percent "
+                                    "of one core.",
+            "replaced_reason": "On a confirming point: why the replaced point was flagged.",
+            "cpu_span_s": "The span CPU shares are averaged over, s (at least the window).",
+            "time_spawn_s": "Level timing: from the generator's launch until its last user ran, s.",
+            "time_startup_s": "Level timing: the start-up allowance the window waited for, s.",
+            "time_warmup_s": "Level timing: the warm-up, s.",
+            "time_window_s": "Level timing: the measurement window, s.",
+            "time_shutdown_s": "Level timing: the generator's exit after the window closed, s.",
+            "time_merge_s": "Level timing: reading and merging the generator's files, s.",
+            "time_level_s": "Level timing: the whole level, launch to merged, s.",
+            "time_counts_s": "Point timing: counting rows before and after (the audit), s.",
+            "time_cache_s": "Point timing: the page-cache probes (fincore) before and after, s.",
+            "time_pause_s": "Point timing: the pause after the level, s.",
+            "time_point_s": "Point timing: the whole point, counts to pause, s.",
+        },
+    },
+    "crosschecks": {
+        "description": "One wrk point per server and profile at one level of a sweep "
+                       "(sweep's crosscheck), audited like any write; analysis.crosscheck_table "
+                       "shows it beside the lab's generators.",
+        "columns": {
+            **_shared("run_id", "server", "profile", "machine", "scenario", "users", "skipped",
+                      "generator", "threads", "window_s", "requests", "rps", "mean_ms", "p50_ms",
+                      "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "timeouts", "errors",
+                      "bytes_per_s", "gen_cpu_pct", "gen_cpus", "server_cpu_pct",
+                      "generator_pinning", "rows_written", "audit_rule", "audit_ok", "integrity"),
+            "status_errors": "Non-2xx/3xx responses.",
+            "socket_errors": "Connect, read and write errors.",
+            "ok_responses": "2xx and 3xx responses in the measured run.",
+            "acked_responses": "2xx and 3xx responses of the warm-up and measured runs: the writes "
+                               "wrk saw acknowledged.",
+            "unknown_outcomes": "Requests whose outcome wrk never learnt (in flight at a run's stop, "
+                                "or failed on the socket after being sent).",
+            "duration_s": "wrk's measured run, s.",
+            "warmup_s": "wrk's unmeasured warm-up run before it, s.",
+        },
+    },
+    "calibrations": {
+        "description": "One row per calibration of a generator against wrk on this machine "
+                       "(sqlitelab.calibrate): its /hello ceiling and the CPU share from which "
+                       "its rate or p99 drifts from wrk's.",
+        "sort_desc": "started",
+        "columns": {
+            **_shared("calib_id", "generator", "machine", "method", "started", "finished",
+                      "git_commit", "server_pinning", "generator_pinning", "lock_hash", "lock_ok",
+                      "lock_drift"),
+            "version": "What the calibration holds for: Locust's version + the locustfile's hash, or "
+                       "loadgen's source hash.",
+            "reference": "The reference client's version (wrk).",
+            "target": "The server measured against (the fastest compiled stack on /hello).",
+            "target_choice": "wrk's /hello rate per candidate stack, when it was chosen here (JSON).",
+            "delay_ms": "The delay endpoint's wait, ms.",
+            "tolerance": "A level drifts when its rate is more than this share below wrk's.",
+            "p99_tolerance": "… or its p99 more than this share above wrk's.",
+            "onset_util": "Drift onset: the generator's CPU share (0–1) from which every level "
+                          "drifts; empty: none drifts.",
+            "max_clean_util": "Highest generator CPU share of a level that did not drift.",
+            "max_clean_rps": "Highest rate of a level that did not drift.",
+            "hello_rps": "The generator's rate on GET /hello at 64 users.",
+            "hello_wrk_rps": "wrk's rate on the same.",
+            "hello_ratio": "hello_rps / hello_wrk_rps.",
+            "hello_gen_util": "The generator's CPU share on /hello.",
+            "delay_levels": "Levels measured on the delay endpoint.",
+        },
+    },
+    "calibration_points": {
+        "description": "The levels of each calibration: the generator and wrk in turn on the same "
+                       "server, and how far the generator drifts from wrk.",
+        "columns": {
+            **_shared("calib_id", "generator", "users", "rps", "p50_ms", "p99_ms", "errors",
+                      "gen_cpu_pct", "server_cpu_pct", "generator_bound"),
+            "endpoint": "hello (the ceiling) or delay (GET /delay/<delay_ms>).",
+            "gen_util": "The generator's CPU as a share of its cores (0–1).",
+            "wrk_rps": "wrk's rate at the same level.",
+            "wrk_p50_ms": "wrk's median latency, ms.",
+            "wrk_p99_ms": "wrk's p99 latency, ms.",
+            "wrk_errors": "wrk's failed requests.",
+            "wrk_cpu_pct": "wrk's CPU, percent of one core.",
+            "wrk_server_cpu_pct": "The server's CPU under wrk, percent of one core.",
+            "rps_ratio": "rps / wrk_rps.",
+            "p99_ratio": "p99_ms / wrk_p99_ms.",
+            "p50_added_ms": "p50_ms − wrk_p50_ms.",
+            "p99_added_ms": "p99_ms − wrk_p99_ms.",
+            "drift": "1 when the level drifts (calibrate.drift: rate or p99 beyond the tolerances).",
+        },
+    },
+    "generator_comparison": {
+        "description": "wrk, loadgen and Locust on the same level, each on a fresh database and "
+                       "server, in shuffled order (python -m sqlitelab.calibrate compare).",
+        "columns": {
+            **_shared("run_id", "server", "generator", "repeat", "scenario", "users", "rps",
+                      "p50_ms", "p99_ms", "errors", "gen_cpu_pct", "server_cpu_pct",
+                      "server_util", "generator_bound", "generator_influenced", "influence"),
+            "order": "Position in the shuffled run order (from 1).",
+            "processes": "Server processes (from /health knobs).",
+            "threads": "Threads per server process (from /health knobs).",
+        },
+    },
+    "buffer_points": {
+        "description": "Notebook 04 (seed 003, SQLite as a write buffer): one row per point, each "
+                       "in a fresh process — the author's method, its one-change variants and the "
+                       "lab's writer (sqlitelab.buffer).",
+        "facets": ["method", "variant"],
+        "columns": {
+            **_shared("run_id", "method", "variant", "rows_per_txn", "synchronous", "total",
+                      "repeat", "seconds", "records_per_s", "db_mib", "audit_ok", "skipped",
+                      "machine", "started", "groups", "close_checkpoints", "auto_checkpoints",
+                      "sqlite_version"),
+            "records_per_row": "Records serialised into one row's JSON payload (the article: 1,000).",
+            "peak_rss_mib": "Peak resident memory of the point's process, MiB.",
+            "synchronous_requested": "The synchronous level asked for (tuned), empty for the "
+                                     "article's default.",
+            "projected_peak_gib": "Memory the point was projected to need before it ran, GiB.",
+            "projected_disk_gib": "Disk it was projected to need, GiB.",
+            "mem_available_gib": "Memory available when it was planned, GiB.",
+            "db_bytes": "db + -wal + -shm, bytes.",
+            "wal_mib": "The -wal file at the end, MiB.",
+            "wal_max_mib": "Largest -wal file seen during the point, MiB.",
+            "page_size": "PRAGMA page_size read back on the writing connection.",
+            "synchronous_level": "PRAGMA synchronous as a number (0 off, 1 normal, 2 full, 3 extra).",
+            "serialise_seconds": "Timed seconds building the rows (json.dumps of each chunk).",
+            "write_seconds": "Timed seconds writing them.",
+            "close_seconds": "Timed seconds closing the last connection.",
+            "connections": "Connections opened inside the timing.",
+            "group_ms_median": "Median time of one transaction, ms.",
+            "group_ms_max": "Slowest transaction, ms.",
+            "probe_seconds": "Time spent probing the -wal/-shm files, s (excluded from seconds).",
+            "gc_collections": "Cyclic-GC collections inside the timing.",
+            "gc_full_collections": "Of which full (generation 2).",
+            "gc_seconds": "Seconds the GC took inside the timing.",
+            "timed_cpu_seconds": "CPU seconds (user + system) of the timed part.",
+            "timed_minor_faults": "Minor page faults in the timed part.",
+            "timed_voluntary_switches": "Voluntary context switches in the timed part (waits, e.g. fsync).",
+            "generate_seconds": "Untimed seconds generating the records.",
+            "rss_start_mib": "RSS of the point's process at its start, MiB.",
+            "rss_before_gen_mib": "RSS before generating the records, MiB.",
+            "rss_after_gen_mib": "RSS after generating them, MiB.",
+            "records_bytes_per_record": "Memory the generated records hold, bytes per record.",
+            "peak_bytes_per_record": "Peak memory above the start, bytes per record.",
+            "rows": "Rows in the queue table after the point (the audit).",
+            "rows_expected": "Rows there should be: total / records_per_row, rounded up.",
+            "records_in_payloads": "Records counted inside the rows' payloads (should be total).",
+            "journal_mode": "PRAGMA journal_mode read back after the point (should be wal).",
+            "python": "Python version of the point's process.",
+            "loadavg_start": "1-minute load average when the point started.",
+            "loadavg_end": "1-minute load average when it ended.",
+            "error": "Why the point failed (timeout, memory, crash), else empty.",
+            "consumed": "Records the consumer read back (tuned, with consume).",
+            "consume_seconds": "Seconds the consumer took.",
+            "consume_records_per_s": "Records consumed per second.",
+            "rows_left": "Rows left in the queue after the consumer (should be 0).",
+            "audit_seconds": "Seconds the audit of the rows took (after the timing).",
+            "worker_seconds": "Seconds the point's process spent measuring (start to result).",
+            "process_start_seconds": "Start-up of the point's fresh process (a new interpreter "
+                                     "importing sqlitelab.buffer), s.",
+            "process_seconds": "The point's process from launch to result, s.",
+            "remove_seconds": "Removing the point's database files afterwards, s.",
+            "point_wall_seconds": "The whole point in the sweep, launch to files removed, s.",
+        },
+    },
+    "buffer_slow_sync": {
+        "description": "Notebook 04: the author's method on emulated slow storage — every "
+                       "fsync/fdatasync delayed under strace (buffer.syscall_counts) — with the "
+                       "system calls each point made.",
+        "columns": {
+            **_shared("run_id", "method", "variant", "rows_per_txn", "total", "seconds",
+                      "records_per_s", "groups", "close_checkpoints", "auto_checkpoints",
+                      "synchronous", "audit_ok"),
+            "sync_delay_ms": "Delay added to every fsync/fdatasync, ms.",
+            "fsync_calls": "fsync calls made by the point's process.",
+            "fdatasync_calls": "fdatasync calls.",
+            "unlink_calls": "unlink calls (e.g. -wal/-shm deleted at a close).",
+            "unlinkat_calls": "unlinkat calls.",
+            "ftruncate_calls": "ftruncate calls.",
+        },
+    },
+}
+
+
+# ----------------------------------------------------------------------------- canned queries
+
+def _notebook_run(col: str) -> str:
+    """SQL for a run_id's notebook run: the part before `/<experiment>` (capacity.latest_runs)."""
+    return f"CASE WHEN instr({col}, '/') > 0 THEN substr({col}, 1, instr({col}, '/') - 1) ELSE {col} END"
+
+
+def _limit_note(bound: str, influenced: str) -> str:
+    """SQL for analysis.limit_note: how a point's or level's number must be read."""
+    return (f"CASE WHEN coalesce({bound}, 0) != 0 THEN 'generator-bound' "
+            f"WHEN coalesce({influenced}, 0) != 0 THEN 'generator-influenced' ELSE '' END")
+
+
+def _fit(sql: str, schema: dict, **aliases: str) -> str:
+    """`alias.column` (alias: a table) made NULL where the file's table lacks the column, so a
+    query reads older files (without columns added since) too."""
+    def sub(m: re.Match) -> str:
+        table = aliases.get(m.group(1))
+        return "NULL" if table and m.group(2) not in schema.get(table, ()) else m.group(0)
+    return re.sub(r"\b([a-z]\w*)\.([a-z_]\w*)\b", sub, sql)
+
+
+def _newest_runs(schema: dict) -> str:
+    return f"""-- capacity.latest_runs()'s rule, over every run in `runs`
+WITH sweeps AS (
+  SELECT *, {_notebook_run('run_id')} AS notebook_run
+  FROM runs
+  WHERE coalesce(:scale, '') = '' OR json_extract(parameters, '$.scale') = :scale
+  ORDER BY started
+),
+grouped AS (
+  SELECT notebook, notebook_run AS run_id, min(started) AS started, max(finished) AS finished,
+         max(json_extract(parameters, '$.scale')) AS scale,
+         group_concat(DISTINCT git_commit) AS git_commit,
+         sum(points) AS points, count(*) AS sweeps,
+         group_concat(coalesce(experiment, nullif(substr(run_id, length(notebook_run) + 2), '')),
+                      ', ') AS experiments,
+         row_number() OVER (PARTITION BY notebook ORDER BY min(started) DESC, notebook_run) AS newest
+  FROM sweeps
+  GROUP BY notebook, notebook_run
+)
+SELECT notebook, run_id, started, finished, scale, git_commit, points, sweeps, experiments
+FROM grouped WHERE newest = 1
+ORDER BY notebook"""
+
+
+def _capacity(schema: dict) -> str:
+    notebooks = ", ".join(f"'{n}'" for n in capacity.COLLECTION)
+    return _fit(f"""-- capacity.estimate(capacity.latest_runs(results.load_points(), scale), slo_p99_ms)
+WITH params AS (
+  SELECT CAST(coalesce(nullif(trim(:slo_p99_ms), ''), {SLO_P99_MS!r}) AS REAL) AS slo,
+         coalesce(:scale, '') AS scale
+),
+pts AS (  -- results.load_points(): headline points, with their run's notebook and start
+  SELECT p.run_id, p.server, p.profile, p.scenario, p.users, p.rps, p.p99_ms, p.errors,
+         p.generator_bound AS bound, p.generator_influenced AS influenced,
+         r.notebook, coalesce(r.experiment, '') AS experiment, r.started,
+         {_notebook_run('p.run_id')} AS notebook_run
+  FROM points p JOIN runs r USING (run_id)
+  WHERE coalesce(p.headline, 1) = 1
+    AND r.notebook IN ({notebooks})
+    AND ((SELECT scale FROM params) = ''
+         OR json_extract(r.parameters, '$.scale') = (SELECT scale FROM params))
+),
+newest AS (  -- capacity.latest_runs(): per notebook, the run whose first sweep started last
+  SELECT notebook_run FROM (
+    SELECT notebook_run, row_number() OVER (
+             PARTITION BY notebook ORDER BY min(started) DESC, notebook_run) AS k
+    FROM pts GROUP BY notebook, notebook_run)
+  WHERE k = 1
+),
+levels AS (  -- capacity_at_slo(): repeats of a level averaged (p99: the worst, errors: summed)
+  SELECT notebook, experiment, server, profile, scenario, users, notebook_run,
+         avg(rps) AS rps, max(p99_ms) AS p99_ms, total(errors) AS errors,
+         max(coalesce(bound, 0) != 0) AS bound, max(coalesce(influenced, 0) != 0) AS influenced
+  FROM pts
+  WHERE notebook_run IN (SELECT notebook_run FROM newest)
+    AND server IS NOT NULL AND profile IS NOT NULL AND scenario IS NOT NULL AND users IS NOT NULL
+  GROUP BY notebook, experiment, server, profile, scenario, users
+),
+peak AS (  -- the naive peak: the highest rps at any latency, any errors
+  SELECT * FROM (SELECT *, row_number() OVER (
+      PARTITION BY notebook, experiment, server, profile, scenario ORDER BY rps DESC, users) AS k
+    FROM levels) WHERE k = 1
+),
+within AS (  -- capacity at the objective: the highest rps of a level with p99 <= SLO, no errors
+  SELECT * FROM (SELECT *, row_number() OVER (
+      PARTITION BY notebook, experiment, server, profile, scenario ORDER BY rps DESC, users) AS k
+    FROM levels WHERE p99_ms <= (SELECT slo FROM params) AND errors = 0) WHERE k = 1
+)
+SELECT pk.notebook, pk.experiment, pk.server, pk.profile, pk.scenario,
+       pk.rps AS peak_rps, pk.users AS peak_users, pk.p99_ms AS peak_p99_ms,
+       CAST(pk.errors AS INTEGER) AS peak_errors,
+       (pk.bound OR pk.influenced) AS peak_lower_bound,
+       {_limit_note('pk.bound', 'pk.influenced')} AS peak_limit,
+       coalesce(w.rps, 0.0) AS slo_rps, w.users AS slo_users, w.p99_ms AS slo_p99_ms,
+       coalesce(w.bound OR w.influenced, 0) AS slo_lower_bound,
+       CASE WHEN w.users IS NULL THEN '' ELSE {_limit_note('w.bound', 'w.influenced')} END AS slo_limit,
+       (SELECT slo FROM params) AS objective_p99_ms, pk.notebook_run
+FROM peak pk LEFT JOIN within w USING (notebook, experiment, server, profile, scenario)
+ORDER BY pk.notebook, pk.experiment, pk.scenario, slo_rps DESC, pk.server, pk.profile""",
+                schema, p="points", r="runs")
+
+
+def _failed_audits(schema: dict) -> str | None:
+    def audited(table: str) -> bool:
+        return "audit_ok" in schema.get(table, ())
+
+    parts = []
+    if audited("points"):
+        parts.append("""SELECT 'points' AS source, p.run_id, r.notebook, r.started,
+       printf('%s · %s · %s · %s users · repeat %s · %s', p.server, p.profile, p.scenario,
+              p.users, p.repeat, coalesce(p.generator, 'locust')) AS what,
+       printf('%s rows written, %s expected from %s acknowledged writes (%s); integrity %s',
+              p.rows_written, p.expected_rows, p.acked_writes, p.audit_rule, p.integrity) AS detail
+FROM points p LEFT JOIN runs r USING (run_id) WHERE p.audit_ok = 0""")
+    if audited("crosschecks"):
+        parts.append("""SELECT 'crosschecks', c.run_id, r.notebook, r.started,
+       printf('%s · %s · %s · %s users · wrk', c.server, c.profile, c.scenario, c.users),
+       printf('%s rows written, %s acknowledged, %s unknown outcomes (%s); integrity %s',
+              c.rows_written, c.acked_responses, c.unknown_outcomes, c.audit_rule, c.integrity)
+FROM crosschecks c LEFT JOIN runs r USING (run_id) WHERE c.audit_ok = 0""")
+    if audited("buffer_points"):
+        parts.append("""SELECT 'buffer_points', b.run_id, r.notebook, coalesce(b.started, r.started),
+       printf('%s/%s · %s rows per transaction · %s records · synchronous %s · repeat %s',
+              b.method, b.variant, b.rows_per_txn, b.total, b.synchronous, b.repeat),
+       printf('%s rows of %s expected, %s of %s records in the payloads, journal %s',
+              CAST(b.rows AS INTEGER), CAST(b.rows_expected AS INTEGER),
+              CAST(b.records_in_payloads AS INTEGER), b.total, b.journal_mode)
+FROM buffer_points b LEFT JOIN runs r USING (run_id) WHERE b.audit_ok = 0""")
+    if audited("buffer_slow_sync"):
+        parts.append("""SELECT 'buffer_slow_sync', s.run_id, r.notebook, r.started,
+       printf('%s/%s · %s rows per transaction · %s records · syncs delayed %s ms',
+              s.method, s.variant, s.rows_per_txn, s.total, s.sync_delay_ms),
+       'rows or records in the payloads differ from what was written (buffer._audit)'
+FROM buffer_slow_sync s LEFT JOIN runs r USING (run_id) WHERE s.audit_ok = 0""")
+    if not parts:
+        return None
+    return _fit("\nUNION ALL\n".join(parts) + "\nORDER BY started DESC, source, what", schema,
+                p="points", c="crosschecks", b="buffer_points", s="buffer_slow_sync", r="runs")
+
+
+def _generator_limited(schema: dict) -> str:
+    return _fit(f"""-- the flags load.run_level and sweep stored; limit: analysis.limit_note()
+SELECT p.run_id, r.notebook, r.started, p.server, p.profile, p.scenario, p.users, p.repeat,
+       coalesce(p.generator, 'locust') AS generator,
+       {_limit_note('p.generator_bound', 'p.generator_influenced')} AS "limit",
+       p.influence AS influence, p.rps, p.p99_ms, p.gen_cpu_pct, p.gen_cpus,
+       p.server_cpu_pct, p.server_util AS server_util, p.gen_onset_util AS gen_onset_util,
+       coalesce(p.headline, 1) AS headline, p.replaced_by AS replaced_by
+FROM points p JOIN runs r USING (run_id)
+WHERE (coalesce(p.generator_bound, 0) != 0 OR coalesce(p.generator_influenced, 0) != 0)
+  AND (coalesce(:run_id, '') = '' OR p.run_id = :run_id
+       OR substr(p.run_id, 1, length(:run_id) + 1) = :run_id || '/')
+ORDER BY r.started DESC, p.run_id, p.server, p.profile, p.users, p.repeat""", schema, p="points", r="runs")
+
+
+PROVENANCE_COLUMNS = ("run_id", "notebook", "experiment", "started", "finished", "git_commit",
+                      "lock_hash", "lock_ok", "lock_drift", "machine", "machine_info", "versions", "server_cpus",
+                      "generator_cpus", "calibrations", "parameters", "sweep")
+
+
+def _provenance(schema: dict) -> str:
+    have = schema["runs"]
+    cols = [f"r.{c}" for c in PROVENANCE_COLUMNS if c in have]
+    if "calibrations" in have and "calibrations" in schema:
+        cols.append("""(SELECT group_concat(printf('%s: %s (%s vs %s, target %s, drift onset %s)',
+                   j.key, j.value, c.version, c.reference, c.target,
+                   CASE WHEN c.onset_util IS NULL THEN 'none'
+                        ELSE printf('%.0f%% of its CPU', 100 * c.onset_util) END), '; ')
+         FROM json_each(CASE WHEN json_valid(r.calibrations) THEN r.calibrations END) j
+         JOIN calibrations c ON c.calib_id = j.value) AS calibration_details""")
+    if "points" in schema and {"server", "server_versions"} <= set(schema["points"]):
+        sqlite = "' sqlite ' || p.sqlite_version" if "sqlite_version" in schema["points"] else "''"
+        cols.append(f"""(SELECT group_concat(DISTINCT p.server || ' ' || p.server_versions || {sqlite})
+         FROM points p WHERE p.run_id = r.run_id) AS server_versions""")
+    select = ",\n       ".join(cols)
+    return f"""WITH target AS (
+  SELECT CASE WHEN coalesce(:run_id, '') != '' THEN :run_id
+         ELSE (SELECT {_notebook_run('run_id')} FROM runs ORDER BY started DESC LIMIT 1) END AS id
+)
+SELECT {select}
+FROM runs r, target t
+WHERE r.run_id = t.id OR substr(r.run_id, 1, length(t.id) + 1) = t.id || '/'
+ORDER BY r.started"""
+
+
+# name -> the tables it needs, title, description, parameters, and its SQL built for a schema
+# (None: nothing for it to read)
+QUERIES: dict[str, dict] = {
+    "newest_runs": {
+        "needs": ("runs",),
+        "title": "The newest run of each notebook",
+        "description": "Per notebook, its newest run: the run whose first sweep started last, the "
+                       "rule of capacity.latest_runs() (here over every run in `runs`, with points "
+                       "or not), its sweeps' span, scale, commit(s) and points. `scale`: only runs "
+                       "at that scale (quick or seed); empty: any.",
+        "params": ["scale"],
+        "sql": _newest_runs,
+    },
+    "capacity": {
+        "needs": ("runs", "points"),
+        "title": "Capacity per stack: the naive peak and the highest throughput within a p99 objective",
+        "description": "Mirrors capacity.estimate(capacity.latest_runs(results.load_points(), "
+                       "scale=…), slo_p99_ms) — notebook 06's table without its user counts: the "
+                       "newest run of each of notebooks " + ", ".join(capacity.COLLECTION) + " "
+                       "(headline points only), repeats of a level averaged (p99 the worst, errors "
+                       "summed), then per notebook, experiment, server, profile and scenario the "
+                       "naive peak (highest rps, any latency, any errors) and capacity_at_slo()'s "
+                       "capacity: the highest rps of a level with p99 ≤ slo_p99_ms and no errors "
+                       "(0 when none). *_lower_bound / *_limit: the generator was the limit or "
+                       "set the pace (analysis.limit_note): at least this. `slo_p99_ms`: the "
+                       f"objective in ms (empty: {SLO_P99_MS:g}); `scale`: quick or seed (empty: any).",
+        "params": ["slo_p99_ms", "scale"],
+        "sql": _capacity,
+    },
+    "failed_audits": {
+        "needs": (),
+        "title": "Audits that failed",
+        "description": "Every measurement whose audit failed (audit_ok = 0): points and wrk "
+                       "crosschecks (rows written ≠ acknowledged writes, or integrity_check ≠ ok — "
+                       "sweep.audit), buffer_points and buffer_slow_sync (rows or records in the "
+                       "payloads ≠ what was written — buffer._audit). No rows: every audit passed.",
+        "params": [],
+        "sql": _failed_audits,
+    },
+    "generator_limited": {
+        "needs": ("runs", "points"),
+        "title": "Generator-bound and generator-influenced points",
+        "description": "Points whose generator was the limit (generator_bound, set by "
+                       "load.run_level) or plausibly set the pace (generator_influenced, "
+                       "load.influence and sweep's cross-check), as stored — confirmed levels "
+                       "included (headline 0, replaced_by names the re-measuring generator). "
+                       "`limit` is analysis.limit_note(). `run_id`: one run (a notebook run "
+                       "includes its experiments); empty: every run.",
+        "params": ["run_id"],
+        "sql": _generator_limited,
+    },
+    "provenance": {
+        "needs": ("runs",),
+        "title": "A run's provenance",
+        "description": "How a run was made: its sweeps' machine, versions, commit, dependency lock "
+                       "(hash and drift, where recorded), CPU pinning, the calibrations its generator flags "
+                       "used, its parameters, and the servers' own versions. `run_id`: a notebook "
+                       "run (all its experiments) or one sweep; empty: the newest run.",
+        "params": ["run_id"],
+        "sql": _provenance,
+    },
+}
+
+
+# ----------------------------------------------------------------------------- metadata
+
+def schema(db: Path | str) -> dict[str, list[str]]:
+    """Tables (without SQLite's own) and their columns, read-only."""
+    con = sqlite3.connect(f"file:{Path(db)}?mode=ro", uri=True)
+    try:
+        names = [r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        return {t: [r[1] for r in con.execute(f"PRAGMA table_info([{t}])")] for t in names}
+    finally:
+        con.close()
+
+
+def database_name(db: Path | str) -> str:
+    """The name Datasette gives a database file (its stem): `results`."""
+    return Path(db).stem
+
+
+def metadata(db: Path | str) -> dict:
+    """Datasette metadata for `db`: TITLE, TABLES (the tables present) and the QUERIES whose
+    tables exist, their SQL built for the columns the file has."""
+    sch = schema(db)
+    tables = {}
+    for name, t in TABLES.items():
+        entry = {"description": t["description"], "columns": dict(t["columns"])}
+        if t.get("sort_desc") in sch.get(name, ()):
+            entry["sort_desc"] = t["sort_desc"]
+        facets = [f for f in t.get("facets", ()) if f in sch.get(name, ())]
+        if facets:
+            entry["facets"] = facets
+        tables[name] = entry
+    queries = {}
+    for name, q in QUERIES.items():
+        sql = q["sql"](sch) if all(t in sch for t in q["needs"]) else None
+        if sql is None:  # nothing for it to read in this file
+            continue
+        queries[name] = {"title": q["title"], "description": q["description"], "sql": sql}
+        if q["params"]:
+            queries[name]["params"] = list(q["params"])
+    return {"title": TITLE, "description": DESCRIPTION, "source": SOURCE,
+            "databases": {database_name(db): {"description": DESCRIPTION, "source": SOURCE,
+                                              "tables": tables, "queries": queries}}}
+
+
+def undescribed(db: Path | str) -> list[str]:
+    """Tables and `table.column`s of `db` without a description in TABLES: empty when the
+    metadata covers the file (a new column must be described here)."""
+    missing = []
+    for table, cols in schema(db).items():
+        t = TABLES.get(table)
+        if t is None or not t.get("description"):
+            missing.append(table)
+            continue
+        missing += [f"{table}.{c}" for c in cols if not t["columns"].get(c)]
+    return missing
+
+
+# ----------------------------------------------------------------------------- serving
+
+def command(db: Path | str, port: int, metadata_path: Path | str) -> list[str]:
+    cmd = [sys.executable, "-m", "datasette", "serve", str(db), "--host", HOST, "--port", str(port),
+           "--metadata", str(metadata_path)]
+    for name, value in SETTINGS.items():
+        cmd += ["--setting", name, str(value)]
+    return cmd
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop Datasette by its PID: SIGTERM, then SIGKILL after 5 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _error(message: str) -> int:
+    print(f"browse: {message}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sqlitelab.browse",
+                                 description="Datasette on results.db (127.0.0.1 only), with "
+                                             "descriptions and canned queries.")
+    ap.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ap.add_argument("--db", type=Path, default=config.RESULTS_DB, help="default: %(default)s")
+    ap.add_argument("--print-metadata", action="store_true",
+                    help="print the metadata JSON for --db and exit")
+    args = ap.parse_args(argv)
+    db = args.db
+    if not db.is_file():
+        return _error(f"{db} does not exist: run `make run` first")
+    try:
+        if "runs" not in schema(db):
+            return _error(f"{db} holds no runs yet: run `make run` first")
+    except sqlite3.DatabaseError as e:
+        return _error(f"{db} is not a readable SQLite database ({e})")
+    meta = metadata(db)
+    if args.print_metadata:
+        print(json.dumps(meta, indent=2, ensure_ascii=False))
+        return 0
+    if not 0 < args.port < 65536:
+        return _error(f"--port must be 1–65535, not {args.port}")
+    if _listening(args.port):
+        return _error(f"port {args.port} on {HOST} is in use: pass --port N (make browse BROWSE_PORT=N)")
+    work = Path(tempfile.mkdtemp(prefix="lab-browse-"))
+    meta_path = work / "metadata.json"
+    meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False))
+    proc = None
+
+    def _terminate(signum, frame):  # Ctrl-C, or stopped by PID: stop Datasette too
+        raise KeyboardInterrupt
+
+    # explicit, also where SIGINT arrives ignored (a background job of a non-interactive shell)
+    previous = {s: signal.signal(s, _terminate) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        proc = subprocess.Popen(command(db, args.port, meta_path), stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not _listening(args.port):
+            if proc.poll() is not None:
+                return _error(f"datasette exited with code {proc.returncode} before serving")
+            if time.monotonic() > deadline:
+                return _error("datasette did not start listening within 30 s")
+            time.sleep(0.1)
+        url = f"http://{HOST}:{args.port}/{database_name(db)}"
+        print(f"Datasette (pid {proc.pid}) serving {db} at {url}\n"
+              f"  canned queries: {', '.join(meta['databases'][database_name(db)]['queries'])}\n"
+              f"  Ctrl-C to stop", flush=True)
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc is not None:
+            stop(proc)
+        meta_path.unlink(missing_ok=True)
+        work.rmdir()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
