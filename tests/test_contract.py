@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import time
 import uuid
+from http.client import HTTPConnection
 from pathlib import Path
 
 import httpx
@@ -232,6 +233,7 @@ BAD = [
     ("POST", "/items", b"{}", 400),
     ("POST", "/items", b"", 400),
     ("POST", "/items", b'{"payload": NaN}', 400),
+    ("POST", "/items", b'\xef\xbb\xbf{"payload": "after a BOM"}', 400),  # senders must not add one (RFC 8259)
     ("POST", "/items", json.dumps({"payload": "z" * 65537}).encode(), 400),
     ("POST", "/items", b'{"payload": "' + b"a" * 1_100_000 + b'"}', 413),
     ("POST", "/requests", b"{oops", 400),
@@ -270,7 +272,7 @@ BAD = [
     ("GET", "/metrics", None, 405),
     ("PATCH", "/users/1", b"{}", 405),
 ]
-for bad_id in ["abc", "-1", "0", "+1", "1.5", str(BIG), "99999999999999999999999", "%20"]:
+for bad_id in ["abc", "-1", "0", "+1", "1.5", str(BIG), "99999999999999999999999", "%20", "%2e%2e"]:
     BAD += [("GET", f"/items/{bad_id}", None, 400), ("GET", f"/requests/{bad_id}", None, 400),
             ("GET", f"/users/{bad_id}", None, 400), ("GET", f"/users/{bad_id}/page", None, 400),
             ("POST", f"/users/{bad_id}", b'{"departname": "x"}', 400)]
@@ -296,6 +298,127 @@ def test_bad_input_wrote_nothing(srv):
     """None of the rejected writes above left a row behind."""
     assert row(srv.db, "SELECT count(*) FROM items WHERE length(payload) > 65536")[0] == 0
     assert row(srv.db, "SELECT count(*) FROM users WHERE uid > ?", (USERS,))[0] == 0
+
+
+# ------------------------------------------------------------------ bodies that are not Unicode
+
+def db_state(db: Path):
+    """Everything a rejected request could have changed: rows per table, the sum of
+    users.updates, and the one user the bad bodies below address."""
+    return servers.table_counts(db), row(db, "SELECT departname, updates FROM users WHERE uid = 3")
+
+
+FOUR = b", ".join(b'{"name": "%s", "value": 1}' % n for n in (b"b", b"c", b"d", b"e"))
+# (path, body): a JSON body whose text is not Unicode (RFC 8259 wants UTF-8), for every endpoint
+# that takes one. Left unchecked, Go's encoding/json stores U+FFFD in place of what was sent and
+# the json gem stores bytes that are not UTF-8.
+NOT_UNICODE = [
+    ("/items", b'{"payload": "\xff\xfe"}'),                 # bytes that never occur in UTF-8
+    ("/items", b'{"payload": "ok \xc3\x28 ok"}'),           # a lead byte without its continuation
+    ("/items", b'{"payload": "cut \xe2\x82"}'),             # a sequence cut short by the quote
+    ("/items", b'{"payload": "\xc0\xaf"}'),                 # an overlong "/"
+    ("/items", b'{"payload": "\xed\xa0\x80"}'),             # an encoded surrogate (CESU-8)
+    ("/items", b'{"payload": "\xf4\x90\x80\x80"}'),         # above U+10FFFF
+    ("/items", b'{"payload": "a\\ud800b"}'),                # an escaped high surrogate, unpaired
+    ("/items", b'{"payload": "\\udc00"}'),                  # an escaped low surrogate, unpaired
+    ("/items", b'{"payload": "\\ud800\\ud800"}'),           # two high surrogates
+    ("/items", b'{"payload": "\\\\\\ud800"}'),              # an escaped backslash, then one
+    ("/requests", b'{"name": "\xc3\x28"}'),
+    ("/requests", b'{"\xff": 1}'),                          # in a key
+    ("/requests", b'{"name": "\\ud800"}'),
+    ("/metrics", b'{"instance": "\xff", "measurements": [{"name": "a", "value": 1}, ' + FOUR + b"]}"),
+    ("/metrics", b'{"instance": "i", "measurements": [{"name": "\xc3\x28", "value": 1}, ' + FOUR + b"]}"),
+    ("/metrics", b'{"instance": "\\udfff", "measurements": [{"name": "a", "value": 1}, ' + FOUR + b"]}"),
+    ("/users/3", b'{"departname": "\xc3\x28"}'),
+    ("/users/3", b'{"departname": "ok", "note": "\xff"}'),  # in a field the endpoint ignores
+    ("/users/3", b'{"departname": "\\udfff"}'),
+    ("/users/3", b'{"departname": "ok", "note": "\\ud800"}'),
+]
+
+
+@pytest.mark.parametrize("path,body", NOT_UNICODE, ids=[f"{p} {b!r}"[:70] for p, b in NOT_UNICODE])
+def test_json_body_that_is_not_unicode_gets_400(srv, http, path, body):
+    before = db_state(srv.db)
+    r = http.post(path, content=body)
+    check_error(r, 400)
+    assert db_state(srv.db) == before, "a rejected body wrote to the database"
+    assert http.get("/hello").status_code == 200
+    assert srv.alive()
+
+
+def test_json_unicode_edge_cases_are_stored_as_sent(srv, http):
+    """What the checks above must let through: an escaped surrogate pair, U+FFFD sent on
+    purpose, an escaped backslash before "u", characters outside the BMP."""
+    for body, text in [(b'{"payload": "\\ud83d\\ude00 = \xf0\x9f\x98\x80"}', "\U0001F600 = \U0001F600"),
+                       (b'{"payload": "\xef\xbf\xbd \\ufffd"}', "\ufffd \ufffd"),
+                       (b'{"payload": "\\\\ud800 \\\\"}', "\\ud800 \\")]:
+        r = http.post("/items", content=body)
+        assert r.status_code == 201, (body, r.text)
+        new_id = r.json()["id"]
+        assert row(srv.db, "SELECT payload FROM items WHERE id = ?", (new_id,))[0] == text
+        assert http.get(f"/items/{new_id}").json()["payload"] == text
+    u = http.post("/users/4", content=b'{"departname": "\\ud83d\\ude00\xf0\x9f\x98\x80"}')
+    assert u.status_code == 200, u.text
+    assert row(srv.db, "SELECT departname FROM users WHERE uid = 4")[0] == "\U0001F600" * 2
+
+
+# ------------------------------------------------------------------ unclean paths
+
+def raw_request(srv, method: str, target: str, body: bytes | None = None) -> httpx.Response:
+    """One request whose target goes out exactly as given: httpx and requests remove `.` and
+    `..` segments themselves, http.client does not."""
+    conn = HTTPConnection(srv.host, srv.port, timeout=10)
+    try:
+        conn.request(method, target, body=body)
+        resp = conn.getresponse()
+        return httpx.Response(resp.status, headers=resp.getheaders(), content=resp.read())
+    finally:
+        conn.close()
+
+
+# (method, request target, body): dot segments, empty segments, a trailing "/" (or a missing
+# one): an unknown path, 404 JSON, never a redirect to a cleaned path (Go's ServeMux's 307).
+UNCLEAN = [
+    ("GET", "/../x", None),
+    ("GET", "/items/../hello", None),
+    ("GET", "/health/../hello", None),
+    ("GET", "/%2e%2e/hello", None),
+    ("GET", "//hello", None),
+    ("GET", "/./hello", None),
+    ("GET", "/hello/.", None),
+    ("GET", "/hello/..", None),
+    ("GET", "/hello//", None),
+    ("GET", "/hello/", None),
+    ("GET", "/items//1", None),
+    ("GET", "/items/./1", None),
+    ("GET", "/items/2/../1", None),
+    ("GET", "/items/..", None),
+    ("GET", "/requests/.", None),
+    ("GET", "/items/1/", None),
+    ("GET", "/users/1/./page", None),
+    ("GET", "/users/1/page/..", None),
+    ("GET", "/users", None),
+    ("POST", "/../items", b'{"payload": "unclean"}'),
+    ("POST", "//items", b'{"payload": "unclean"}'),
+    ("POST", "/./requests", b""),
+    ("POST", "/requests/..", b""),
+    ("POST", "/metrics/.", b""),
+    ("POST", "/metrics/", b""),
+    ("POST", "/users/../users/3", b'{"departname": "unclean"}'),
+    ("POST", "/users/3/.", b'{"departname": "unclean"}'),
+    ("POST", "/users", b'{"departname": "unclean"}'),
+]
+
+
+@pytest.mark.parametrize("method,target,body", UNCLEAN, ids=[f"{m} {t}" for m, t, _ in UNCLEAN])
+def test_unclean_path_gets_json_404(srv, method, target, body):
+    before = db_state(srv.db)
+    r = raw_request(srv, method, target, body)
+    check_error(r, 404)
+    assert "location" not in r.headers
+    assert db_state(srv.db) == before, "a request to an unknown path wrote to the database"
+    assert raw_request(srv, "GET", "/hello").content == b"Hello, World!"
+    assert srv.alive()
 
 
 def test_sql_log_off_writes_no_file(srv):

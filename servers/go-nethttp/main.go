@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -387,9 +388,82 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
+// readJSONText reads a JSON body (at most 1 MiB) that must be Unicode text: valid UTF-8
+// (no invalid bytes, overlong forms or encoded surrogates) with no \u escape of an unpaired
+// surrogate. encoding/json would otherwise store U+FFFD in place of what was sent.
+func readJSONText(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if !utf8.Valid(b) {
+		return nil, errStatus(http.StatusBadRequest, "body is not valid UTF-8")
+	}
+	if loneSurrogate(b) {
+		return nil, errStatus(http.StatusBadRequest, "body has a \\u escape of an unpaired UTF-16 surrogate")
+	}
+	return b, nil
+}
+
+// loneSurrogate reports whether JSON text b has a \uD800-\uDFFF escape that is not a high
+// surrogate directly followed by a low one. Escapes only occur in strings (a backslash
+// elsewhere is malformed JSON, rejected by the decoder), and "\\" is skipped whole.
+func loneSurrogate(b []byte) bool {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 || i+j+1 >= len(b) {
+			return false
+		}
+		i += j
+		if b[i+1] != 'u' {
+			i += 2
+			continue
+		}
+		c, ok := hex4(b[i+2:])
+		if !ok {
+			i += 2
+			continue
+		}
+		i += 6
+		if c >= 0xDC00 && c <= 0xDFFF {
+			return true
+		}
+		if c >= 0xD800 && c <= 0xDBFF {
+			if i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' {
+				return true
+			}
+			if lo, ok := hex4(b[i+2:]); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+}
+
+// hex4 parses the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var c rune
+	for _, d := range b[:4] {
+		switch {
+		case d >= '0' && d <= '9':
+			c = c<<4 | rune(d-'0')
+		case d >= 'a' && d <= 'f':
+			c = c<<4 | rune(d-'a'+10)
+		case d >= 'A' && d <= 'F':
+			c = c<<4 | rune(d-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return c, true
+}
+
 // decodeJSON reads the body (whatever its Content-Type) into v; empty reports an empty body.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) (empty bool, err error) {
-	b, err := readBody(w, r)
+	b, err := readJSONText(w, r)
 	if err != nil {
 		return false, err
 	}
@@ -925,7 +999,7 @@ func delay(w http.ResponseWriter, r *http.Request) {
 
 // POST /requests: the Rails scaffold's create (seed 000).
 func (s *Service) createRequest(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
+	body, err := readJSONText(w, r)
 	if err != nil {
 		fail(w, err)
 		return
@@ -1194,6 +1268,9 @@ func (s *Service) updateUser(w http.ResponseWriter, r *http.Request) {
 // ---------------------------------------------------------------------------------------
 // Routing: ServeMux answers unknown routes and wrong methods in plain text, so every path
 // also gets a method-less pattern (405 JSON with Allow) and "/" is a 404 JSON catch-all.
+// ServeMux also redirects (307) an unclean path ("/../x", "/./hello", "//hello") to its
+// cleaned form, and "/users" to "/users/" (the "/users/{$}" pattern): both are a 404 JSON
+// here, as in the other stacks, and never a redirect.
 
 func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -1230,6 +1307,9 @@ func (s *Service) routes() http.Handler {
 			allow[rt.path] = append(allow[rt.path], "HEAD")
 		}
 	}
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
+	}
 	for _, p := range paths {
 		methods := strings.Join(allow[p], ", ")
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
@@ -1237,9 +1317,12 @@ func (s *Service) routes() http.Handler {
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
 		})
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
-	})
+	for _, p := range paths { // "/users" would be redirected to "/users/" (matched by "/users/{$}")
+		if base, ok := strings.CutSuffix(p, "/{$}"); ok && allow[base] == nil {
+			mux.HandleFunc(base, notFound)
+		}
+	}
+	mux.HandleFunc("/", notFound)
 
 	// Count every answered request but /health; a panic becomes a 500, never a crash.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -1254,8 +1337,29 @@ func (s *Service) routes() http.Handler {
 				s.handled.Add(1)
 			}
 		}()
+		// ServeMux's own test before it redirects to the cleaned path (it skips CONNECT).
+		if p := r.URL.EscapedPath(); r.Method != http.MethodConnect && p != cleanPath(p) {
+			notFound(w, r)
+			return
+		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// cleanPath is net/http's: path.Clean (no ".", "..", "//"), a leading "/", the trailing
+// "/" kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // ---------------------------------------------------------------------------------------

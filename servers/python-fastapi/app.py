@@ -489,10 +489,33 @@ async def read_json(request, required: bool):
         if required:
             raise HTTPError(400, "a JSON body is required")
         return None
+    try:  # strict UTF-8: json.loads(bytes) would let encoded surrogates (and a BOM) through
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HTTPError(400, f"body is not valid UTF-8 ({e.reason} at byte {e.start})")
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant)
+        if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
+            raise HTTPError(400, "body has a \\u escape of an unpaired UTF-16 surrogate")
+        return value
     except (ValueError, RecursionError) as e:
         raise HTTPError(400, f"malformed JSON: {str(e)[:200]}")
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(v) -> bool:
+    """A string in v holds a surrogate: json.loads joins an escaped pair into one character,
+    so what is left came from an unpaired escape and has no UTF-8 form."""
+    if isinstance(v, str):
+        return _SURROGATE.search(v) is not None
+    if isinstance(v, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(_has_lone_surrogate(x) for x in v)
+    return False
 
 
 def is_number(v) -> bool:
@@ -533,7 +556,9 @@ async def lifespan(app):
     DB.close()
 
 
-app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+# redirect_slashes=False: "/hello/" is an unknown path (404 JSON), not a 307 to "/hello".
+app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None,
+              redirect_slashes=False)
 
 
 class CountRequests:
@@ -553,7 +578,27 @@ class CountRequests:
         await self.app(scope, receive, counted_send)
 
 
-app.add_middleware(CountRequests)
+# A raw path with an empty, "." or ".." segment ("//hello", "/./hello", "/items/../hello").
+UNCLEAN_PATH = re.compile(rb"//|/\.\.?(?:/|\Z)")
+
+
+class RejectUncleanPaths:
+    """Pure ASGI middleware: a path that is not in clean form names no resource, whatever it
+    would resolve to: 404 JSON before routing, as in every stack (Go's ServeMux would
+    redirect it to the cleaned path). The raw path: "%2e%2e" is an ordinary segment."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        raw = scope.get("raw_path") or scope.get("path", "").encode()
+        if scope["type"] == "http" and UNCLEAN_PATH.search(raw):
+            return await error(404, "not found")(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+app.add_middleware(RejectUncleanPaths)
+app.add_middleware(CountRequests)  # added last: outermost, so it counts the 404s above too
 
 
 def error(status: int, message: str, headers=None) -> JSONResponse:

@@ -529,8 +529,15 @@ module Lab
 
     # ---- routing ---------------------------------------------------------------
 
+    # A path with an empty, "." or ".." segment ("//hello", "/./hello", "/items/../hello") names
+    # no resource, whatever it would resolve to: 404, as in every stack (Go's ServeMux would
+    # redirect it to the cleaned path). PATH_INFO is the raw path: "%2e%2e" is an ordinary segment.
+    UNCLEAN_PATH = %r{//|/\.\.?(?:/|\z)}
+
     def route(env, method, path)
       get = method == "GET" || method == "HEAD"
+      raise HttpError.new(404, "not found") if UNCLEAN_PATH.match?(path.to_s)
+
       case path
       when "/hello"
         get ? hello : not_allowed("GET, HEAD")
@@ -749,6 +756,9 @@ module Lab
 
     def parse_object(body)
       raise HttpError.new(400, "body is not valid UTF-8") unless body.valid_encoding?
+      if body.include?("\\u") && lone_surrogate?(body)
+        raise HttpError.new(400, "body has a \\u escape of an unpaired UTF-16 surrogate")
+      end
 
       value = JSON.parse(body)
       raise HttpError.new(400, "body must be a JSON object") unless value.is_a?(Hash)
@@ -756,6 +766,27 @@ module Lab
       value
     rescue JSON::ParserError
       raise HttpError.new(400, "malformed JSON")
+    end
+
+    # A \u escape of a UTF-16 surrogate that is not a high one directly followed by a low one.
+    # The json gem would store a lone one as invalid UTF-8 and read "\ud800\ud800" as U+10000.
+    # Escapes are matched left to right, so "\\" is skipped whole.
+    def lone_surrogate?(text)
+      high_end = nil # where a high surrogate's escape ended, waiting for its low half
+      text.scan(/\\(?:u(\h{4})|.)/m) do
+        m = Regexp.last_match
+        code = m[1]&.hex
+        if high_end
+          return true unless code&.between?(0xDC00, 0xDFFF) && m.begin(0) == high_end
+
+          high_end = nil
+        elsif code&.between?(0xD800, 0xDBFF)
+          high_end = m.end(0)
+        elsif code&.between?(0xDC00, 0xDFFF)
+          return true
+        end
+      end
+      !high_end.nil?
     end
 
     def parse_metrics(body)

@@ -574,12 +574,51 @@ impl<S: Send + Sync> FromRequest<S> for Body {
     }
 }
 
-/// Parses a body that must be a JSON object into `T` (extra fields ignored).
+/// Parses a body that must be a JSON object into `T` (extra fields ignored). The whole body
+/// must be Unicode text (serde_json checks the strings it keeps, not those of ignored fields):
+/// valid UTF-8, with no `\u` escape of an unpaired surrogate.
 fn json_object<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, AppError> {
+    let text = std::str::from_utf8(body).map_err(|_| bad("body is not valid UTF-8"))?;
+    if lone_surrogate(body) {
+        return Err(bad("body has a \\u escape of an unpaired UTF-16 surrogate"));
+    }
     if body.trim_ascii_start().first() != Some(&b'{') {
         return Err(bad("body must be a JSON object"));
     }
-    serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON body: {e}")))
+    serde_json::from_str(text).map_err(|e| bad(format!("invalid JSON body: {e}")))
+}
+
+/// Whether JSON text has a `\uD800`-`\uDFFF` escape that is not a high surrogate directly
+/// followed by a low one. Escapes are read left to right, so `\\` is skipped whole (outside
+/// strings a backslash is malformed JSON anyway).
+fn lone_surrogate(b: &[u8]) -> bool {
+    let hex4 = |i: usize| -> Option<u32> {
+        b.get(i..i + 4)?
+            .iter()
+            .try_fold(0, |n, &d| Some(n << 4 | char::from(d).to_digit(16)?))
+    };
+    let mut i = 0;
+    while i + 1 < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        let escape = if b[i + 1] == b'u' { hex4(i + 2) } else { None };
+        let Some(c) = escape else {
+            i += 2;
+            continue;
+        };
+        i += 6;
+        match c {
+            0xDC00..=0xDFFF => return true,
+            0xD800..=0xDBFF => match (b.get(i..i + 2), hex4(i + 2)) {
+                (Some(b"\\u"), Some(0xDC00..=0xDFFF)) => i += 6,
+                _ => return true,
+            },
+            _ => {}
+        }
+    }
+    false
 }
 
 fn now() -> String {
@@ -1282,6 +1321,17 @@ async fn count_requests(State(st): State<Shared>, req: Request, next: Next) -> R
     response
 }
 
+/// A path with an empty, `.` or `..` segment (`//hello`, `/./hello`, `/items/../hello`) names
+/// no resource, whatever it would resolve to: 404, as in every stack (Go's ServeMux would
+/// redirect it to the cleaned path). The raw path: `%2e%2e` is an ordinary segment.
+async fn reject_unclean_paths(req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if path.contains("//") || path.split('/').any(|s| s == "." || s == "..") {
+        return AppError::NotFound("no such route").into_response();
+    }
+    next.run(req).await
+}
+
 fn router(state: Shared) -> Router {
     Router::new()
         .route("/health", get(health))
@@ -1298,10 +1348,10 @@ fn router(state: Shared) -> Router {
         .route("/requests/", get(empty_id))
         .route("/items/", get(empty_id))
         .route("/users/", get(empty_id).post(empty_id))
-        .route("/users//page", get(empty_id))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn(reject_unclean_paths))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
             count_requests,
