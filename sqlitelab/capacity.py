@@ -167,37 +167,44 @@ def headline(cap: pd.DataFrame) -> pd.DataFrame:
 
 
 def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
-    """Long form for a grouped bar chart: naive peak and SLO capacity per headline row;
+    """Long form for plots.capacity_chart (one panel per workload, one bar per stack): naive
+    peak and SLO capacity per headline row, with its notebook, scenario, server and profile;
     `generator_bound` and `generator_influenced` mark lower bounds."""
     h = headline(cap)
     if h.empty:
         return pd.DataFrame({"what": ["(no points)"], "kind": ["naive peak"], "rps": [0.0],
+                             "notebook": [None], "scenario": [None], "server": [None], "profile": [None],
                              "generator_bound": [False], "generator_influenced": [False]})
     what = h["scenario"] + " · " + h["server"] + " (" + h["profile"] + ")"
+    ids = {"what": what, "notebook": h["notebook"], "scenario": h["scenario"], "server": h["server"],
+           "profile": h["profile"]}
     return pd.concat([
-        pd.DataFrame({"what": what, "kind": "naive peak", "rps": h["peak_rps"],
+        pd.DataFrame({**ids, "kind": "naive peak", "rps": h["peak_rps"],
                       "generator_bound": h["peak_limit"] == "generator-bound",
                       "generator_influenced": h["peak_limit"] == "generator-influenced"}),
-        pd.DataFrame({"what": what, "kind": f"p99 ≤ {slo_p99_ms:g} ms", "rps": h["slo_rps"],
+        pd.DataFrame({**ids, "kind": f"p99 ≤ {slo_p99_ms:g} ms", "rps": h["slo_rps"],
                       "generator_bound": h["slo_limit"] == "generator-bound",
                       "generator_influenced": h["slo_limit"] == "generator-influenced"}),
     ], ignore_index=True)
 
 
+PER_USER = (1, 2, 5, 10, 20, 35, 50, 100, 200, 500, 1000)  # requests per user per day drawn
+
+
 def sensitivity(cap: pd.DataFrame, refs: pd.DataFrame, peak_hours: float = 4,
                 per_user=None) -> pd.DataFrame:
-    """DAU as a function of requests per user per day, for each headline SLO capacity and
-    each reference load, on the same axes."""
-    per_user = np.geomspace(1, 1000, 50) if per_user is None else np.asarray(per_user, float)
+    """DAU as a function of requests per user per day, for each headline SLO capacity (with
+    its `server` and `scenario`) and each reference load (`server` empty), on the same axes."""
+    per_user = np.asarray(PER_USER if per_user is None else per_user, float)
     rows = []
     h = headline(cap)
     for r in (h[h["slo_rps"] > 0].itertuples() if len(h) else []):
-        rows += [{"series": f"{r.server} · {r.scenario}", "per_user": k,
-                  "dau": daily_active_users(r.slo_rps, k, peak_hours)} for k in per_user]
+        rows += [{"series": f"{r.server} · {r.scenario}", "server": r.server, "scenario": r.scenario,
+                  "per_user": k, "dau": daily_active_users(r.slo_rps, k, peak_hours)} for k in per_user]
     for r in refs.itertuples():
-        rows += [{"series": f"{r.name} (reference)", "per_user": k,
+        rows += [{"series": f"{r.name} (reference)", "server": None, "scenario": None, "per_user": k,
                   "dau": daily_active_users(r.rps, k, peak_hours)} for k in per_user]
-    return pd.DataFrame(rows, columns=["series", "per_user", "dau"])
+    return pd.DataFrame(rows, columns=["series", "server", "scenario", "per_user", "dau"])
 
 
 def findings(cap: pd.DataFrame, requests_per_user: float = 35,

@@ -1,27 +1,195 @@
-"""Figures: one style, one deterministic save, the two standard charts.
+"""Figures: one style, one deterministic save, the standard charts.
 
     plt.style.use("sqlitelab.blog")
     fig = throughput_chart(df, caption=caption_for(df))
     save_figure(fig, "throughput", notebook="01-linear-writes")
+
+Every stack has one colour and one marker in every figure (STACK_STYLES, style_for), every
+profile one dash pattern (profile_dash, in the order of servers/profiles.toml), and every
+figure's legends lie inside its canvas (save_figure refuses a figure whose legend is clipped).
 """
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import re
+import warnings
+import zlib
 from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from . import config
 from .analysis import flagged
 
+# --------------------------------------------------------------------------- one style per thing
+
+# One colour and one marker per stack (the keys are sqlitelab.servers.STACKS'; a test fails when a
+# stack has none), the same in every figure. Okabe–Ito colours, safe for colour-blind readers;
+# red and orange are left to LIMIT_MARKS' rings.
+STACK_STYLES: dict[str, dict] = {
+    "python-fastapi": {"color": "#0072B2", "marker": "o"},   # blue
+    "rust-axum": {"color": "#D55E00", "marker": "D"},        # vermillion
+    "go-nethttp": {"color": "#009E73", "marker": "^"},       # green
+    "ruby-puma": {"color": "#CC79A7", "marker": "s"},        # pink
+}
+# The load generators, where a figure compares them (calibration).
+GENERATOR_STYLES: dict[str, dict] = {
+    "locust": {"color": "#882255", "marker": "o"},
+    "loadgen": {"color": "#44AA99", "marker": "s"},
+    "wrk": {"color": "#332288", "marker": "^"},
+}
+# Anything else a figure colours (buffer methods, rows per transaction, transaction modes...):
+# in the natural order of its values in that figure, in colours no stack uses.
+CATEGORY_COLORS = ["#332288", "#E69F00", "#44AA99", "#882255", "#999933", "#56B4E9", "#AA4499", "#777777"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
-PERCENTILE_STYLES = {"p50_ms": ("p50", "-"), "p95_ms": ("p95", "--"), "p99_ms": ("p99", ":"),
-                     "p999_ms": ("p99.9", "-.")}
+# Dash patterns: a profile's is its place in servers/profiles.toml (profile_dash); other dashed
+# categories take them in their natural order within the figure.
+DASHES = ["-", (0, (6, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1.2)),
+          (0, (6, 1.5, 1, 1.5, 1, 1.5)), (0, (1, 3)), (0, (10, 2, 3, 2)), (0, (2, 2)), (0, (12, 3))]
+KEY_GREY = "#555555"  # legend entries that stand for a dash pattern, whatever the colour
+
+
+def style_for(server: str, database: str | None = None) -> dict:
+    """The colour and marker of a stack, as keyword arguments for `ax.plot`. `database`: the
+    store behind it — SQLite (None or "sqlite") fills the marker; another database (a later
+    Postgres variant) keeps the stack's colour and marker, hollow."""
+    if server not in STACK_STYLES:
+        raise ValueError(f"no style for stack {server!r}; add it to plots.STACK_STYLES "
+                         f"(known: {', '.join(STACK_STYLES)})")
+    s = STACK_STYLES[server]
+    fill = s["color"] if database in (None, "sqlite") else "white"
+    return {"color": s["color"], "marker": s["marker"], "markerfacecolor": fill}
+
+
+@functools.cache
+def _profile_order() -> tuple[str, ...]:
+    from .servers import load_profiles
+    return tuple(load_profiles())
+
+
+def profile_dash(profile: str):
+    """A profile's dash pattern, the same in every figure: its place in servers/profiles.toml
+    (an overlay `a+b` draws as its base profile `a`; a name profiles.toml does not know gets a
+    pattern from its name, stably)."""
+    base = str(profile).split("+")[0]
+    order = _profile_order()
+    i = order.index(base) if base in order else zlib.crc32(base.encode()) % len(DASHES)
+    return DASHES[i % len(DASHES)]
+
+
+def _natural(v) -> list:
+    """Sort key where numbers inside names sort as numbers: "10 rows" < "25 rows" < "100 rows"."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", str(v)) if t]
+
+
+def _order(value) -> tuple:
+    """Where a value goes in a legend or a group of bars: stacks in STACKS' order, profiles in
+    profiles.toml's, anything else in natural order."""
+    if value in STACK_STYLES:
+        return (0, list(STACK_STYLES).index(value), [])
+    base = str(value).split("+")[0]
+    if base in _profile_order():
+        return (1, _profile_order().index(base), _natural(value))
+    return (2, 0, _natural(value))
+
+
+def _known_style(value) -> dict | None:
+    if value in STACK_STYLES:
+        return style_for(value)
+    if value in GENERATOR_STYLES:
+        return {**GENERATOR_STYLES[value], "markerfacecolor": GENERATOR_STYLES[value]["color"]}
+    return None
+
+
+def colours_for(values) -> dict:
+    """Colour and marker of each value: a stack's or a generator's own, anything else in the
+    natural order of the values given (CATEGORY_COLORS)."""
+    values = sorted(dict.fromkeys(values), key=_order)
+    out, others = {}, [v for v in values if _known_style(v) is None]
+    for v in values:
+        if (s := _known_style(v)) is None:
+            i = others.index(v)
+            c = CATEGORY_COLORS[i % len(CATEGORY_COLORS)]
+            s = {"color": c, "marker": MARKERS[i % len(MARKERS)], "markerfacecolor": c}
+        out[v] = s
+    return out
+
+
+class SeriesStyles:
+    """Colour, marker and dash of every series of a figure, from the columns that name them.
+
+    Colour and marker: the stack's (`server` among the columns), else the generator's, else the
+    other columns' values in natural order. Dash: `style_by`'s value — a profile's own
+    (profile_dash) when that is `profile` — or, with no `style_by`, the profile, and whatever
+    columns the colour leaves over, in natural order."""
+
+    def __init__(self, frame: pd.DataFrame, series: list[str], style_by: str | None = None):
+        self.series = list(series)
+        dash = [style_by] if style_by else (["profile"] if "profile" in self.series else [])
+        if "server" in self.series:
+            colour = ["server"]
+        elif "generator" in self.series:
+            colour = ["generator"]
+        else:
+            colour = [c for c in self.series if c not in dash] or list(self.series)
+        dash += [c for c in self.series if c not in colour and c not in dash]
+        self.colour_cols, self.dash_cols = colour, dash
+        keys = frame[self.series].drop_duplicates()
+        self.colour_values = sorted({self._part(k, colour) for k in keys.itertuples(index=False)},
+                                    key=lambda t: [_order(v) for v in t])
+        self.dash_values = sorted({self._part(k, dash) for k in keys.itertuples(index=False)},
+                                  key=lambda t: [_order(v) for v in t])
+        singles = colours_for([t[0] for t in self.colour_values]) if len(colour) == 1 else None
+        self._colour = {t: (singles[t[0]] if singles else
+                            {"color": CATEGORY_COLORS[i % len(CATEGORY_COLORS)],
+                             "marker": MARKERS[i % len(MARKERS)],
+                             "markerfacecolor": CATEGORY_COLORS[i % len(CATEGORY_COLORS)]})
+                        for i, t in enumerate(self.colour_values)}
+        self._dash = {t: (profile_dash(t[0]) if dash == ["profile"] else DASHES[i % len(DASHES)])
+                      for i, t in enumerate(self.dash_values)}
+
+    def _part(self, key, cols) -> tuple:
+        d = dict(zip(self.series, key))
+        return tuple(d[c] for c in cols)
+
+    def __call__(self, key) -> dict:
+        """`ax.plot` keyword arguments of the series `key` (its values of `series`, in order)."""
+        key = key if isinstance(key, tuple) else (key,)
+        return {**self._colour[self._part(key, self.colour_cols)],
+                "linestyle": self._dash[self._part(key, self.dash_cols)]}
+
+    @staticmethod
+    def label(key) -> str:
+        key = key if isinstance(key, tuple) else (key,)
+        return " · ".join(str(v) for v in key)
+
+    def handles(self) -> list:
+        """Legend entries that read at a glance: one per colour (stack) and one per dash
+        (profile), rather than one per combination."""
+        if self.colour_cols == self.dash_cols:  # one key drawn twice: one entry each
+            return [Line2D([], [], **self._colour[t], linestyle=self._dash[t], label=self.label(t))
+                    for t in self.colour_values]
+        many_c, many_d = len(self.colour_values) > 1, len(self.dash_values) > 1
+        only_dash = self._dash[self.dash_values[0]] if self.dash_values else "-"
+        out = []
+        if many_c or not many_d:
+            for t, s in self._colour.items():
+                out.append(Line2D([], [], **s, linestyle="-" if many_d else only_dash,
+                                  label=self.label(t)))
+        if many_d:
+            only = None if many_c else self._colour[self.colour_values[0]]
+            for t, dash in self._dash.items():
+                kw = {**only} if only else {"color": KEY_GREY}
+                out.append(Line2D([], [], **kw, linestyle=dash, label=self.label(t)))
+        return out
 
 
 # The articles' own numbers, drawn on the same axes as ours: greys, dashed, "x" markers.
@@ -31,13 +199,15 @@ REFERENCE_DASHES = [(0, (5, 2)), (0, (2, 2)), (0, (6, 2, 1, 2)), (0, (1, 1))]
 
 def draw_reference(ax, ref: pd.DataFrame, x: str, y: str, label: str, by: str | None = None) -> None:
     """Plot an article's published numbers (`ref`) as dashed grey lines, one per `by` group,
-    labelled `label` (with the group's value when `by` is given)."""
+    labelled `label` (with the group's value when `by` is given; the value alone when `label`
+    is empty)."""
     groups = ref.groupby(by, sort=False) if by else [(None, ref)]
     for i, (key, g) in enumerate(groups):
         g = g.dropna(subset=[x, y]).sort_values(x)
+        name = (f"{label} · {key}" if label else str(key)) if by else label
         ax.plot(g[x], g[y], color=REFERENCE_COLORS[i % len(REFERENCE_COLORS)],
                 linestyle=REFERENCE_DASHES[i % len(REFERENCE_DASHES)], marker="x", markersize=7,
-                linewidth=1.4, label=f"{label} · {key}" if by else label)
+                linewidth=1.4, label=name)
 
 
 # How a point whose generator was the limit, or plausibly set the pace, is drawn: a ring
@@ -79,6 +249,39 @@ def new_figure(ncols: int = 1, nrows: int = 1, caption: str | None = None, **kw)
     return fig, axes
 
 
+def new_panels(nrows: int, ncols: int, caption: str | None = None, figsize=None,
+               sharex: bool = False, sharey: bool = False, n: int | None = None):
+    """Small multiples: a grid of `n` panels (all of it by default) and, below them, a row that
+    holds the figure's one legend (`panel_legend`), inside the canvas and above the caption.
+    Shared axes show their tick labels only on the outer panels. Returns the figure, the panels
+    (a list, row by row) and the legend's row."""
+    use_style()
+    fig = plt.figure(figsize=figsize)
+    if caption:
+        set_caption(fig, caption)
+    gs = fig.add_gridspec(nrows + 1, ncols, height_ratios=[1] * nrows + [1e-3])
+    n = nrows * ncols if n is None else n
+    axes = []
+    for i in range(n):
+        r, c = divmod(i, ncols)
+        ax = fig.add_subplot(gs[r, c], sharex=axes[0] if sharex and axes else None,
+                             sharey=axes[0] if sharey and axes else None)
+        if sharey and c:
+            ax.tick_params(labelleft=False)
+        if sharex and i + ncols < n:  # another panel below this one
+            ax.tick_params(labelbottom=False)
+        axes.append(ax)
+    key = fig.add_subplot(gs[nrows, :])
+    key.axis("off")
+    return fig, axes, key
+
+
+def panel_legend(key_ax, handles: list, ncols: int = 4, fontsize: float = 8):
+    """The one legend of a figure of panels, centred in its own row (see new_panels)."""
+    return _make_legend(key_ax, handles, loc="upper center", bbox_to_anchor=(0.5, 1.0),
+                        ncols=min(ncols, max(len(handles), 1)), fontsize=fontsize)
+
+
 def set_caption(fig, text: str) -> None:
     height = fig.get_figheight()
     room = min(0.3, 0.5 / height)  # about half an inch for two lines of caption
@@ -86,8 +289,162 @@ def set_caption(fig, text: str) -> None:
     fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True)
 
 
+def _titled(fig, title: str) -> None:
+    """A figure's title, left-aligned and bold like an axes title (for figures of panels)."""
+    fig.suptitle(title, x=0.01, ha="left", fontsize=plt.rcParams["axes.titlesize"],
+                 fontweight=plt.rcParams["axes.titleweight"])
+
+
+# --------------------------------------------------------------------------- legends
+
+def _legend(ax, handles: list | None = None, below: bool = False):
+    """In the axes when there are four entries or fewer; below them, clear of the data, when
+    there are more or when an article's line crosses the plot (it goes wherever its numbers go); to the
+    right, in one column, when there are very many."""
+    handles = handles if handles is not None else ax.get_legend_handles_labels()[0]
+    n = len(handles)
+    if n > 12:
+        return _make_legend(ax, handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    if below or n > 4:
+        return _legend_below(ax, handles, ncols=3)
+    return _make_legend(ax, handles)
+
+
+def _legend_below(ax, handles: list, ncols: int):
+    """A legend under the axes' tick labels and label, whatever their height (fit_legends
+    measures them and moves it)."""
+    lg = _make_legend(ax, handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=ncols,
+                      fontsize=8)
+    lg._lab_below = True
+    return lg
+
+
+def _make_legend(owner, handles: list, labels: list | None = None, **kw):
+    """`owner.legend(...)`, remembering how it was made so that fit_legends can make it again
+    with fewer columns."""
+    lg = owner.legend(handles, labels, **kw) if labels is not None else owner.legend(handles=handles, **kw)
+    lg._lab_spec = (owner, handles, labels, kw)
+    return lg
+
+
+def _narrower(lg):
+    """The same legend with one column fewer (None when it has one already)."""
+    spec = getattr(lg, "_lab_spec", None)
+    if spec is None:  # a legend made elsewhere: rebuilt from what it shows
+        owner = lg.axes if lg.axes is not None else lg.figure
+        from matplotlib.transforms import IdentityTransform
+        spec = (owner, list(lg.legend_handles), [t.get_text() for t in lg.get_texts()],
+                {"loc": lg._loc, "bbox_to_anchor": lg.get_bbox_to_anchor(),  # already in pixels
+                 "bbox_transform": IdentityTransform(), "fontsize": lg.prop.get_size(),
+                 "ncols": lg._ncols})
+    owner, handles, labels, kw = spec
+    ncols = kw.get("ncols", 1)
+    if ncols <= 1:
+        return None
+    below = getattr(lg, "_lab_below", False)
+    lg.remove()
+    new = _make_legend(owner, handles, labels, **{**kw, "ncols": ncols - 1})
+    new._lab_below = below
+    return new
+
+
+def _extra_handles(*axes) -> list:
+    """The labelled artists of the axes (limit rings, an article's lines, reference lines),
+    each label once."""
+    out, seen = [], set()
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in seen:
+                seen.add(label)
+                out.append(h)
+    return out
+
+
+def _legends(fig) -> list:
+    return [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+
+
+def clipped_legends(fig, tolerance_px: float = 1.0) -> list[str]:
+    """The legends of `fig` whose drawn extent is not inside the figure's canvas."""
+    fig.canvas.draw()
+    fb = fig.bbox
+    out = []
+    for lg in _legends(fig):
+        e = lg.get_window_extent()
+        if (e.x0 < fb.x0 - tolerance_px or e.y0 < fb.y0 - tolerance_px
+                or e.x1 > fb.x1 + tolerance_px or e.y1 > fb.y1 + tolerance_px):
+            labels = [t.get_text() for t in lg.get_texts()][:3]
+            out.append(f"legend {labels}… at {tuple(round(v) for v in e.extents)} "
+                       f"outside the canvas {tuple(round(v) for v in fb.extents)} (px)")
+    return out
+
+
+def fit_legends(fig):
+    """Lay the figure out, put every below-the-axes legend under its axes' tick labels, and
+    take columns off any legend wider than the canvas until it fits. Returns `fig`."""
+    from matplotlib.transforms import ScaledTranslation
+    for _ in range(20):
+        with warnings.catch_warnings():  # a legend too wide squeezes the axes until narrowed
+            warnings.filterwarnings("ignore", message="constrained_layout not applied")
+            fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        moved = False
+        for ax in fig.axes:
+            lg = ax.get_legend()
+            if lg is None or not getattr(lg, "_lab_below", False):
+                continue
+            under = ax.xaxis.get_tightbbox(renderer)
+            drop = (ax.bbox.y0 - under.y0) / fig.dpi + 0.06 if under is not None else 0.06
+            if abs(drop - getattr(lg, "_lab_drop", -1)) > 0.01:
+                lg._lab_drop = drop
+                lg.set_bbox_to_anchor((0.5, 0.0), transform=ax.transAxes + ScaledTranslation(
+                    0, -drop, fig.dpi_scale_trans))
+                moved = True
+        if moved:
+            continue
+        bad = [lg for lg in _legends(fig) if not _inside(lg, fig)]
+        if not bad:
+            break
+        narrowed = [_narrower(lg) for lg in bad]
+        if not any(n is not None for n in narrowed):
+            break
+    return fig
+
+
+def _inside(lg, fig, tolerance_px: float = 1.0) -> bool:
+    e, fb = lg.get_window_extent(), fig.bbox
+    return (e.x0 >= fb.x0 - tolerance_px and e.y0 >= fb.y0 - tolerance_px
+            and e.x1 <= fb.x1 + tolerance_px and e.y1 <= fb.y1 + tolerance_px)
+
+
+def _freeze_layout(fig) -> None:
+    """Keep the layout just made (rounded to a millionth of the figure) for every file written:
+    constrained layout solved again for each format differs in the last bits between runs of
+    a figure of several rows, and the SVG's clip-path ids hash those bits."""
+    if fig.get_layout_engine() is None:
+        return
+    for ax in fig.axes:
+        ax.set_position([round(float(v), 6) for v in ax.get_position().bounds])
+    fig.set_layout_engine("none")
+
+
+class ClippedLegendError(ValueError):
+    """A figure's legend runs off its canvas: the saved image would cut it."""
+
+
 def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path | None = None) -> list[Path]:
-    """Write figures/<notebook>/<name>.png and .svg, byte-for-byte reproducible."""
+    """Write figures/<notebook>/<name>.png and .svg, byte-for-byte reproducible. Raises
+    ClippedLegendError, writing nothing, when a legend does not fit the canvas."""
+    dpi = fig.dpi
+    fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
+    try:  # laid out at the PNG's resolution: text does not scale quite linearly with it
+        fit_legends(fig)
+        clipped = clipped_legends(fig)
+        if clipped:
+            raise ClippedLegendError(f"figure {name!r}: " + "; ".join(clipped))
+        _freeze_layout(fig)
+    finally:
+        fig.set_dpi(dpi)
     notebook = notebook or os.environ.get("LAB_NOTEBOOK") or "misc"
     out = Path(figures_dir or config.FIGURES_DIR) / notebook
     out.mkdir(parents=True, exist_ok=True)
@@ -97,6 +454,8 @@ def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path |
         fig.savefig(paths[1], metadata={"Date": None, "Creator": None})
     return paths
 
+
+# --------------------------------------------------------------------------- tables
 
 def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     """Machine, pinning and the key knobs of the points drawn, compactly."""
@@ -125,12 +484,6 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     return " · ".join(parts)
 
 
-def series_label(server: str, profile: str, many_profiles: bool, many_servers: bool) -> str:
-    if many_profiles and many_servers:
-        return f"{server} · {profile}"
-    return profile if many_profiles else server
-
-
 def summarise(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFrame:
     """Mean and spread over repeats of each point; generator_bound if any repeat was."""
     cols = [c for c in ("rps", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms",
@@ -148,82 +501,6 @@ def summarise(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFra
     return out.reset_index()
 
 
-def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
-                     caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
-                     logx: bool = True, reference: dict | None = None):
-    """Mean over repeats with min–max bars; rings where the generator was the limit or set the
-    pace (LIMIT_MARKS).
-    `reference`: the article's numbers on the same axes, as draw_reference's keyword
-    arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`)."""
-    s = summarise(df)
-    fig, ax = new_figure(caption=caption)
-    many_p, many_s = s["profile"].nunique() > 1, s["server"].nunique() > 1
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()
-    colors, styles = cycle["color"], cycle.get("linestyle", ["-"])
-    for i, ((server, profile), g) in enumerate(s.groupby(["server", "profile"], sort=True)):
-        label = series_label(server, profile, many_p, many_s)
-        # colour and style by series index: the error bars and rings must not advance the cycle
-        line, = ax.plot(g["users"], g[y], marker=MARKERS[i % len(MARKERS)], label=label,
-                        color=colors[i % len(colors)], linestyle=styles[i % len(styles)])
-        if y == "rps":
-            ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
-                        fmt="none", ecolor=line.get_color(), capsize=3, linewidth=1)
-        mark_limits(ax, g, "users", y)
-    if reference:
-        draw_reference(ax, **reference)
-        s = pd.concat([s, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
-    _users_axis(ax, s, logx)
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    _legend(ax, below=bool(reference))
-    return fig
-
-
-def _legend(ax, below: bool = False) -> None:
-    """In the axes when there are few lines; below them, clear of the data, when there are many
-    or when an article's line crosses the plot (it goes wherever its numbers go)."""
-    n = len(ax.get_legend_handles_labels()[1])
-    if below or n > 6:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, fontsize=8)
-    else:
-        ax.legend()
-
-
-def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurrent users",
-                  caption: str | None = None, percentiles=("p50_ms", "p95_ms", "p99_ms"),
-                  logx: bool = True):
-    """Colour per server/profile, line style per percentile, log-scale milliseconds."""
-    s = summarise(df)
-    fig, ax = new_figure(caption=caption)
-    many_p, many_s = s["profile"].nunique() > 1, s["server"].nunique() > 1
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, ((server, profile), g) in enumerate(s.groupby(["server", "profile"], sort=True)):
-        label = series_label(server, profile, many_p, many_s)
-        for col in percentiles:
-            name, style = PERCENTILE_STYLES[col]
-            ax.plot(g["users"], g[col], color=colors[i % len(colors)], linestyle=style,
-                    marker=MARKERS[i % len(MARKERS)], label=f"{label} {name}")
-        mark_limits(ax, g, "users", percentiles[-1])  # latency there is an upper bound
-    _users_axis(ax, s, logx)
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_ylabel("latency (ms, log scale)")
-    ax.set_title(title)
-    ax.legend(ncols=2 if s.groupby(["server", "profile"]).ngroups > 2 else 1)
-    return fig
-
-
-def _users_axis(ax, s: pd.DataFrame, logx: bool) -> None:
-    levels = sorted(s["users"].unique())
-    if logx and len(levels) > 1 and levels[-1] / max(levels[0], 1) > 8:
-        ax.set_xscale("log", base=2)
-    ax.set_xticks(levels)
-    ax.set_xticklabels([str(u) for u in levels])
-    ax.minorticks_off()
-    ax.set_xlabel("concurrent users (closed loop)")
-
-
 def status_table(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFrame:
     """Status-code distribution per point, summed over repeats."""
     rows = []
@@ -234,75 +511,193 @@ def status_table(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.Data
     return t.groupby(list(by)).sum().astype(int).reset_index()
 
 
+# --------------------------------------------------------------------------- line charts
+
+def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
+                     caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
+                     logx: bool = True, reference: dict | None = None):
+    """Mean over repeats with min–max bars, a colour per stack and a dash per profile; rings
+    where the generator was the limit or set the pace (LIMIT_MARKS).
+    `reference`: the article's numbers on the same axes, as draw_reference's keyword
+    arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`)."""
+    s = summarise(df)
+    fig, ax = new_figure(caption=caption)
+    styles = SeriesStyles(s, ["server", "profile"])
+    for key, g in s.groupby(["server", "profile"], sort=True):
+        kw = styles(key)
+        ax.plot(g["users"], g[y], label="_" + styles.label(key), **kw)
+        if y == "rps":
+            ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
+                        fmt="none", ecolor=kw["color"], capsize=3, linewidth=1)
+        mark_limits(ax, g, "users", y)
+    if reference:
+        draw_reference(ax, **reference)
+        s = pd.concat([s, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
+    _users_axis(ax, s, logx)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    _legend(ax, styles.handles() + _extra_handles(ax), below=bool(reference))
+    return fit_legends(fig)
+
+
+PERCENTILE_NAMES = {"p50_ms": "p50", "p90_ms": "p90", "p95_ms": "p95", "p99_ms": "p99",
+                    "p999_ms": "p99.9", "max_ms": "max", "mean_ms": "mean"}
+
+
+def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurrent users",
+                  caption: str | None = None, percentiles=("p50_ms", "p95_ms", "p99_ms"),
+                  logx: bool = True):
+    """One panel per percentile on a shared log-scale milliseconds axis; in each, a colour per
+    stack and a dash per profile, as in every other figure."""
+    s = summarise(df)
+    fig, axes, key = new_panels(1, len(percentiles), caption=caption, sharey=True)
+    styles = SeriesStyles(s, ["server", "profile"])
+    for ax, col in zip(axes, percentiles):
+        for k, g in s.groupby(["server", "profile"], sort=True):
+            ax.plot(g["users"], g[col], label="_" + styles.label(k), **styles(k))
+            mark_limits(ax, g, "users", col)  # latency there is an upper bound
+        _users_axis(ax, s, logx, xlabel="concurrent users", thin=True)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.xaxis.label.set_fontsize(9)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_title(PERCENTILE_NAMES.get(col, col), fontsize=10)
+    axes[0].set_ylabel("latency (ms, log scale)")
+    _titled(fig, title)
+    panel_legend(key, styles.handles() + _extra_handles(*axes))
+    return fit_legends(fig)
+
+
+def _users_axis(ax, s: pd.DataFrame, logx: bool, xlabel: str | None = "concurrent users (closed loop)",
+                thin: bool = False) -> None:
+    """Ticks at the levels measured; `thin`: on a narrow panel, no label for a level too close
+    to the last one labelled (8 but not 10)."""
+    levels = sorted(s["users"].unique())
+    log = logx and len(levels) > 1 and levels[-1] / max(levels[0], 1) > 8
+    if log:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(levels)
+    labels, last = [], None
+    for u in levels:
+        close = last is not None and (u / max(last, 1e-9) < 1.5 if log else
+                                      u - last < (levels[-1] - levels[0]) / 12)
+        labels.append("" if thin and close else str(u))
+        last = last if thin and close else u
+    ax.set_xticklabels(labels)
+    ax.minorticks_off()
+    if xlabel:
+        ax.set_xlabel(xlabel)
+
+
+def _ref_line_labels(ax, ref_lines: dict[str, float]) -> None:
+    """Reference values as grey lines across the plot, drawn over the data, each named in the
+    right margin at its own height — never over a bar or a line; names too close together are
+    spread apart, each with a leader to its line. Call once the y scale is set."""
+    import textwrap
+    import numpy as np
+    items = sorted(ref_lines.items(), key=lambda kv: kv[1])
+    for k, (_, v) in enumerate(items):
+        ax.axhline(v, color="#555555", linewidth=1, zorder=4,
+                   linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)])
+    lo, hi = ax.get_ylim()
+    if ax.get_yscale() == "log":
+        def frac(v):
+            return (np.log10(v) - np.log10(lo)) / (np.log10(hi) - np.log10(lo))
+    else:
+        def frac(v):
+            return (v - lo) / (hi - lo)
+    gap = 2.6 * 7.5 / (0.6 * 72 * ax.figure.get_figheight())  # two lines of 7.5-pt text
+    placed: list[float] = []
+    for _, v in items:
+        placed.append(max(frac(v), placed[-1] + gap) if placed else frac(v))
+    for (label, v), y in zip(items, placed):
+        moved = abs(y - frac(v)) > 1e-9
+        ax.annotate(f"{textwrap.fill(label, 22)}\n{v:,.0f}", xy=(1.0, v), xycoords=("axes fraction", "data"),
+                    xytext=(1.02, y), textcoords="axes fraction", ha="left", va="center", fontsize=7.5,
+                    color="#333333", annotation_clip=False, clip_on=False,
+                    arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.8, "shrinkA": 0,
+                                "shrinkB": 0} if moved else None)
+
+
 def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, xlabel: str,
                ylabel: str, caption: str | None = None, logx: bool = False, logy: bool = False,
                ref_lines: dict[str, float] | None = None, style_by: str | None = None,
-               reference: dict | None = None):
-    """One line per combination of `series` columns (mean over duplicates of x);
-    `style_by` (a series column) picks the line style, the rest the colour; `reference`:
-    the article's numbers on the same axes (draw_reference's keyword arguments)."""
+               reference: dict | None = None, markevery=None):
+    """One line per combination of `series` columns (mean over duplicates of x), styled by
+    SeriesStyles: the stack's colour and marker when `server` is a series column, a dash per
+    `style_by` value (a profile's own dash for `profile`); `reference`: the article's numbers
+    on the same axes (draw_reference's keyword arguments); `markevery`: as `ax.plot`'s, for
+    dense lines."""
     fig, ax = new_figure(caption=caption)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    styles = ["-", "--", ":", "-."]
-    colour_keys = [c for c in series if c != style_by]
-    ckeys = sorted({tuple(r) for r in df[colour_keys].itertuples(index=False)}) if colour_keys else [()]
-    skeys = sorted(df[style_by].unique()) if style_by else [None]
+    styles = SeriesStyles(df, series, style_by)
     for key, g in df.groupby(series, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        kd = dict(zip(series, key))
-        ci = ckeys.index(tuple(kd[c] for c in colour_keys)) if colour_keys else 0
-        si = skeys.index(kd[style_by]) if style_by else 0
         m = g.groupby(x, sort=True)[y].mean()
-        ax.plot(m.index, m.values, color=colors[ci % len(colors)], linestyle=styles[si % len(styles)],
-                marker=MARKERS[ci % len(MARKERS)], label=" · ".join(str(v) for v in key))
+        ax.plot(m.index, m.values, label="_" + styles.label(key), markevery=markevery, **styles(key))
         flags = pd.DataFrame({c: g.assign(_f=flagged(g, c)).groupby(x, sort=True)["_f"].any()
                               for c in LIMIT_MARKS}).assign(**{y: m}).reset_index()
         mark_limits(ax, flags, x, y)
-    for i, (label, value) in enumerate((ref_lines or {}).items()):
-        ax.axhline(value, color="#777777", linewidth=1, linestyle=(0, (2, 2)))
-        ax.annotate(f"{label} ({value:,.0f})", xy=(0.01, value), xycoords=("axes fraction", "data"),
-                    fontsize=8, color="#555555", va="bottom")
     if reference:
         draw_reference(ax, **reference)
     if logx:
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
+    if ref_lines:
+        _ref_line_labels(ax, ref_lines)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    _legend(ax, below=bool(reference))
-    return fig
+    _legend(ax, styles.handles() + _extra_handles(ax), below=bool(reference))
+    return fit_legends(fig)
 
 
-def _natural(v) -> list:
-    """Sort key where numbers inside names sort as numbers: "10 rows" < "25 rows" < "100 rows"."""
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", str(v)) if t]
+def dau_chart(frame: pd.DataFrame, title: str, xlabel: str, ylabel: str, caption: str | None = None):
+    """capacity.sensitivity(): daily active users against requests per user per day, a colour
+    per stack and a dash per workload, the reference loads in grey (as an article's numbers)."""
+    ours = frame[frame["server"].notna()]
+    refs = frame[frame["server"].isna()]
+    if ours.empty:
+        ours = pd.DataFrame({"server": ["(no points)"], "scenario": [""], "per_user": [1.0], "dau": [float("nan")]})
+    return line_chart(ours, x="per_user", y="dau", series=["server", "scenario"], logx=True, logy=True,
+                      title=title, xlabel=xlabel, ylabel=ylabel, caption=caption, markevery=5,
+                      reference={"ref": refs, "x": "per_user", "y": "dau", "label": "", "by": "series"}
+                      if len(refs) else None)
+
+
+# --------------------------------------------------------------------------- bar charts
+
+def _bar_colours(sers: list, reference_series: str | None) -> dict:
+    colours = {s: c["color"] for s, c in colours_for([s for s in sers if s != reference_series]).items()}
+    if reference_series in sers:
+        colours[reference_series] = REFERENCE_COLORS[1]
+    return colours
 
 
 def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: str, ylabel: str,
               caption: str | None = None, ref_lines: dict[str, float] | None = None, logy: bool = False,
               hatch_col: str | None = "generator_bound", horizontal: bool = False,
               reference_series: str | None = None):
-    """Grouped bars (mean over repeats); hatched where `hatch_col` is true (generator-bound).
-    `horizontal` puts the categories on the y axis, for long lists of labels. The series
-    named `reference_series` (an article's own numbers) comes first, in dark grey."""
+    """Grouped bars (mean over repeats), a stack's own colour when the series are stacks;
+    hatched where `hatch_col` is true (generator-bound). `horizontal` puts the categories on
+    the y axis, for long lists of labels. The series named `reference_series` (an article's own
+    numbers) comes first, in dark grey. `ref_lines`: reference values, drawn over the bars and
+    named in the right margin (vertical bars) or in the legend (horizontal)."""
     import numpy as np
-    from matplotlib.patches import Patch
     cats = list(dict.fromkeys(df[category]))
-    sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _natural(v)))
+    sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _order(v)))
     kw = {"figsize": (8, max(4.5, 1.2 + 0.22 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
     fig, ax = new_figure(caption=caption, **kw)
     width = 0.8 / max(len(sers), 1)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = _bar_colours(sers, reference_series)
     handles = []
     for i, s in enumerate(sers):
         g = df[df[series] == s]
         vals = [g[g[category] == c][value].mean() for c in cats]
         flags = [_bar_limit(g[g[category] == c], hatch_col) for c in cats]
         pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
-        k = i - (reference_series in sers)
-        color = REFERENCE_COLORS[1] if s == reference_series else colors[k % len(colors)]
+        color = colours[s]
         bars = (ax.barh(pos, vals, width, color=color) if horizontal
                 else ax.bar(pos, vals, width, color=color))
         for b, flag in zip(bars, flags):
@@ -310,15 +705,11 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
                 b.set_hatch(LIMIT_MARKS[flag]["hatch"])
                 b.set_edgecolor("white")
         handles.append(Patch(facecolor=color, label=str(s)))
-    dashes = [(0, (2, 2)), (0, (6, 2)), (0, (1, 1)), (0, (6, 2, 1, 2))]
-    for k, (label, v) in enumerate((ref_lines or {}).items()):
-        if horizontal:  # labels of nearby vertical lines collide: name them in the legend
-            handles.append(ax.axvline(v, color="#555555", linewidth=1.2, linestyle=dashes[k % len(dashes)],
+    if horizontal:  # labels of nearby vertical lines collide: name them in the legend
+        for k, (label, v) in enumerate((ref_lines or {}).items()):
+            handles.append(ax.axvline(v, color="#555555", linewidth=1.2, zorder=4,
+                                      linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
                                       label=f"{label}: {v:,.0f}/s"))
-        else:
-            ax.axhline(v, color="#777777", linewidth=1, linestyle=(0, (2, 2)))
-            ax.annotate(f"{label} ({v:,.0f})", xy=(1.0, v), xycoords=("axes fraction", "data"),
-                        fontsize=8, color="#555555", ha="right", va="bottom")
     if horizontal:
         ax.set_yticks(range(len(cats)))
         ax.set_yticklabels([str(c) for c in cats], fontsize=8)
@@ -336,19 +727,21 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
         axis = ax.xaxis if horizontal else ax.yaxis
         axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    if ref_lines and not horizontal:
+        _ref_line_labels(ax, ref_lines)
     ax.set_title(title)
-    shown = {_bar_limit(df[(df[category] == c) & (df[series] == s)], hatch_col)
-             for c in cats for s in sers}
-    for col, m in LIMIT_MARKS.items():
-        if col in shown:
-            handles.append(Patch(facecolor="#bbbbbb", hatch=m["hatch"], edgecolor="white",
-                                 label=f"{m['label']} (server capacity ≥ bar)"))
+    handles += _limit_patches({_bar_limit(df[(df[category] == c) & (df[series] == s)], hatch_col)
+                               for c in cats for s in sers})
     # below the axes: bars fill the plot area
-    label_lines = 1 if horizontal else max(str(c).count("\n") + 1 for c in cats)
-    ax.legend(handles=handles, loc="upper center",
-              bbox_to_anchor=(0.5, -0.14 if horizontal else -0.1 - 0.065 * (label_lines - 1)),
-              ncols=3 if horizontal else min(len(handles), 5), fontsize=8)
-    return fig
+    _legend_below(ax, handles, ncols=3 if horizontal else min(len(handles), 5))
+    return fit_legends(fig)
+
+
+def _limit_patches(shown: set) -> list:
+    """Legend entries for the hatches in use (LIMIT_MARKS)."""
+    return [Patch(facecolor="#bbbbbb", hatch=m["hatch"], edgecolor="white",
+                  label=f"{m['label']} (server capacity ≥ bar)")
+            for col, m in LIMIT_MARKS.items() if col in shown]
 
 
 def _bar_limit(rows: pd.DataFrame, hatch_col: str | None) -> str | None:
@@ -363,9 +756,98 @@ def _bar_limit(rows: pd.DataFrame, hatch_col: str | None) -> str | None:
     return None
 
 
+def _pale(colour: str, share: float = 0.35) -> tuple:
+    """`colour` mixed with white (share of the colour kept)."""
+    r, g, b = matplotlib.colors.to_rgb(colour)
+    return tuple(1 - share * (1 - c) for c in (r, g, b))
+
+
+CAPACITY_FIGSIZE = (10, 6.5)
+
+
+def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
+                   ref_lines: dict[str, float] | None = None, value: str = "rps", ncols: int = 4):
+    """Small multiples of capacity.chart_frame(): one panel per workload (notebook and
+    scenario), one bar per stack in its own colour — the naive peak (the frame's first `kind`)
+    pale, the capacity at the objective (its second) solid over it — on a shared requests/s
+    axis; hatched where a generator was the limit (LIMIT_MARKS); `ref_lines` as vertical lines
+    in every panel, named in the one legend below the panels."""
+    kinds = list(dict.fromkeys(frame["kind"]))
+    if "server" not in frame or frame["server"].isna().all():
+        workloads = [(("", "(no points)"), frame.iloc[0:0])]
+    else:
+        workloads = list(frame.groupby(["notebook", "scenario"], sort=True))
+    n = len(workloads)
+    rows = math.ceil(n / ncols)
+    cols = math.ceil(n / rows)  # 5 panels: 3 + 2, not 4 + 1
+    fig, axes, key = new_panels(rows, cols, caption=caption, figsize=CAPACITY_FIGSIZE,
+                                sharex=True, sharey=True, n=n)
+    present = list(frame["server"].dropna().unique()) if "server" in frame else []
+    stacks = [s for s in STACK_STYLES if s in present] + sorted(s for s in present if s not in STACK_STYLES)
+    colours = {s: c["color"] for s, c in colours_for(stacks).items()}
+    top = float(frame[value].max()) if len(frame) and frame[value].notna().any() else 1.0
+    top = max([top] + list((ref_lines or {}).values())) * 1.05 or 1.0
+    shown: set = set()
+    for ax, ((notebook, scenario), g) in zip(axes, workloads):
+        profiles = list(dict.fromkeys(g["profile"])) if len(g) else []
+        for j, kind in enumerate(kinds[:2]):
+            for r in g[g["kind"] == kind].itertuples():
+                y = stacks.index(r.server)
+                c = colours[r.server]
+                face = _pale(c) if j == 0 else c
+                bar = ax.barh(y, getattr(r, value), 0.72 if j == 0 else 0.5, color=face, zorder=2 + j)[0]
+                flag = _bar_limit(pd.DataFrame([r._asdict()]), "generator_bound")
+                if flag:
+                    shown.add(flag)
+                    bar.set_hatch(LIMIT_MARKS[flag]["hatch"])
+                    bar.set_edgecolor(c if j == 0 else "white")
+                    bar.set_linewidth(0)
+                if len(profiles) > 1 and j == 0:  # say which profile each stack's best was
+                    inside = getattr(r, value) > 0.6 * top  # a long bar: at its end, inside it
+                    ax.annotate(r.profile, (getattr(r, value), y), xytext=(-3 if inside else 3, 0),
+                                textcoords="offset points", fontsize=6.5, va="center", zorder=6,
+                                color="#222222" if inside else "#555555", ha="right" if inside else "left",
+                                in_layout=False)
+        for k, (label, v) in enumerate((ref_lines or {}).items()):
+            ax.axvline(v, color="#444444", linewidth=1.1, zorder=5,
+                       linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)], label=f"{label}: {v:,.0f}/s")
+        number = str(notebook).split("-")[0]
+        sub = profiles[0] if len(profiles) == 1 else ("best profile per stack" if profiles else "")
+        ax.set_title(f"{scenario}" + (f" · {number}" if number else "") + (f"\n{sub}" if sub else ""),
+                     fontsize=9, fontweight="normal")
+        ax.grid(axis="y", visible=False)
+        if not len(g):
+            ax.text(0.5, 0.5, "no points at this scale", transform=ax.transAxes, ha="center",
+                    va="center", color="#555555")
+    for i, ax in enumerate(axes):
+        ax.tick_params(labelsize=8.5)
+        if i + cols >= n:  # no panel below
+            ax.set_xlabel(value if value != "rps" else "requests/s", fontsize=9)
+    first = axes[0]
+    first.set_yticks(range(len(stacks)))
+    first.set_yticklabels(stacks)
+    if stacks:
+        first.set_ylim(len(stacks) - 0.5, -0.5)
+    first.set_xlim(0, top)
+    first.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
+    first.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+        lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
+    _titled(fig, title)
+    grey = "#777777"
+    handles = [Patch(facecolor=_pale(grey), label=kinds[0])] if kinds else []
+    handles += [Patch(facecolor=grey, label=kinds[1])] if len(kinds) > 1 else []
+    handles += _extra_handles(axes[0])
+    handles += _limit_patches(shown)
+    panel_legend(key, handles, ncols=3)
+    return fit_legends(fig)
+
+
+# --------------------------------------------------------------------------- distributions
+
 def latency_histogram(df: pd.DataFrame, series: list[str], title: str, caption: str | None = None,
                       bins: int = 60):
-    """Distribution of every measured request's latency (merged HdrHistograms), log-spaced bins."""
+    """Distribution of every measured request's latency (merged HdrHistograms), log-spaced bins;
+    a colour per stack and a dash per profile when those are series columns (SeriesStyles)."""
     import numpy as np
     from hdrh.histogram import HdrHistogram
     fig, ax = new_figure(caption=caption)
@@ -376,42 +858,47 @@ def latency_histogram(df: pd.DataFrame, series: list[str], title: str, caption: 
         for enc in g["histogram"].dropna():
             h.add(HdrHistogram.decode(enc))
         if h.get_total_count():
-            merged[" · ".join(map(str, key))] = h
+            merged[key] = h
     if merged:
+        styles = SeriesStyles(pd.DataFrame(list(merged), columns=list(series)), series)
         lo = min(h.get_min_value() for h in merged.values()) / 1000
         hi = max(h.get_max_value() for h in merged.values()) / 1000
         edges = np.geomspace(max(lo, 0.01), max(hi, lo * 1.01, 0.02), bins)
-        for i, (label, h) in enumerate(merged.items()):
+        for key, h in merged.items():
             vals = np.array([(it.value_iterated_to / 1000, it.count_at_value_iterated_to)
                              for it in h.get_recorded_iterator()])
             counts, _ = np.histogram(vals[:, 0], bins=edges, weights=vals[:, 1])
-            ax.stairs(counts, edges, label=f"{label} (n={h.get_total_count():,})", linewidth=1.6)
+            kw = styles(key)
+            ax.stairs(counts, edges, label=f"{styles.label(key)} (n={h.get_total_count():,})",
+                      linewidth=1.6, color=kw["color"], linestyle=kw["linestyle"])
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("latency (ms, log scale)")
     ax.set_ylabel("requests")
     ax.set_title(title)
-    ax.legend()
-    return fig
+    _legend(ax)
+    return fit_legends(fig)
 
 
 def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     """Each generator against wrk on GET /delay/{ms}, as a function of the generator's own CPU:
     its throughput over wrk's (left) and its p99 over wrk's (right), the tolerance band, and
-    the onset from which every level drifts (sqlitelab.calibrate)."""
+    the onset from which every level drifts (sqlitelab.calibrate). Each generator in its own
+    colour (GENERATOR_STYLES)."""
     d = points[points["endpoint"] == "delay"].sort_values("gen_util")
     first = calibrations.iloc[0] if len(calibrations) else None
     caption = (f"{first['machine']} · target {first['target']} (server CPU {first['server_pinning']}), "
                f"generators and wrk on CPU {first['generator_pinning']} · GET /delay/{first['delay_ms']} · "
                f"reference {first['reference']}") if first is not None else None
     fig, (left, right) = new_figure(ncols=2, caption=caption, figsize=(10, 4.5))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     tol = float(first["tolerance"]) if first is not None else 0.1
     p99_tol = float(first["p99_tolerance"]) if first is not None else 0.25
-    for i, (gen, g) in enumerate(d.groupby("generator", sort=True)):
-        c = colors[i % len(colors)]
+    gen_styles = colours_for(d["generator"].unique())
+    for gen, g in d.groupby("generator", sort=True):
+        st = gen_styles[gen]
+        c = st["color"]
         for ax, col in ((left, "rps_ratio"), (right, "p99_ratio")):
-            ax.plot(100 * g["gen_util"], g[col], marker=MARKERS[i % len(MARKERS)], color=c, label=gen)
+            ax.plot(100 * g["gen_util"], g[col], marker=st["marker"], color=c, linestyle="-", label=gen)
             for r in g.itertuples():
                 ax.annotate(f"{r.users}", (100 * r.gen_util, getattr(r, col)), fontsize=6.5,
                             color="#555555", xytext=(3, 3), textcoords="offset points")
@@ -431,4 +918,4 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
         ax.legend(fontsize=7.5)
     left.set_title("Throughput against wrk")
     right.set_title("p99 against wrk")
-    return fig
+    return fit_legends(fig)

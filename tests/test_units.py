@@ -219,9 +219,11 @@ def test_every_series_has_its_own_colour():
     df["generator_bound"] = True
     fig = plots.throughput_chart(df)
     ax = fig.axes[0]
-    lines = {h.get_label(): h.get_color() for h in ax.get_legend_handles_labels()[0]
-             if h.get_label() != "generator-bound"}
+    legend = ax.get_legend()
+    lines = {t.get_text(): h.get_color() for h, t in zip(legend.legend_handles, legend.get_texts())
+             if t.get_text() != "generator-bound"}
     assert len(lines) == 4 and len(set(lines.values())) == 4
+    assert lines == {s: plots.STACK_STYLES[s]["color"] for s in lines}  # each its stack's own
     import matplotlib.pyplot as plt
     plt.close("all")
 

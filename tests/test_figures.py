@@ -1,0 +1,334 @@
+"""Figures that read at a glance: every chart function drawn from realistic synthetic data —
+every stack, several profiles, long labels — with one colour and marker per stack and one dash
+per profile in every figure, and every legend inside the canvas."""
+from __future__ import annotations
+
+import functools
+import json
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+import matplotlib.colors as mcolors  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+from sqlitelab import capacity, plots, servers  # noqa: E402
+
+STACKS = list(servers.STACKS)
+PROFILES = ["rails71", "rails8", "rails71-retries+rails-dev"]
+LEVELS = [1, 2, 4, 8, 10, 16, 32, 64, 128, 256]
+LONG = "a deliberately long label that would run off a narrow figure"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def points(stacks=STACKS, profiles=PROFILES, levels=LEVELS, scenario="rails-writes") -> pd.DataFrame:
+    """Two repeats of every level, a few generator-bound and generator-influenced points."""
+    from hdrh.histogram import HdrHistogram
+    rng = np.random.default_rng(7)
+    rows = []
+    for si, server in enumerate(stacks):
+        for pi, profile in enumerate(profiles):
+            for users in levels:
+                for rep in (1, 2):
+                    rps = 400 * (si + 1) * min(users, 16) ** 0.5 * (1 + 0.1 * pi) + rep
+                    p50 = 0.3 * (si + 1) * users ** 0.8
+                    h = HdrHistogram(1, 100_000_000, 3)
+                    for v in rng.lognormal(np.log(p50 * 1000), 0.6, 200):
+                        h.record_value(int(max(v, 1)))
+                    rows.append({
+                        "server": server, "profile": profile, "users": users, "repeat": rep,
+                        "scenario": scenario, "rps": rps, "mean_ms": p50 * 1.2, "p50_ms": p50,
+                        "p90_ms": p50 * 2, "p95_ms": p50 * 3, "p99_ms": p50 * 4, "p999_ms": p50 * 6,
+                        "max_ms": p50 * 9, "errors": 0, "busy_errors": 0,
+                        "generator_bound": server == "rust-axum" and users >= 64,
+                        "generator_influenced": server == "go-nethttp" and users >= 32,
+                        "audit_ok": True, "status_counts": json.dumps({"200": 10}),
+                        "machine": "test box", "server_pinning": "0", "generator_pinning": "1",
+                        "generator": "locust", "txn_mode": "deferred" if pi % 2 == 0 else "immediate",
+                        "busy": "busy_timeout:5000", "write_path": "pool", "server_processes": 1,
+                        "server_threads": 4, "histogram": h.encode().decode(),
+                    })
+    return pd.DataFrame(rows)
+
+
+def estimate() -> pd.DataFrame:
+    """capacity.estimate over seven workloads of four notebooks, like notebook 06's."""
+    parts = []
+    for nb, scen, prof in (("01-linear-writes", "rails-writes", ["rails71"]),
+                           ("02-busy-errors", "metrics-writes", ["rails71", "rails8"]),
+                           ("03-read-write-mix", "mix", ["single-writer"]),
+                           *(("05-single-machine", s, ["go-seed004"])
+                             for s in ("hello", "user-read", "user-page", "user-update"))):
+        experiment = {"02-busy-errors": "profiles", "03-read-write-mix": "article"}.get(nb, scen)
+        parts.append(points(profiles=prof, levels=[1, 8, 64, 256], scenario=scen).assign(
+            notebook=nb, experiment=experiment))
+    return capacity.estimate(pd.concat(parts, ignore_index=True), slo_p99_ms=100)
+
+
+@functools.cache
+def _estimate() -> pd.DataFrame:
+    return estimate()
+
+
+@functools.cache
+def _points() -> pd.DataFrame:
+    return points()
+
+
+def charts() -> dict:
+    """Every chart function, drawn as the notebooks draw them (and harder: long labels)."""
+    df = _points()
+    one = df[df.profile == "rails71"]
+    ref = pd.DataFrame({"users": [1, 2, 4, 8, 16], "rps": [700, 1000, 1900, 2600, 600]})
+    article = {"ref": ref, "x": "users", "y": "rps", "label": "article: Rails on Puma 10×3, M1 Max (hey)"}
+    busy = df.assign(busy_share=df["users"] / 1000.0)
+    endpoints = ["hello", "user-read", "user-page", "user-update"]
+    bars = pd.DataFrame([{"server": s, "scenario": e, "rps": 1500.0 * (i + 1) + 700 * j,
+                          "generator_bound": i == 1 and j == 0, "generator_influenced": i == 2 and j == 1}
+                         for i, s in enumerate(STACKS) for j, e in enumerate(endpoints)])
+    bars = pd.concat([pd.DataFrame({"server": "article: Go, M1 (8 cores)", "scenario": endpoints,
+                                    "rps": [9000.0, 6000, 4000, 2000], "generator_bound": False,
+                                    "generator_influenced": False}), bars], ignore_index=True)
+    summary = df.groupby(["server", "profile", "txn_mode"], as_index=False)["busy_errors"].sum()
+    cap = _estimate()
+    refs = capacity.reference_loads()
+    cal_points = pd.DataFrame([{"generator": g, "endpoint": "delay", "users": u, "gen_util": u / 200,
+                                "rps_ratio": 1 - u / 1000 * i, "p99_ratio": 1 + u / 500 * i}
+                               for i, g in enumerate(["locust", "loadgen"]) for u in (4, 16, 64, 160)])
+    calibrations = pd.DataFrame([{"generator": g, "machine": "test box", "target": "go-nethttp",
+                                  "server_pinning": "0", "generator_pinning": "1", "delay_ms": 10,
+                                  "reference": "wrk", "tolerance": 0.1, "p99_tolerance": 0.25,
+                                  "onset_util": 0.6 if g == "locust" else None}
+                                 for g in ("locust", "loadgen")])
+    return {
+        "throughput": lambda: plots.throughput_chart(df, caption=plots.caption_for(df) + " · " + LONG,
+                                                     reference=article),
+        "throughput-one-profile": lambda: plots.throughput_chart(one, caption="c"),
+        "latency": lambda: plots.latency_chart(df, title=LONG, caption="c"),
+        "busy-share": lambda: plots.line_chart(busy, x="users", y="busy_share", series=["server", "profile"],
+                                               style_by="profile", title=LONG, xlabel="users", ylabel="share",
+                                               caption="c"),
+        "line-long-labels": lambda: plots.line_chart(
+            df.assign(method=df.profile + " · " + LONG), x="users", y="rps", series=["server", "method"],
+            style_by="method", title="t", xlabel="x", ylabel="y", logx=True, reference=article,
+            ref_lines={"Twitter 2007": 600}),
+        "histogram": lambda: plots.latency_histogram(df[df.server == "ruby-puma"], ["profile", "txn_mode"],
+                                                     title="POST /metrics latency", caption="c"),
+        "rps-bars": lambda: plots.bar_chart(bars, category="scenario", value="rps", series="server",
+                                            ref_lines={"Twitter 6K tweets/s": 6000, "Yahoo 1,388 req/s": 1388},
+                                            reference_series="article: Go, M1 (8 cores)", title="rps",
+                                            ylabel="requests/s", caption="c"),
+        "horizontal-bars": lambda: plots.bar_chart(
+            summary.assign(mode=summary.server + " · " + summary.profile), category="mode",
+            value="busy_errors", series="txn_mode", hatch_col=None, horizontal=True, title="t",
+            ylabel="busy", caption="c", ref_lines={LONG: 3, "Shopify 2013": 5, "Twitter 2007": 4}),
+        "capacity": lambda: plots.capacity_chart(
+            capacity.chart_frame(cap, 100), title="Capacity at a latency objective vs the naive peak",
+            caption="c", ref_lines={r.name: r.rps for r in refs.itertuples() if r.rps < 5000}),
+        "dau": lambda: plots.dau_chart(capacity.sensitivity(cap, refs), title="DAU", xlabel="x",
+                                       ylabel="y", caption="c"),
+        "calibration": lambda: plots.calibration_chart(cal_points, calibrations),
+    }
+
+
+def legends(fig) -> list:
+    return [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+
+
+@pytest.mark.parametrize("name", list(charts()))
+def test_every_legend_lies_inside_the_canvas(name):
+    fig = charts()[name]()
+    fig.canvas.draw()
+    found = legends(fig)
+    assert found, f"{name}: no legend"
+    for lg in found:
+        e = lg.get_window_extent()
+        assert (e.x0 >= fig.bbox.x0 - 1 and e.y0 >= fig.bbox.y0 - 1 and e.x1 <= fig.bbox.x1 + 1
+                and e.y1 <= fig.bbox.y1 + 1), f"{name}: legend {e.extents} outside {fig.bbox.extents}"
+    assert plots.clipped_legends(fig) == []
+
+
+def test_every_stack_has_one_style_of_its_own():
+    assert set(servers.STACKS) <= set(plots.STACK_STYLES), "a stack in STACKS has no style"
+    styles = [plots.style_for(s) for s in servers.STACKS]
+    assert len({s["color"] for s in styles}) == len(styles)
+    assert len({s["marker"] for s in styles}) == len(styles)
+    limit_colours = {m["color"].lower() for m in plots.LIMIT_MARKS.values()}
+    assert not {s["color"].lower() for s in styles} & limit_colours
+    with pytest.raises(ValueError, match="no style"):
+        plots.style_for("cobol-cics")
+    # room for another database behind the same stack: same colour and marker, hollow
+    pg = plots.style_for("python-fastapi", database="postgres")
+    assert pg["color"] == styles[0]["color"] and pg["markerfacecolor"] == "white"
+
+
+def _rgba(c):
+    return mcolors.to_rgba(c)
+
+
+def _line_colours(fig) -> dict:
+    """Legend label → colour of the legend's line entries."""
+    out = {}
+    for lg in legends(fig):
+        for h, t in zip(lg.legend_handles, lg.get_texts()):
+            if hasattr(h, "get_color") and not hasattr(h, "get_facecolor"):
+                out[t.get_text()] = _rgba(h.get_color())
+    return out
+
+
+def test_a_stack_has_the_same_colour_in_every_figure():
+    want = {s: _rgba(plots.STACK_STYLES[s]["color"]) for s in STACKS}
+    df = _points()
+    # different subsets and orders of stacks: the colour follows the stack, not the series index
+    for stacks in (STACKS, ["rust-axum", "go-nethttp"], ["ruby-puma", "go-nethttp", "python-fastapi"]):
+        sub = df[df.server.isin(stacks) & (df.profile == "rails71")]
+        for fig in (plots.throughput_chart(sub), plots.latency_chart(sub),
+                    plots.line_chart(sub, x="users", y="rps", series=["server"], title="t", xlabel="x",
+                                     ylabel="y")):
+            got = _line_colours(fig)
+            assert {s: got[s] for s in stacks} == {s: want[s] for s in stacks}
+            for ax in fig.axes:  # the drawn lines too, not only the legend
+                for line in ax.get_lines():
+                    label = line.get_label().lstrip("_").split(" · ")[0]
+                    if label in want:
+                        assert _rgba(line.get_color()) == want[label]
+    bars = df[(df.profile == "rails71") & (df.users == 16)].assign(path="pool")
+    fig = plots.bar_chart(bars, category="path", value="rps", series="server", title="t", ylabel="y")
+    patches = {p.get_label(): p.get_facecolor() for p in fig.axes[0].get_legend().legend_handles}
+    assert {s: patches[s] for s in STACKS} == want
+    fig = charts()["capacity"]()
+    panel = fig.axes[0]
+    solid = {tuple(round(v, 6) for v in p.get_facecolor()) for p in panel.patches}
+    assert {tuple(round(v, 6) for v in want[s]) for s in STACKS} <= solid
+
+
+def test_a_profile_has_the_same_dash_in_every_line_chart():
+    order = list(servers.load_profiles())
+    dashes = [plots.profile_dash(p) for p in order]
+    assert len({str(d) for d in dashes}) == len(order), "two profiles share a dash"
+    assert plots.profile_dash("rails71-retries+rails-dev") == plots.profile_dash("rails71-retries")
+    df = _points()
+
+    def dash_of(fig, profile):
+        for lg in legends(fig):
+            for h, t in zip(lg.legend_handles, lg.get_texts()):
+                if t.get_text() == profile:
+                    return h.get_linestyle()
+        raise AssertionError(f"{profile} not in the legend")
+
+    a = df[df.profile.isin(["rails71", "rails8"])]
+    b = df[df.profile.isin(["rails8", "rails71-retries+rails-dev"])]
+    seen = set()
+    for sub in (a, b):
+        for fig in (plots.throughput_chart(sub),
+                    plots.line_chart(sub, x="users", y="rps", series=["server", "profile"], style_by="profile",
+                                     title="t", xlabel="x", ylabel="y")):
+            seen.add(dash_of(fig, "rails8"))
+    assert len(seen) == 1, "rails8 drawn with different dashes"
+    ref = plots.SeriesStyles(a, ["server", "profile"])(("go-nethttp", "rails8"))["linestyle"]
+    assert ref == plots.profile_dash("rails8")
+
+
+def test_other_categories_keep_their_colours_too():
+    gens = plots.colours_for(["wrk", "loadgen", "locust"])
+    assert {g: s["color"] for g, s in gens.items()} == {g: s["color"] for g, s in plots.GENERATOR_STYLES.items()}
+    # rows per transaction: the same colour whether written 10 or "10 rows", whatever else is drawn
+    a = plots.colours_for([100, 10, 25])
+    b = plots.colours_for(["25 rows", "10 rows", "100 rows"])
+    assert [a[k]["color"] for k in (10, 25, 100)] == [b[k]["color"] for k in ("10 rows", "25 rows", "100 rows")]
+    stack_colours = {s["color"] for s in plots.STACK_STYLES.values()}
+    assert not {s["color"] for s in a.values()} & stack_colours
+
+
+def test_reference_lines_are_named_clear_of_the_bars():
+    fig = charts()["rps-bars"]()
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    bar_z = max(p.get_zorder() for p in ax.patches)
+    names = [t for t in ax.texts if "Twitter" in t.get_text() or "Yahoo" in t.get_text()]
+    assert len(names) == 2
+    boxes = [t.get_window_extent() for t in names]
+    for box in boxes:  # in the right margin, inside the canvas: never over a bar
+        assert box.x0 >= ax.bbox.x1 and box.x1 <= fig.bbox.x1
+    assert not boxes[0].overlaps(boxes[1])  # 1,388 and 6,000 are close on this scale
+    lines = [line for line in ax.get_lines() if line.get_ydata()[0] in (6000, 1388)]
+    assert len(lines) == 2 and all(line.get_zorder() > bar_z for line in lines)
+
+
+def test_capacity_is_one_panel_per_workload_with_one_legend():
+    cap = _estimate()
+    frame = capacity.chart_frame(cap, 100)
+    fig = plots.capacity_chart(frame, title="t", caption="c", ref_lines={"Twitter 2007": 600})
+    panels = [ax for ax in fig.axes if ax.axison]
+    workloads = frame[["notebook", "scenario"]].drop_duplicates()
+    assert len(panels) == len(workloads) == 7
+    assert {ax.get_title(loc="left").split(" · ")[0] for ax in panels} == set(workloads["scenario"])
+    assert len(legends(fig)) == 1
+    assert tuple(fig.get_size_inches()) == plots.CAPACITY_FIGSIZE
+    # generator-limited bars keep their hatch and the legend says what it means
+    hatches = {p.get_hatch() for ax in panels for p in ax.patches}
+    assert plots.LIMIT_MARKS["generator_bound"]["hatch"] in hatches
+    labels = [t.get_text() for t in legends(fig)[0].get_texts()]
+    assert any("generator-bound" in t for t in labels) and "Twitter 2007: 600/s" in labels
+    # with no points: one panel that says so
+    empty = plots.capacity_chart(capacity.chart_frame(capacity.estimate(pd.DataFrame(), 100), 100),
+                                 title="t", caption="c")
+    assert tuple(empty.get_size_inches()) == plots.CAPACITY_FIGSIZE
+
+
+def test_limit_marks_still_ring_points_and_hatch_bars():
+    df = points(profiles=["rails71"])
+    fig = plots.throughput_chart(df)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "generator-bound" in labels and "generator-influenced" in labels
+    bars = df[df.users == 64].assign(path="pool")
+    fig = plots.bar_chart(bars, category="path", value="rps", series="server", title="t", ylabel="y")
+    assert {p.get_hatch() for p in fig.axes[0].patches} >= {"//", "xx"}
+
+
+@pytest.mark.filterwarnings("ignore:constrained_layout not applied")  # the off-canvas legend squeezes the axes
+def test_save_figure_refuses_a_clipped_legend(tmp_path):
+    plots.use_style()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [1, 2], label=LONG)
+    ax.legend(loc="center left", bbox_to_anchor=(1.6, 0.5))  # off the canvas, to the right
+    with pytest.raises(plots.ClippedLegendError, match="outside the canvas"):
+        plots.save_figure(fig, "clipped", notebook="unit", figures_dir=tmp_path)
+    assert not (tmp_path / "unit" / "clipped.png").exists()
+    # a legend wider than the canvas is narrowed until it fits
+    fig, ax = plt.subplots()
+    for i in range(8):
+        ax.plot([1, 2], [i, i + 1], label=f"{LONG} {i}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=8)
+    paths = plots.save_figure(fig, "narrowed", notebook="unit", figures_dir=tmp_path)
+    assert paths[0].exists() and ax.get_legend()._ncols < 8
+
+
+def test_panel_figures_are_deterministic_and_fixed_in_size(tmp_path):
+    from PIL import Image
+    digests, sizes = [], set()
+    for i in range(2):
+        paths = plots.save_figure(charts()["capacity"](), "c", notebook="unit", figures_dir=tmp_path / str(i))
+        paths += plots.save_figure(charts()["latency"](), "l", notebook="unit", figures_dir=tmp_path / str(i))
+        digests.append([p.read_bytes() for p in paths])
+        sizes.add(Image.open(paths[2]).size)
+        plt.close("all")
+    assert digests[0] == digests[1]
+    assert sizes == {(1200, 675)}
+
+
+def test_sensitivity_names_the_stack_of_each_line():
+    cap = _estimate()
+    sens = capacity.sensitivity(cap, capacity.reference_loads())
+    ours = sens[sens.server.notna()]
+    assert set(ours.server) == set(STACKS) and ours.scenario.notna().all()
+    assert sens[sens.server.isna()]["series"].str.endswith("(reference)").all()
