@@ -12,7 +12,9 @@ library, so its peak memory is its own), stopped by PID on timeout or interrupt:
       its later `page_size=8192` is ignored and pages stay 4 KiB; `zip_compression` is not a
       pragma and is ignored; synchronous/cache/mmap are per connection and do not persist) and
       its table; then every record `{"uri": "at://<10>/post/<15>", "text": "Test post content <50>"}`
-      (random.choices over ASCII letters and digits) is generated into one list;
+      (characters drawn uniformly from ASCII letters and digits) is generated into one list — by
+      the lab's generator (`lab_records`: the same records, the same memory, nine times faster
+      than the author's `random.choices`, which `record_generator="author"` still runs);
     - timed, from the call of `batch_add_items_to_queue(records)` to its return: chunks of 1,000
       records; one `json.dumps(chunk)` per chunk, metadata `{"batch_size": 1000,
       "actual_batch_size": len(chunk)}`, created_at (UTC, "%Y-%m-%d-%H:%M:%S") and 'pending' per
@@ -42,7 +44,8 @@ library, so its peak memory is its own), stopped by PID on timeout or interrupt:
     transaction (untimed, so it goes to 100 M with flat memory) by a faster generator of the same
     shape and length (one os.urandom draw per transaction mapped uniformly onto the same 62
     characters), one json.dumps per row of 1,000 records and the author's metadata, created_at and
-    status. Optionally the consumer: read pending rows in id order, mark them done, delete them.
+    status. Optionally the consumer: read pending rows in id order, mark them done, delete them;
+    its one pass over the file is then also the point's audit (consume_point).
 
 Knob-at-a-time variants of `article` (each changes exactly one thing, see VARIANTS) look for what
 explains the article's 10-rows-per-transaction table. Every point reports seconds, records/s, the
@@ -241,6 +244,21 @@ def fast_records(n: int) -> list[dict]:
              "text": f"Test post content {s[k + 25:k + 75]}"} for k in range(0, need, 75)]
 
 
+def lab_records(n: int, block: int = 10_000) -> list[dict]:
+    """The article method's records from the lab's generator: `fast_records` (the same shape,
+    lengths and alphabet as `author_records`, each character drawn uniformly from the same 62)
+    in blocks of `block`, so that its random text is never more than a block's worth of memory
+    beside the records: the records take what the author's take (records_bytes_per_record), and
+    the point's peak stays that of writing them, at a ninth of the author's generating time."""
+    out: list[dict] = []
+    for k in range(0, n, block):
+        out += fast_records(min(block, n - k))
+    return out
+
+
+RECORD_GENERATORS = {"lab": lab_records, "author": author_records}
+
+
 def _now_str() -> str:
     """lib.helper.generate_current_datetime_str."""
     return datetime.now(timezone.utc).strftime(TIMESTAMP_FORMAT)
@@ -409,44 +427,68 @@ def _gc_watch() -> tuple[dict, callable]:
     return stats, cb
 
 
+class _Auditor:
+    """The audit's checks (see _audit), row by row in id order: the rows the payloads hold, their
+    records, metadata and status. Records are counted by their '{"uri": ' openings (exact: uri
+    and text hold only letters, digits, ':', '/', ' ') or, when the caller has parsed the
+    payload (`recs`, the consumer), as the parsed list's length; small totals, and the first and
+    last rows always, are checked record by record."""
+
+    def __init__(self, total: int, records_per_row: int, full_parse: bool):
+        self.total, self.records_per_row, self.full_parse = total, records_per_row, full_parse
+        self.in_payloads, self.seen = 0, 0
+        self.parsed_ok = self.meta_ok = self.status_ok = True
+        self.last: tuple[str, list | None] | None = None
+
+    def _parsed_ok(self, payload: str, recs, n: int | None) -> bool:
+        recs = json.loads(payload) if recs is None else recs
+        return (isinstance(recs, list) and (n is None or len(recs) == n)
+                and all(isinstance(r, dict) and set(r) == {"uri", "text"} for r in recs))
+
+    def row(self, payload: str, meta: str, status: str, recs: list | None = None) -> None:
+        n = payload.count('{"uri": ') if recs is None else (len(recs) if isinstance(recs, list) else -1)
+        self.in_payloads += n
+        m = json.loads(meta)
+        self.meta_ok &= (m.get("batch_size") == self.records_per_row and m.get("actual_batch_size") == n)
+        self.status_ok &= status == "pending"
+        if self.full_parse or self.seen == 0:
+            self.parsed_ok &= self._parsed_ok(payload, recs, n)
+        self.seen += 1
+        self.last = (payload, recs)
+
+    def result(self, rows: int, journal: str) -> dict:
+        if self.last is not None:
+            self.parsed_ok &= self._parsed_ok(*self.last, None)
+        expected = math.ceil(self.total / self.records_per_row)
+        return {"rows": rows, "rows_expected": expected, "records_in_payloads": self.in_payloads,
+                "journal_mode": journal,
+                "audit_ok": bool(rows == expected and self.seen == rows
+                                 and self.in_payloads == self.total and self.parsed_ok
+                                 and self.meta_ok and self.status_ok and journal == "wal")}
+
+
 def _audit(path: str, total: int, records_per_row: int, full_parse: bool) -> dict:
-    """Rows written, the records their payloads hold, the metadata. Records are counted by their
-    '{"uri": ' openings (exact: uri and text hold only letters, digits, ':', '/', ' '); small
-    totals, and the first and last rows always, are parsed in full."""
+    """Rows written, the records their payloads hold, the metadata (_Auditor), read back in one
+    pass after the timing. (consume_point does the same checks on the rows it consumes.)"""
     con = sqlite3.connect(path)
     try:
         rows = con.execute("SELECT count(*) FROM queue").fetchall()[0][0]
-        in_payloads, parsed_ok, meta_ok, status_ok = 0, True, True, True
-        last = None
-        first = True
+        auditor = _Auditor(total, records_per_row, full_parse)
         for payload, meta, status in con.execute("SELECT payload, metadata, status FROM queue ORDER BY id"):
-            n = payload.count('{"uri": ')
-            in_payloads += n
-            m = json.loads(meta)
-            meta_ok &= (m.get("batch_size") == records_per_row and m.get("actual_batch_size") == n)
-            status_ok &= status == "pending"
-            if full_parse or first:
-                recs = json.loads(payload)
-                parsed_ok &= (isinstance(recs, list) and len(recs) == n
-                              and all(isinstance(r, dict) and set(r) == {"uri", "text"} for r in recs))
-            first = False
-            last = payload
-        if last is not None:
-            recs = json.loads(last)
-            parsed_ok &= isinstance(recs, list) and all(set(r) == {"uri", "text"} for r in recs)
+            auditor.row(payload, meta, status)
         journal = con.execute("PRAGMA journal_mode").fetchall()[0][0]
     finally:
         con.close()
-    expected = math.ceil(total / records_per_row)
-    return {"rows": rows, "rows_expected": expected, "records_in_payloads": in_payloads,
-            "journal_mode": journal,
-            "audit_ok": bool(rows == expected and in_payloads == total and parsed_ok and meta_ok
-                             and status_ok and journal == "wal")}
+    return auditor.result(rows, journal)
 
 
 def article_point(path: str, total: int, rows_per_txn: int, variant: str = "as_published",
-                  records_per_row: int = 1000, probe: bool = True) -> dict:
-    """One load test as queue_load_testing.run_load_test ran it, with the one change of `variant`."""
+                  records_per_row: int = 1000, probe: bool = True,
+                  record_generator: str = "lab") -> dict:
+    """One load test as queue_load_testing.run_load_test ran it, with the one change of `variant`.
+    The records, generated before the timing, come from `record_generator`: "lab" (lab_records,
+    the default) or "author" (the author's generate_test_records, nine times slower here)."""
+    generate = RECORD_GENERATORS[record_generator]
     _remove_db(path)
     log_dir = os.path.dirname(os.path.abspath(path))
     rss_start = _rss_mib()
@@ -458,7 +500,7 @@ def article_point(path: str, total: int, rows_per_txn: int, variant: str = "as_p
     logger = None if variant == "no_logging" else _author_logger(log_dir)
     rss_before = _rss_mib()
     tg = time.perf_counter()
-    records = author_records(total)                        # untimed
+    records = generate(total)                              # untimed
     gen_seconds = time.perf_counter() - tg
     rss_after = _rss_mib()
     pr = _Probe(path, probe)
@@ -498,7 +540,9 @@ def article_point(path: str, total: int, rows_per_txn: int, variant: str = "as_p
            "rss_before_gen_mib": rss_before, "rss_after_gen_mib": rss_after, "peak_rss_mib": peak,
            "records_bytes_per_record": (rss_after - rss_before) * 2**20 / total,
            "peak_bytes_per_record": (peak - rss_before) * 2**20 / total}
+    t = time.perf_counter()
     out.update(_audit(path, total, records_per_row, full_parse=total <= 100_000))
+    out["audit_seconds"] = time.perf_counter() - t
     return out
 
 
@@ -513,10 +557,11 @@ def _median(xs: list[float]) -> float:
 # ----------------------------------------------------------------------------- tuned
 
 def tuned_point(path: str, total: int, rows_per_txn: int, synchronous: str = "normal",
-                records_per_row: int = 1000, probe: bool = True) -> dict:
+                records_per_row: int = 1000, probe: bool = True, audit: bool = True) -> dict:
     """One connection, BEGIN/COMMIT per `rows_per_txn` rows, WAL, `synchronous` as asked;
     records generated per transaction (untimed); the timing covers serialisation, the
-    transactions and the final close (its checkpoint), as `article`'s does."""
+    transactions and the final close (its checkpoint), as `article`'s does. `audit=False`:
+    the caller audits (the consumer's pass, consume_point)."""
     _remove_db(path)
     rss_start = _rss_mib()
     con = sqlite3.connect(path, isolation_level=None)
@@ -582,33 +627,62 @@ def tuned_point(path: str, total: int, rows_per_txn: int, synchronous: str = "no
            "rss_after_gen_mib": rss_after, "peak_rss_mib": peak,
            "records_bytes_per_record": (rss_after - rss_before) * 2**20 / min(per_txn, total),
            "peak_bytes_per_record": (peak - rss_before) * 2**20 / total}
-    out.update(_audit(path, total, records_per_row, full_parse=total <= 100_000))
+    if audit:
+        t = time.perf_counter()
+        out.update(_audit(path, total, records_per_row, full_parse=total <= 100_000))
+        out["audit_seconds"] = time.perf_counter() - t
     return out
 
 
-def consume_point(path: str, rows_per_txn: int) -> dict:
-    """Read pending rows in id order, mark them done, delete them: records/s of the consumer."""
+def consume_point(path: str, rows_per_txn: int, audit: tuple[int, int] | None = None) -> dict:
+    """Read pending rows in id order, mark them done, delete them: records/s of the consumer.
+
+    `audit` = (total, records_per_row): this pass is also the point's audit, so a file of
+    12.5 GB is read once, not twice: every row the consumer reads goes through _audit's checks
+    (_Auditor; the consumer's own parse of the payload serves the full-parse checks), their
+    time kept apart (`audit_seconds`, not in `consume_seconds`); the audit also requires that
+    the consumer saw every row."""
     con = sqlite3.connect(path, isolation_level=None)
+    auditor, audit_s, out = None, 0.0, {}
+    if audit is not None:
+        t = time.perf_counter()
+        total, records_per_row = audit
+        auditor = _Auditor(total, records_per_row, full_parse=total <= 100_000)
+        rows_before = con.execute("SELECT count(*) FROM queue").fetchone()[0]
+        journal = con.execute("PRAGMA journal_mode").fetchone()[0]
+        audit_s += time.perf_counter() - t
+    select = ("SELECT id, payload, metadata, status" if auditor else "SELECT id, payload") + \
+        " FROM queue WHERE status = 'pending' ORDER BY id LIMIT ?"
+    in_loop = 0.0
     t = time.perf_counter()
     consumed = 0
     while True:
         con.execute("BEGIN IMMEDIATE")
-        rows = con.execute("SELECT id, payload FROM queue WHERE status = 'pending' ORDER BY id LIMIT ?",
-                           (rows_per_txn,)).fetchall()
+        rows = con.execute(select, (rows_per_txn,)).fetchall()
         if not rows:
             con.execute("COMMIT")
             break
-        for _, payload in rows:
-            consumed += len(json.loads(payload))
+        for r in rows:
+            recs = json.loads(r[1])
+            consumed += len(recs)
+            if auditor is not None:
+                ta = time.perf_counter()
+                auditor.row(r[1], r[2], r[3], recs)
+                in_loop += time.perf_counter() - ta
         ids = [r[0] for r in rows]
+        del rows, recs
         marks = ",".join("?" * len(ids))
         con.execute(f"UPDATE queue SET status = 'done' WHERE id IN ({marks})", ids)
         con.execute(f"DELETE FROM queue WHERE id IN ({marks}) AND status = 'done'", ids)
         con.execute("COMMIT")
-    seconds = time.perf_counter() - t
+    seconds = time.perf_counter() - t - in_loop
     left = con.execute("SELECT count(*) FROM queue").fetchone()[0]
     con.close()
-    return {"consumed": consumed, "consume_seconds": seconds,
+    if auditor is not None:
+        t = time.perf_counter()
+        out = auditor.result(rows_before, journal)
+        out["audit_seconds"] = audit_s + in_loop + time.perf_counter() - t
+    return {**out, "consumed": consumed, "consume_seconds": seconds,
             "consume_records_per_s": consumed / seconds if seconds else None, "rows_left": left}
 
 
@@ -646,20 +720,24 @@ def _measure(kw: dict) -> dict:
         out = article_point(kw["path"], kw["total"], kw["rows_per_txn"], kw["variant"],
                             kw["records_per_row"], kw.get("probe", True))
     else:
+        consume = bool(kw.get("consume"))   # then the consumer's pass is the audit
         out = tuned_point(kw["path"], kw["total"], kw["rows_per_txn"], kw["synchronous"],
-                          kw["records_per_row"], kw.get("probe", True))
-        if kw.get("consume"):
-            out.update(consume_point(kw["path"], kw["rows_per_txn"]))
+                          kw["records_per_row"], kw.get("probe", True), audit=not consume)
+        if consume:
+            out.update(consume_point(kw["path"], kw["rows_per_txn"],
+                                     audit=(kw["total"], kw["records_per_row"])))
     out.update({"python": platform.python_version(), "sqlite_version": sqlite3.sqlite_version})
     return out
 
 
 def _point_worker(conn, kw: dict) -> None:
+    started = time.time()
     try:
         if kw.get("mem_limit"):
             import resource
             resource.setrlimit(resource.RLIMIT_AS, (kw["mem_limit"], kw["mem_limit"]))
         out = _measure(kw)
+        out.update({"worker_started": started, "worker_seconds": time.time() - started})
         conn.send(("ok", out))
     except BaseException as e:  # report, don't hang the parent
         conn.send(("error", f"{type(e).__name__}: {e}"))
@@ -703,6 +781,7 @@ def run_point(path: Path | str, total: int, rows_per_txn: int, method: str = "tu
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_point_worker, args=(child, kw), daemon=True)
     load0 = _loadavg()
+    launched = time.time()
     proc.start()
     child.close()
     try:
@@ -718,7 +797,10 @@ def run_point(path: Path | str, total: int, rows_per_txn: int, method: str = "tu
         parent.close()
     if status != "ok":
         raise RuntimeError(f"buffer point {method}/{variant} total={total} rows_per_txn={rows_per_txn} failed: {out}")
-    out.update({"loadavg_start": load0, "loadavg_end": _loadavg()})
+    # the fresh process's start-up (spawn: a new interpreter importing this module) and its exit
+    out.update({"loadavg_start": load0, "loadavg_end": _loadavg(),
+                "process_start_seconds": out.pop("worker_started") - launched,
+                "process_seconds": time.time() - launched})
     return out
 
 
@@ -759,12 +841,32 @@ def project_point(method: str, total: int, rows_per_txn: int, records_per_row: i
 
 # ----------------------------------------------------------------------------- sweeps
 
+LARGE_KEYS = {"above", "rows_per_txn", "synchronous", "consume"}
+
+
+def _check_large(large: dict | None) -> dict | None:
+    if large is None:
+        return None
+    if not isinstance(large, dict) or set(large) - LARGE_KEYS or "above" not in large:
+        raise ValueError(f"large must be a dict with 'above' and any of {sorted(LARGE_KEYS - {'above'})}, "
+                         f"not {large!r}")
+    return large
+
+
+def is_large(large: dict | None, total: int) -> bool:
+    return large is not None and total > large["above"]
+
+
 def plan(totals, rows_per_txn, synchronous=("normal", "full"), methods=METHODS,
-         variants=(), variant_totals=None, repeats: int = 1) -> list[dict]:
+         variants=(), variant_totals=None, repeats: int = 1, large: dict | None = None) -> list[dict]:
     """The points of a sweep, smallest totals first: `article` (as published) and `tuned`
     (per synchronous) at every total and rows_per_txn, and each variant of `article` at
     `variant_totals` (default: the largest total). Within a total, each repeat runs every
-    rows_per_txn and method in turn, so that a noisy minute does not hit one series only."""
+    rows_per_txn and method in turn, so that a noisy minute does not hit one series only.
+    `large` = {"above": N, "rows_per_txn": [...], "synchronous": [...], "consume": bool}: above N
+    records, `tuned` runs only those rows per transaction and synchronous settings (and, with
+    consume False, no consumer: sweep_buffer); the `article` points stay (the memory projection
+    skips them there, with its reason)."""
     if isinstance(totals, int) or isinstance(rows_per_txn, int):
         raise ValueError("totals and rows_per_txn must be lists")
     if not totals or not rows_per_txn:
@@ -779,6 +881,7 @@ def plan(totals, rows_per_txn, synchronous=("normal", "full"), methods=METHODS,
             raise ValueError(f"variant must be one of {sorted(VARIANTS)}, not {v!r}")
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, not {repeats!r}")
+    large = _check_large(large)
     vt = sorted(variant_totals) if variant_totals is not None else [max(totals)]
     pts = []
     for total in sorted(set(totals) | (set(vt) if variants else set())):
@@ -793,7 +896,11 @@ def plan(totals, rows_per_txn, synchronous=("normal", "full"), methods=METHODS,
                             pts.append({"method": "article", "variant": v, "synchronous": None,
                                         "rows_per_txn": rpt, "total": total, "repeat": rep})
                 if total in totals and "tuned" in methods:
+                    if is_large(large, total) and rpt not in large.get("rows_per_txn", [rpt]):
+                        continue
                     for s in synchronous:
+                        if is_large(large, total) and s not in large.get("synchronous", [s]):
+                            continue
                         pts.append({"method": "tuned", "variant": TUNED_VARIANT, "synchronous": s,
                                     "rows_per_txn": rpt, "total": total, "repeat": rep})
     for p in pts:
@@ -812,23 +919,27 @@ def sweep_buffer(work_dir: Path, totals: list[int], rows_per_txn: list[int],
                  consume: bool = True, max_seconds: float = 600, *, methods=METHODS,
                  variants=(), variant_totals: list[int] | None = None, repeats: int = 1,
                  probe: bool = True, disk_margin: float = 1.5, keep_free_gb: float = 2.0,
-                 mem_reserve_gib: float = 3.0, progress: bool = True):
+                 mem_reserve_gib: float = 3.0, progress: bool = True, large: dict | None = None):
     """Every point of `plan(...)`, smallest totals first, each in its own process. A point is
     skipped, with a one-line reason, when its projected memory or disk would not fit (margins
     in `project_point`) or when the same series' previous rate projects it beyond `max_seconds`.
     Returns a tidy DataFrame: one row per point, a column per parameter (method, variant,
     rows_per_txn, synchronous — the value read back on the writing connection —, total,
-    records_per_row, repeat) and the measurements."""
+    records_per_row, repeat) and the measurements. `large`: fewer tuned points above a total
+    (plan), and there no consumer unless large["consume"] (a point that did not consume has
+    no `consume_*`)."""
     import pandas as pd  # here, not at the top: the point workers stay small
     from tqdm.auto import tqdm
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    pts = plan(totals, rows_per_txn, synchronous, methods, variants, variant_totals, repeats)
+    pts = plan(totals, rows_per_txn, synchronous, methods, variants, variant_totals, repeats, large)
     from .results import machine_label
     machine = machine_label()
     rows, last_rate = [], {}
     bpr_at: dict[int, float] = {}   # the article method's peak bytes per record, per total
     for p in tqdm(pts, desc="buffer", disable=not progress, mininterval=0.5):
+        consumes = bool(consume and p["method"] == "tuned"
+                        and not (is_large(large, p["total"]) and not large.get("consume", True)))
         base = {**p, "machine": machine, "synchronous": _nominal_sync(p), "synchronous_requested": p["synchronous"],
                 "records_per_row": records_per_row, "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         proj = project_point(p["method"], p["total"], p["rows_per_txn"], records_per_row, work_dir,
@@ -847,18 +958,23 @@ def sweep_buffer(work_dir: Path, totals: list[int], rows_per_txn: list[int],
             continue
         path = work_dir / f"buffer-{p['method']}-{p['variant']}-{p['synchronous'] or 'default'}-{p['rows_per_txn']}-{p['total']}.db"
         gen = p["total"] * GEN_SECONDS_PER_RECORD
+        t_point = time.perf_counter()
+        removed = 0.0
         try:
             out = run_point(path, p["total"], p["rows_per_txn"], p["method"], p["variant"], p["synchronous"],
-                            records_per_row, consume, probe, timeout=max_seconds * 3 + gen * 3 + 60,
+                            records_per_row, consumes, probe, timeout=max_seconds * 3 + gen * 3 + 60,
                             mem_limit=mem_limit)
         except (PointTimeout, RuntimeError) as e:
             rows.append({**base, **proj, "skipped": None, "error": str(e)})
             continue
         finally:
+            t = time.perf_counter()
             for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
                 f.unlink(missing_ok=True)
             for f in work_dir.glob("logs.log*"):
                 f.unlink(missing_ok=True)
+            removed = time.perf_counter() - t
+        out.update({"remove_seconds": removed, "point_wall_seconds": time.perf_counter() - t_point})
         last_rate[key] = out["records_per_s"]
         if p["method"] == "article":  # projected from the largest total: at small ones the fixed overhead inflates it
             bpr_at[p["total"]] = max(bpr_at.get(p["total"], 0), out["peak_bytes_per_record"])

@@ -95,6 +95,9 @@ GENERATOR_BOUND_CPU = 0.90
 GENERATOR_BUSY_CPU = 0.50
 SERVER_SATURATED_CPU = 0.85
 STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
+# The longest one Locust process may take from launch to its last user spawned before the level
+# fails (the window then opens `warmup` seconds after the spawn; ~0.5 s here).
+SPAWN_BOUND = 30.0
 
 
 class LoadError(RuntimeError):
@@ -134,11 +137,15 @@ def tree_rss(pid: int) -> int:
 
 class Sampler(threading.Thread):
     """Samples (time, server CPU s, server RSS, generator CPU s) every `every` seconds,
-    and takes exact samples (with the server's own request counter) at t0 and t1."""
+    and takes exact samples (with the server's own request counter) at t0 and t1. With
+    t0 = t1 = None, `window()` is asked every few milliseconds until it returns (t0, t1): a
+    window the generator opens after its users have spawned (run_level)."""
 
-    def __init__(self, server: servers.Server, gen_pid: int, t0: float, t1: float, every=0.25):
+    def __init__(self, server: servers.Server, gen_pid: int, t0: float | None, t1: float | None,
+                 every=0.25, window=None):
         super().__init__(daemon=True)
         self.server, self.gen_pid, self.t0, self.t1, self.every = server, gen_pid, t0, t1, every
+        self.window = window
         self.samples: list[tuple[float, float, int, float]] = []
         self.marks: dict[str, dict] = {}
         self.stop_event = threading.Event()
@@ -160,8 +167,14 @@ class Sampler(threading.Thread):
         self.marks[name] = {"t": t, "server_cpu": scpu, "gen_cpu": gcpu, "handled": handled}
 
     def run(self) -> None:
-        pending = [("t0", self.t0), ("t1", self.t1)]
+        known = self.t0 is not None
+        pending = [("t0", self.t0), ("t1", self.t1)] if known else []
+        next_sample = 0.0
         while True:
+            if not known and (got := self.window()) is not None:
+                known = True
+                self.t0, self.t1 = got
+                pending = [("t0", self.t0), ("t1", self.t1)]
             now = time.time()
             # a mark that is due is taken even when stop() came first: a generator that
             # quits at t1 may be reaped before this thread wakes up for the t1 mark
@@ -170,8 +183,14 @@ class Sampler(threading.Thread):
                 continue
             if self.stop_event.is_set():
                 return
-            self.sample()
-            wait = self.every if not pending else min(self.every, max(0.0, pending[0][1] - now))
+            if now >= next_sample:
+                self.sample()
+                next_sample = now + self.every
+            wait = max(0.0, next_sample - time.time())
+            if pending:
+                wait = min(wait, max(0.0, pending[0][1] - time.time()))
+            if not known:
+                wait = min(wait, 0.005)
             self.stop_event.wait(wait)
 
     def stop(self) -> None:
@@ -246,20 +265,33 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     if not server.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
         raise ValueError(f"load goes to loopback only, not {server.url}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Locust spawns its users ~0.5 s after launch here (more with --processes), loadgen at
-    # once; a late spawn is caught by `ramp_in_window`.
+    length = max_duration if requests else duration
+    # One Locust process opens the window `warmup` s after its last user has spawned (its
+    # start-up, ~0.5 s of imports here, costs what it takes; LAB_WINDOW_AFTER_SPAWN). With
+    # --processes (or an explicit `startup`) the window is fixed in advance: Locust spawns
+    # ~0.5 s after launch, more with --processes; loadgen at once. A late spawn is caught by
+    # `ramp_in_window`.
+    after_spawn = generator == "locust" and processes == 1 and startup is None
     if startup is None:
-        startup = (1.2 + 0.8 * (processes - 1) + users / 1000 if generator == "locust"
+        startup = (SPAWN_BOUND if after_spawn else
+                   1.2 + 0.8 * (processes - 1) + users / 1000 if generator == "locust"
                    else 0.2 + users / 5000)
     if generator == "loadgen":
         servers.build_loadgen()  # seconds the first time, a stat() after
     launch = time.time()
-    t0 = launch + startup + warmup
-    t1 = t0 + (max_duration if requests else duration)
-    env = {**os.environ, "LAB_T0": repr(t0), "LAB_T1": repr(t1), "LAB_OUT_DIR": str(out_dir),
+    t0 = launch + startup + warmup   # after_spawn: the latest it can open
+    t1 = t0 + length
+    env = {**os.environ, "LAB_OUT_DIR": str(out_dir),
            "LAB_TARGET": str(math.ceil(requests / processes)) if requests else "0",
            **{f"LAB_{k.upper()}": str(v) for k, v in params.items()},
            "LAB_KEEPALIVE": "1" if keepalive else "0"}
+    if after_spawn:
+        env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{length!r}"
+        for k in ("LAB_T0", "LAB_T1"):
+            env.pop(k, None)
+    else:
+        env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t1)})
+        env.pop("LAB_WINDOW_AFTER_SPAWN", None)
     if generator == "locust":
         cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 5, processes,
                                      out_dir, cpus)
@@ -271,15 +303,50 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     sampler = None
     try:  # from the moment the generator exists: an interrupt anywhere below still stops it
-        sampler = Sampler(server, proc.pid, t0, t1)
+        if after_spawn:
+            sampler = Sampler(server, proc.pid, None, None, window=lambda: spawn_window(out_dir))
+        else:
+            sampler = Sampler(server, proc.pid, t0, t1)
         sampler.start()
         proc.wait(timeout=t1 - launch + 90)
+        exited = time.time()
     finally:  # also on a timeout or KeyboardInterrupt: stop the generator by its PID
         servers.stop_process_group(proc)
         if sampler is not None and sampler.ident is not None:
             sampler.stop()
-    return merge_level(out_dir, sampler, server, scenario, users, processes, pinned,
-                       requests, (t0, t1), proc.returncode, generator, keepalive)
+    if after_spawn:
+        window = spawn_window(out_dir)
+        if window is None:
+            raise LoadError(f"locust never spawned its users (exit {proc.returncode}); its log:\n"
+                            + servers.log_tail(out_dir / "locust.log"))
+        t0, t1 = window
+    point = merge_level(out_dir, sampler, server, scenario, users, processes, pinned,
+                        requests, (t0, t1), proc.returncode, generator, keepalive)
+    point.update(level_timing(out_dir, launch, t0, warmup, exited, time.time()))
+    return point
+
+
+def spawn_window(out_dir: Path) -> tuple[float, float] | None:
+    """(t0, t1) of a window opened after the users spawned (the generator's window file)."""
+    for f in out_dir.glob("window-*.json"):
+        w = json.loads(f.read_text())
+        return w["t0"], w["t1"]
+    return None
+
+
+def level_timing(out_dir: Path, launch: float, t0: float, warmup: float, exited: float,
+                 done: float) -> dict:
+    """Where a level's wall time went (`time_*` columns, seconds; sqlitelab.timing sums them):
+    the generator's start-up until its last user ran (`time_spawn_s`) within the allowance the
+    window waited for (`time_startup_s`), the warm-up, the window, the generator's exit after
+    the window closed (`time_shutdown_s`), and reading its files (`time_merge_s`)."""
+    procs = [json.loads(f.read_text()) for f in out_dir.glob("proc-*.json")]
+    spawned = [p["spawned_at"] for p in procs if p.get("spawned_at")]
+    closed = max((p["t1"] for p in procs), default=t0)
+    return {"time_spawn_s": (max(spawned) - launch) if spawned else None,
+            "time_startup_s": t0 - warmup - launch, "time_warmup_s": warmup,
+            "time_window_s": closed - t0, "time_shutdown_s": exited - closed,
+            "time_merge_s": done - exited, "time_level_s": done - launch}
 
 
 def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,

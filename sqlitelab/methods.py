@@ -206,6 +206,27 @@ def puma_shape(run: RunView) -> list[str]:
 
 
 AS_PUBLISHED = {"method": "article", "variant": "as_published"}
+ONE_FILE = "one file for every endpoint (a copy of the seeded file per stack), a server start per endpoint"
+LARGE_TOTAL = 10_000_000  # 04: above this many records the article's method does not fit here
+
+
+def large_points(run: RunView) -> list[str]:
+    """04: the rows per transaction and synchronous settings the lab's writer ran above 10 M."""
+    pts = run.where(method="tuned").points
+    pts = pts[pts["total"] > LARGE_TOTAL]
+    if "skipped" in pts:
+        pts = pts[pts["skipped"].isna()]
+    if pts.empty:
+        raise NotRun(f"method=tuned, total > {LARGE_TOTAL:,}")
+    return sorted({f"{int(r)} rows · {s}" for r, s in zip(pts["rows_per_txn"], pts["synchronous"])})
+
+
+def consumed_up_to(run: RunView) -> str:
+    """04: the largest total the consumer read back."""
+    pts = run.where(method="tuned").points
+    if "consumed" not in pts or pts["consumed"].isna().all():
+        return "not run"
+    return f"after the lab's writer, up to {int(pts.loc[pts['consumed'].notna(), 'total'].max()):,} records"
 
 
 def measured_totals(run: RunView) -> list:
@@ -275,6 +296,10 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
                why="the lab warms up before its exact window; the hey columns count the warm-up too"),
         Detail("repeats", "3 runs per level: RPS and average the mean, slowest the max",
                "param:repeats", expect=3, why="fewer repeats at this scale"),
+        Detail("repeats, the stacks the article did not run", "— (Rails only)",
+               "param:beyond_repeats", expect=None,
+               why="the lab's own stacks run `beyond_repeats` per level (one at seed scale, so "
+                   "that the seed run fits its 90 minutes); the article's stack runs its three"),
         Detail("throughput", "hey's Requests/sec: every response (any status) over the run's Total, "
                "which runs on until the last request in flight ends (15.0, 13.7, 12.6 s at 16 users)",
                recorded("hey_rps", "the window's rps (requests that start and finish inside it) "
@@ -311,6 +336,8 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
         Detail("users", "1 (baseline), then 3", "param:article_levels", expect=[1, 3],
                compare="superset", why="the run's levels do not include the article's"),
         Detail("duration", "5 s per run", "param:duration", expect=5, why="shorter runs at this scale"),
+        Detail("warm-up", "none: oha counts from its first request", "param:warmup", expect=0,
+               why="the lab warms up before its exact window; the whole-run counts include it"),
         Detail("repeats", "one run per set-up", "param:repeats", expect=1,
                why="the lab repeats each level and sums the status codes over the repeats"),
         Detail("set-ups", "`retries: 1000` → 15 of 168 were 500s; + enhanced adapter → 14 of 150; "
@@ -360,10 +387,13 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
                compare="superset", why="the run's levels do not include all of the article's"),
         Detail("requests per level", "50,000", "param:requests", expect=50_000,
                why="fewer requests per level at this scale"),
+        Detail("warm-up", "none: after its 1,000 rows the tool sends the level's requests, all counted",
+               "param:warmup", expect=0, why="the lab starts counting after a short warm-up"),
         Detail("repeats", "one run per level", "param:repeats", expect=1, why="repeated"),
         Detail("statistic", "rps and p50/p95/p99 over each level's requests", recorded(
-            "p99_ms", "rps and p50/p95/p99 over the level's N requests (after a warm-up)"),
-               expect=None, why="the lab starts counting after a short warm-up"),
+            "p99_ms", "rps and p50/p95/p99 over the level's N requests"),
+               expect=None, why="the lab counts the first N requests that start in its window (after "
+                                "the warm-up, if any) and finish, from an HdrHistogram in µs"),
     )),
     Article("04-sqlite-as-buffer", "003", "“The surprising effectiveness of SQLite for non-persistent "
             "use cases” (2025); the author's load test, METResearchGroup/bluesky-research@de1246d9", (
@@ -375,10 +405,12 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
                    "it where 3.10 would have, the `py311_gc` variant leaves it to the GC"),
         Detail("records", "{uri, text}: random strings of 10, 15 and 50 characters, ~127 B of JSON "
                "each, all generated in memory before the timing",
-               lambda r: (f"the author's generator, all in memory first: "
-                          f"{max(r.col('records_bytes_per_record')):,.0f} B of RSS per record"),
+               lambda r: (f"the same records from the lab's generator (buffer.lab_records), all in "
+                          f"memory first: {max(r.col('records_bytes_per_record')):,.0f} B of RSS per record"),
                expect=None, only=AS_PUBLISHED,
-               why="the same records; the run also reports the memory they take"),
+               why="the same records, shape, lengths and alphabet, and the same memory, generated "
+                   "(untimed) nine times faster than by the author's random.choices; the run also "
+                   "reports the memory they take"),
         Detail("records per row", "1,000 (one json.dumps per chunk of 1,000)", "col:records_per_row",
                expect=1000, only=AS_PUBLISHED, why="another chunk size"),
         Detail("rows per transaction", "25, then 100 and 10", "col:rows_per_txn", expect=[10, 25, 100],
@@ -403,6 +435,15 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
             "db_mib", "MiB of db + -wal + -shm after the call"), expect=None, only=AS_PUBLISHED,
                why="the same files, in MiB"),
         Detail("repeats", "one run per total", "param:repeats", expect=1, why="repeated"),
+        Detail("beyond 10 M records", "25 rows per transaction at 50 M and 100 M, 100 rows at 50 M "
+               "(at 100 M out of memory); 10 rows only up to 10 M; SQLite's default synchronous FULL",
+               large_points, expect=["100 rows · full", "25 rows · full"],
+               why="the author's method does not fit in memory there; the lab's writer ran other rows "
+                   "or synchronous settings too"),
+        Detail("consumer", "none: the load test only writes", consumed_up_to, expect=None,
+               why="the lab's addition: a consumer reads the rows back, marks them done and deletes "
+                   "them (records/s); at seed scale up to 10 M records, so that the seed run fits "
+                   "its 90 minutes"),
     )),
     Article("05-single-machine", "004", "“SQLite is the best database in the world” (Go on a laptop)", (
         Detail("machine", "MacBook Air M1 (8 cores), 8 GB", "col:machine", why=MACHINE_WHY),
@@ -427,6 +468,11 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
                "statements", "col:scenario", expect=None, only={"scenario": "user-update"},
                why="one transaction: the UPDATE (which also counts updates, for the audit) and the re-SELECT"),
         Detail("load tool, users, duration", "not stated", "col:generator", expect=NOT_STATED),
+        Detail("warm-up", "not stated", "param:warmup", expect=NOT_STATED),
+        Detail("repeats", "not stated", "param:repeats", expect=NOT_STATED),
+        Detail("database file", "one users.sqlite for every test, a server program per endpoint",
+               recorded("db_mib", ONE_FILE), expect=ONE_FILE,
+               why="the run used another arrangement"),
     )),
     Article("06-capacity", "000, 002, 004", "the articles' napkin math", (
         Detail("peak hours", "seed 000: a day's requests packed into 4 peak hours (1 M/day ≈ 70/s)",

@@ -4,29 +4,43 @@
 durations. A notebook's `parameters` cell names the scale; any parameter left `None` takes
 the scale's value here, anything else overrides it. `crosscheck_users`: the level at which a
 sweep adds one wrk point per server and profile (sweep's `crosscheck`).
+
+`seed` keeps every setting an article states (its levels, durations, request counts, record
+totals, rows per transaction, connection behaviour, repeats) and must finish within 90 minutes
+on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fit (issue 12;
+`python -m sqlitelab.timing` and timing.budget show where a run's time went):
+- no warm-up where the article had none (01 hey, 02 oha, 03 its own tool): the window opens
+  when the generator's users are all running, as those tools measured; 05's article states no
+  warm-up, repeats or duration: one 10-s run per level, no warm-up, like the others;
+- one repeat where the article ran one (02), and for the stacks the article did not run (01's
+  `beyond_repeats`; ruby-puma keeps the article's three);
+- 03's 16 `fine_levels` (levels the article did not run) only on request;
+- 04 above 10 M records (`large`): the lab's writer at the article's own settings there (25 and
+  100 rows per transaction, synchronous FULL; the article ran 10 rows only up to 10 M, and NORMAL
+  never), without the consumer (the article has none).
 """
 from __future__ import annotations
 
 SCALES: dict[str, dict[str, dict]] = {
     "01-linear-writes": {
         "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.0, "warmup": 0.5, "repeats": 1,
-                  "crosscheck_users": 8},
-        "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 2.0, "repeats": 3,
-                 "crosscheck_users": 16},
+                  "beyond_repeats": 1, "crosscheck_users": 8},
+        "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 0.0, "repeats": 3,
+                 "beyond_repeats": 1, "crosscheck_users": 16},
     },
     "02-busy-errors": {
         "quick": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 1.5, "warmup": 0.3,
                   "repeats": 1, "crosscheck_users": 3},
-        "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 1.0,
-                 "repeats": 3, "crosscheck_users": 3},
+        "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 0.0,
+                 "repeats": 1, "crosscheck_users": 3},
     },
     "03-read-write-mix": {
         "quick": {"levels": [8, 32, 128], "requests": 10_000, "warmup": 0.5, "repeats": 1,
                   "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
                   "paths_users": 64, "beyond_requests": 2000, "crosscheck_users": 32,
                   "crosscheck_seconds": 2.0},
-        "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "warmup": 2.0, "repeats": 1,
-                 "fine_levels": [8, 10, 13, 16, 20, 25, 32, 40, 51, 64, 81, 102, 128, 161, 203, 256],
+        "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "warmup": 0.0, "repeats": 1,
+                 "fine_levels": [],
                  "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 64, "paths_users": 128,
                  "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0},
     },
@@ -40,19 +54,26 @@ SCALES: dict[str, dict[str, dict]] = {
                  "methods": ["article", "tuned"],
                  "variants": ["one_connection", "sync_normal", "no_ckpt_on_close", "page_size_8192",
                               "py311_gc", "no_logging"], "variant_totals": [1_000_000],
-                 "repeats": 1, "max_seconds": 300.0, "slow_sync_ms": 40.0, "slow_sync_total": 1_000_000},
+                 "repeats": 1, "max_seconds": 300.0, "slow_sync_ms": 40.0, "slow_sync_total": 1_000_000,
+                 "large": {"above": 10_000_000, "rows_per_txn": [25, 100], "synchronous": ["full"],
+                           "consume": False}},
     },
     "05-single-machine": {
         "quick": {"users_rows": 100_000, "user_bytes": 700, "levels": [32], "duration": 2.0,
                   "warmup": 0.5, "repeats": 1, "crosscheck_users": 32},
         "seed": {"users_rows": 5_000_000, "user_bytes": 700, "levels": [16, 64, 256],
-                 "duration": 10.0, "warmup": 2.0, "repeats": 3, "crosscheck_users": 64},
+                 "duration": 10.0, "warmup": 0.0, "repeats": 1, "crosscheck_users": 64},
     },
     "06-capacity": {
         "quick": {"slo_p99_ms": 100.0},
         "seed": {"slo_p99_ms": 100.0},
     },
 }
+
+
+# 03's fine levels, a sweep of 16 levels beyond the article's five (about 9 minutes at seed
+# scale): pass `fine_levels=FINE_LEVELS` (or `-p fine_levels "[...]"`) to run it.
+FINE_LEVELS = [8, 10, 13, 16, 20, 25, 32, 40, 51, 64, 81, 102, 128, 161, 203, 256]
 
 
 def settings(notebook: str, scale: str, **overrides) -> dict:

@@ -2,9 +2,12 @@
 
 For each server and profile: a fresh database (copied from one seeded template), the server
 started on its CPU set, a primer, then every level and repeat through `load.run_level`, each
-audited (rows written == acknowledged writes) while the server still runs; then the server
-is stopped by its PID and the file checked (`PRAGMA integrity_check`). Points go to
-data/results.db; raw Locust output, histograms and server logs stay in data/runs/<run_id>/.
+audited (rows written == acknowledged writes, counted from the file: `Counts`) while the
+server still runs; then the server is stopped by its PID and the file checked (`PRAGMA
+integrity_check`). Several scenarios (`scenario=[...]`) share the copy, each with its own
+server start. Points go to data/results.db; raw Locust output, histograms and server logs
+stay in data/runs/<run_id>/. Where the wall time went is kept too: `time_*` columns per point,
+`server_timing` and `*_seconds` per run (sqlitelab.timing.budget sums them).
 
 The generator is never the story (see sqlitelab.calibrate and load.influence):
 - every point says whether its generator was the limit (`generator_bound`: its CPU saturated)
@@ -56,8 +59,11 @@ def _check_args(server_list, profile_list, scenario, levels, repeats):
     bad = [p for p in profile_list if any(part not in known for part in p.split("+"))]
     if bad:
         raise ValueError(f"unknown profiles {bad}; known: {list(known)} (and a+b overlays)")
-    if scenario not in load.SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}; known: {list(load.SCENARIOS)}")
+    names = [scenario] if isinstance(scenario, str) else list(scenario or [])
+    bad = [s for s in names if s not in load.SCENARIOS]
+    if bad or not names or len(set(names)) != len(names):
+        raise ValueError(f"unknown scenario {scenario!r} (one name, or a list of distinct names); "
+                         f"known: {list(load.SCENARIOS)}")
     if not levels or any((not isinstance(u, int)) or u < 1 for u in levels):
         raise ValueError(f"levels must be positive integers, got {levels!r}")
     if not isinstance(repeats, int) or repeats < 1:
@@ -65,9 +71,9 @@ def _check_args(server_list, profile_list, scenario, levels, repeats):
 
 
 def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | None = None, profiles: list[str] | None = None,
-          scenario: str = "rails-writes", levels: list[int] = (1, 2, 4), repeats: int = 1,
+          scenario: str | list[str] = "rails-writes", levels: list[int] = (1, 2, 4), repeats: int = 1,
           duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
-          max_duration: float = 300.0, pause: float = 0.25, processes: int = 1,
+          max_duration: float = 300.0, pause: float = 0.1, processes: int = 1,
           server_cpus: str | None = "auto", generator_cpus: str | None = "auto",
           knobs: dict | None = None, server_knobs: dict[str, dict] | None = None,
           seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,
@@ -76,16 +82,27 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           results_db: Path | None = None, runs_dir: Path | None = None,
           run_id: str | None = None, generator: str = "locust",
           keepalive: bool = True, confirm: str | None = None, crosscheck: int | None = None,
-          crosscheck_seconds: float | None = None, calibration: bool = True) -> pd.DataFrame:
-    """Run a sweep and return its headline points (one row per server, profile, level and
-    repeat). `keepalive=False`: a new connection per request (`oha --disable-keepalive`,
+          crosscheck_seconds: float | None = None, calibration: bool = True,
+          server_repeats: dict[str, int] | None = None) -> pd.DataFrame:
+    """Run a sweep and return its headline points (one row per server, profile, scenario, level
+    and repeat). `scenario`: one name, or a list: each then stored as its own experiment
+    (`<run_id>/<scenario>`, as one sweep per scenario would store it), run in turn on one copy
+    of the database per server and profile, the server restarted for each (`_one_server`).
+    `keepalive=False`: a new connection per request (`oha --disable-keepalive`,
     load.run_level). `confirm`, `crosscheck`: see the module's docstring (`crosscheck_seconds`:
     wrk's duration, the sweep's `duration` by default). `calibration=False` skips the
-    generator calibration: no point is then marked influenced by its CPU."""
+    generator calibration: no point is then marked influenced by its CPU. `server_repeats`:
+    repeats per stack where they differ from `repeats` (e.g. the article's stack three times,
+    the others once)."""
+    t_run = time.perf_counter()
     server_list = list(servers or ["python-fastapi"])
     profile_list = list(profiles or ["rails71"])
     levels = list(levels)
     _check_args(server_list, profile_list, scenario, levels, repeats)
+    server_repeats = dict(server_repeats or {})
+    for stack, n in server_repeats.items():
+        _check_args([stack], profile_list, scenario, levels, n)
+    repeats_of = {stack: server_repeats.get(stack, repeats) for stack in server_list}
     load.check_generator(generator, processes)
     if confirm is not None:
         load.check_generator(confirm)
@@ -103,70 +120,99 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     run_id = run_id or results.new_run_id(notebook)
     if experiment:  # several sweeps of one notebook run share its run_id folder
         run_id = f"{run_id}/{experiment}"
-    run_dir = Path(runs_dir or config.RUNS_DIR) / run_id
+    scenario_list = [scenario] if isinstance(scenario, str) else list(scenario)
+    # a list of scenarios: each is stored as its own experiment (<run_id>/<scenario>), as
+    # separate sweeps would store it, but they share the template, the calibration and each
+    # server's copy of the database
+    ids = ({scenario: run_id} if isinstance(scenario, str)
+           else {name: f"{run_id}/{name}" for name in scenario_list})
+    run_dirs = {name: Path(runs_dir or config.RUNS_DIR) / rid for name, rid in ids.items()}
     tmp_dir = config.TMP_DIR / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    for d in run_dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
     tmp_dir.mkdir(parents=True, exist_ok=True)
-    sc = load.SCENARIOS[scenario]
-    params = {**(params or {})}
-    if scenario == "mix":
-        params.setdefault("items", seed_items)
-        params.setdefault("payload_bytes", payload_bytes)
-    if scenario.startswith("user-"):
-        params.setdefault("users_rows", seed_users)
-    run = {"run_id": run_id, "notebook": notebook, "experiment": experiment,
-           "started": results.now_iso(),
-           "parameters": parameters or {}, "git_commit": results.git_commit(),
-           "machine": results.machine_label(), "machine_info": results.machine(),
-           "versions": results.versions(), "server_cpus": server_cpus,
-           "generator_cpus": generator_cpus, "scenario": scenario,
-           "sweep": {"servers": server_list, "profiles": profile_list, "levels": levels,
-                     "repeats": repeats, "duration": duration, "warmup": warmup,
-                     "requests": requests, "processes": processes, "generator": generator,
-                     "keepalive": keepalive, "confirm": confirm, "crosscheck": crosscheck,
-                     "knobs": knobs or {},
-                     "server_knobs": server_knobs or {}, "seed_users": seed_users,
-                     "seed_user_bytes": seed_user_bytes,
-                     "seed_items": seed_items, "params": params}}
+    scenario_params = {}
+    for name in scenario_list:
+        these_params = {**(params or {})}
+        if name == "mix":
+            these_params.setdefault("items", seed_items)
+            these_params.setdefault("payload_bytes", payload_bytes)
+        if name.startswith("user-"):
+            these_params.setdefault("users_rows", seed_users)
+        scenario_params[name] = these_params
+    common = {"notebook": notebook, "started": results.now_iso(),
+              "parameters": parameters or {}, "git_commit": results.git_commit(),
+              "machine": results.machine_label(), "machine_info": results.machine(),
+              "versions": results.versions(), "server_cpus": server_cpus,
+              "generator_cpus": generator_cpus,
+              "sweep": {"servers": server_list, "profiles": profile_list, "levels": levels,
+                        "repeats": repeats, "server_repeats": server_repeats,
+                        "duration": duration, "warmup": warmup,
+                        "requests": requests, "processes": processes, "generator": generator,
+                        "keepalive": keepalive, "confirm": confirm, "crosscheck": crosscheck,
+                        "knobs": knobs or {},
+                        "server_knobs": server_knobs or {}, "seed_users": seed_users,
+                        "seed_user_bytes": seed_user_bytes, "seed_items": seed_items}}
+    runs = {name: {"run_id": rid, "experiment": rid.partition("/")[2] or None, **common,
+                   "scenario": name, "sweep": {**common["sweep"], "params": scenario_params[name]}}
+            for name, rid in ids.items()}
+    first = runs[scenario_list[0]]
     points: list[dict] = []
     checks: list[dict] = []
+    timing: list[dict] = []  # one row per server, profile and scenario (sqlitelab.timing)
     if "loadgen" in (generator, confirm):
         stacks.build_loadgen()
     used = [g for g in (generator, confirm) if g]
+    t = time.perf_counter()
     cals = ({g: calibrate.ensure(g, server_cpus, generator_cpus, progress=progress) for g in used}
             if calibration else {})
+    calibration_s = results.elapsed(t)
     onsets = {g: (cals[g]["onset_util"] if g in cals else None) for g in used}
-    run["calibrations"] = {g: c["calib_id"] for g, c in cals.items()}
     t = time.perf_counter()
-    cached, run["seed_cached"] = stacks.seeded_template(users=seed_users, items=seed_items,
-                                                        payload_bytes=payload_bytes,
-                                                        user_bytes=seed_user_bytes)
+    cached, seed_cached = stacks.seeded_template(users=seed_users, items=seed_items,
+                                                 payload_bytes=payload_bytes,
+                                                 user_bytes=seed_user_bytes)
     template = tmp_dir / "template.db"  # a link: the cache may prune its entry meanwhile
     try:
         os.link(cached, template)
     except OSError:
         shutil.copyfile(cached, template)
-    run["seed_seconds"] = results.elapsed(t)
+    seed_s = results.elapsed(t)
+    for r in runs.values():  # what the sweep spent once, on its first scenario's row
+        r.update({"calibrations": {g: c["calib_id"] for g, c in cals.items()},
+                  "seed_cached": seed_cached, "calibration_seconds": 0.0, "seed_seconds": 0.0})
+    first.update({"calibration_seconds": calibration_s, "seed_seconds": seed_s})
 
     from tqdm.auto import tqdm
-    total = len(server_list) * len(profile_list) * len(levels) * repeats
+    total = len(profile_list) * len(scenario_list) * len(levels) * sum(repeats_of.values())
     bar = tqdm(total=total, desc=notebook, disable=not progress, mininterval=0.5)
     try:
         for stack in server_list:
             for profile in profile_list:
                 these = {**(knobs or {}), **((server_knobs or {}).get(stack, {}))}
-                got, check = _one_server(
-                    stack, profile, these, template, tmp_dir, run_dir, run_id, scenario, sc,
-                    levels, repeats, duration, warmup, requests, max_duration, pause, processes,
-                    server_cpus, generator_cpus, params, bar, generator, keepalive,
+                got, check, st = _one_server(
+                    stack, profile, these, template, tmp_dir, run_dirs, ids, scenario_list,
+                    scenario_params, levels, repeats_of[stack], duration, warmup, requests,
+                    max_duration, pause, processes, server_cpus, generator_cpus, bar, generator,
+                    keepalive,
                     onsets, confirm, crosscheck, crosscheck_seconds)
                 points += got
                 checks += check
+                timing += st
     finally:
         bar.close()
-        run["finished"] = results.now_iso()
-        run["points"] = len(points)
-        results.store_run(run, points, results_db)
+        wall = results.elapsed(t_run)
+        spent = {name: sum(v for row in timing if row["scenario"] == name
+                           for k, v in row.items() if k.endswith("_s"))
+                 for name in scenario_list}
+        for name, r in runs.items():
+            mine = [p for p in points if p["scenario"] == name]
+            r.update({"finished": results.now_iso(), "points": len(mine),
+                      "server_timing": [row for row in timing if row["scenario"] == name]})
+            # a sweep of several scenarios: each row its own servers' time, the first one the rest
+            r["wall_seconds"] = (wall if len(runs) == 1 else
+                                 round(spent[name] + (wall - sum(spent.values()) if r is first else 0), 3))
+            results.store_run(r, mine, results_db)
         if checks:
             results.store_rows("crosschecks", checks, results_db)
         shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -205,28 +251,119 @@ def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
             "audit_ok": expected <= written <= expected + slack}
 
 
-def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scenario, sc,
-                levels, repeats, duration, warmup, requests, max_duration, pause, processes,
-                server_cpus, generator_cpus, params, bar, generator="locust",
+class Counts:
+    """The one count a point's audit needs (COUNTERS: what the scenario's acknowledged writes
+    grow; none for a scenario that writes nothing), read from the file before and after the
+    point, with the time it took. (Not the count after one point as the count before the next:
+    a request the previous generator gave up on — wrk gives up on every request in flight at
+    its stop — may still commit in between.)"""
+
+    def __init__(self, db: Path):
+        self.db = db
+        self.seconds = 0.0
+
+    def read(self, counter: str | None) -> int:
+        if counter is None:
+            return 0
+        t = time.perf_counter()
+        try:
+            return count_rows(self.db, counter)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    before = after = read
+
+
+COUNTERS = {  # as servers.table_counts reads them, one at a time (the users table: GBs in 05)
+    "requests": "SELECT count(*) FROM requests",
+    "metrics": "SELECT count(*) FROM metrics",
+    "items": "SELECT count(*) FROM items",
+    "users": "SELECT count(*) FROM users",
+    "user_updates": "SELECT coalesce(sum(updates), 0) FROM users",
+}
+
+
+def count_rows(db: Path | str, counter: str) -> int:
+    """One counter of COUNTERS, read from the file itself (read-only)."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(COUNTERS[counter]).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _one_server(stack, profile, these, template, tmp_dir, run_dirs, run_ids, scenarios,
+                scenario_params, levels, repeats, duration, warmup, requests, max_duration, pause,
+                processes, server_cpus, generator_cpus, bar, generator="locust",
                 keepalive=True, onsets=None, confirm=None, crosscheck=None,
-                crosscheck_seconds=None) -> tuple[list[dict], list[dict]]:
+                crosscheck_seconds=None) -> tuple[list[dict], list[dict], list[dict]]:
+    """One server and profile: one copy of the template for all `scenarios`, the server
+    started afresh for each (seed 004 ran a server program per endpoint, all on one file),
+    the file checked once at the end. Returns points, cross-checks and where the wall time
+    went (one row per scenario, for sqlitelab.timing)."""
+    t = time.perf_counter()
     db = tmp_dir / f"{stack}-{profile}.db"
     shutil.copyfile(template, db)
+    copy_s = time.perf_counter() - t
+    counts = Counts(db)
+    out: list[dict] = []
+    checks: list[dict] = []
+    timing: list[dict] = []
+    for scenario in scenarios:
+        got, check, st = _one_scenario(
+            stack, profile, these, db, counts, run_dirs[scenario], run_ids[scenario], scenario,
+            scenario_params[scenario], levels, repeats, duration, warmup, requests, max_duration,
+            pause, processes, server_cpus, generator_cpus, bar, generator, keepalive, onsets,
+            confirm, crosscheck, crosscheck_seconds)
+        out += got
+        checks += check
+        timing.append(st)
+    timing[0]["copy_s"] = copy_s
+    t = time.perf_counter()
+    integrity = stacks.integrity_check(db)
+    timing[-1]["integrity_s"] = time.perf_counter() - t
+    timing[-1]["db_mib"] = db.stat().st_size / 2**20
+    for p in out:
+        p["integrity"] = integrity
+        p["audit_ok"] = bool(p["audit_ok"] and integrity == "ok")
+    for c in checks:
+        c["integrity"] = integrity
+        c["audit_ok"] = bool(c["audit_ok"] and integrity == "ok") if c["audit_ok"] is not None else None
+    return out, checks, timing
+
+
+def _one_scenario(stack, profile, these, db, counts, run_dir, run_id, scenario, params,
+                  levels, repeats, duration, warmup, requests, max_duration, pause, processes,
+                  server_cpus, generator_cpus, bar, generator, keepalive, onsets, confirm,
+                  crosscheck, crosscheck_seconds) -> tuple[list[dict], list[dict], dict]:
+    # where the server's wall time goes (sqlitelab.timing): start, prime, levels, cross-check,
+    # confirmation, stop; each point has its own `time_*`
+    sc = load.SCENARIOS[scenario]
+    st = {"server": stack, "profile": profile, "scenario": scenario, "copy_s": 0.0,
+          "integrity_s": 0.0}
     log = run_dir / f"server-{stack}-{profile}.log"
     bar.set_postfix_str(f"{stack}/{profile}: starting")
     out: list[dict] = []
     checks: list[dict] = []
     onsets = onsets or {}
     machine = results.machine_label()
-    with stacks.start_server(stack, db, profile=profile, cpus=server_cpus, log_path=log,
-                              timeout=300, **these) as srv:
+    t = time.perf_counter()
+    srv = stacks.start_server(stack, db, profile=profile, cpus=server_cpus, log_path=log,
+                              timeout=300, **these)
+    st["start_s"] = time.perf_counter() - t
+    with srv:
         health = srv.health
 
         def measure(users: int, rep: int, gen: str) -> dict:
             bar.set_postfix_str(f"{stack}/{profile}: {users} users, repeat {rep}"
                                 + (f" ({gen})" if gen != generator else ""))
-            before = stacks.table_counts(db)
+            tp = time.perf_counter()
+            counted = counts.seconds
+            before = counts.before(sc.counter)
+            t = time.perf_counter()
             cache_before = stacks.page_cache(db)
+            tk = time.perf_counter() - t
             tail = "" if gen == generator else f"-{gen}"
             level_dir = run_dir / stack / profile / scenario / f"u{users:04d}-r{rep}{tail}"
             p = load.run_level(srv, scenario, users, level_dir, duration=duration,
@@ -234,9 +371,10 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
                                processes=processes if gen == "locust" else 1,
                                cpus=generator_cpus, params=params, generator=gen,
                                keepalive=keepalive)
-            after = stacks.table_counts(db)
+            written = counts.after(sc.counter) - before
+            t = time.perf_counter()
             cache_after = stacks.page_cache(db)
-            written = (after[sc.counter] - before[sc.counter]) if sc.counter else 0
+            tk += time.perf_counter() - t
             p.update(audit(sc, p, written, health["knobs"]))
             p.update({
                 "run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,
@@ -259,15 +397,24 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
             p.update({"generator_influenced": why is not None, "influence": why,
                       "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None})
             bar.update(1)
+            t = time.perf_counter()
             time.sleep(pause)
+            p.update({"time_counts_s": counts.seconds - counted, "time_cache_s": tk,
+                      "time_pause_s": time.perf_counter() - t,
+                      "time_point_s": time.perf_counter() - tp})
             return p
 
+        t = time.perf_counter()
         load.prime(srv)
+        st["prime_s"] = time.perf_counter() - t
+        t = time.perf_counter()
         for users in levels:
             for rep in range(1, repeats + 1):
                 out.append(measure(users, rep, generator))
+        st["levels_s"] = time.perf_counter() - t
+        t = time.perf_counter()
         if crosscheck:  # before the confirmation: a level short of wrk's rate is confirmed too
-            check = _crosscheck(srv, db, sc, scenario, crosscheck, params, keepalive,
+            check = _crosscheck(srv, counts, sc, scenario, crosscheck, params, keepalive,
                                 run_dir / stack / profile / scenario / f"u{crosscheck:04d}-wrk",
                                 crosscheck_seconds or duration, warmup, generator_cpus,
                                 {"run_id": run_id, "server": stack, "profile": profile,
@@ -280,11 +427,15 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
                     p.update({"generator_influenced": True, "influence":
                               f"{p['rps'] / check['rps']:.2f} of wrk's rate at this level (cross-check), "
                               f"generator at {p['gen_cpu_pct']:.0f} % CPU"})
+        st["crosscheck_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        st["confirmed_levels"] = 0
         if confirm:  # the levels the generator limited, again with the other generator
             flagged = [u for u in levels
                        if any(p["generator_bound"] or p["generator_influenced"]
                               for p in out if p["users"] == u)]
             bar.total += len(flagged) * repeats
+            st["confirmed_levels"] = len(flagged)
             for users in flagged:
                 first = [p for p in out if p["users"] == users]
                 for p in first:
@@ -298,20 +449,16 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dir, run_id, scena
                               "replaced_reason": ("generator-bound" if was["generator_bound"]
                                                   else was["influence"])})
                     out.append(q)
+        st["confirm_s"] = time.perf_counter() - t
         if not srv.alive():
             raise stacks.ServerStartError(f"{stack} died during the sweep:\n"
                                            f"{stacks.log_tail(log)}")
-    integrity = stacks.integrity_check(db)
-    for p in out:
-        p["integrity"] = integrity
-        p["audit_ok"] = bool(p["audit_ok"] and integrity == "ok")
-    for c in checks:
-        c["integrity"] = integrity
-        c["audit_ok"] = bool(c["audit_ok"] and integrity == "ok") if c["audit_ok"] is not None else None
-    return out, checks
+        t = time.perf_counter()
+    st["stop_s"] = time.perf_counter() - t
+    return out, checks, st
 
 
-def _crosscheck(srv, db, sc, scenario, users, params, keepalive, out_dir, seconds, warmup,
+def _crosscheck(srv, counts, sc, scenario, users, params, keepalive, out_dir, seconds, warmup,
                 cpus, ident: dict) -> dict:
     """One wrk point at `users` on the running server, audited: every 2xx/3xx wrk saw of a
     write is a row, plus at most the requests whose outcome wrk never learnt."""
@@ -319,11 +466,10 @@ def _crosscheck(srv, db, sc, scenario, users, params, keepalive, out_dir, second
     row = {**ident, "scenario": scenario, "users": users, "skipped": why}
     if why:
         return {**row, "audit_ok": None}
-    before = stacks.table_counts(db)
+    before = counts.before(sc.counter)
     p = wrk.run_point(srv, scenario, users, out_dir, duration=seconds, warmup=warmup, cpus=cpus,
                       params=params)
-    after = stacks.table_counts(db)
-    written = (after[sc.counter] - before[sc.counter]) if sc.counter else 0
+    written = counts.after(sc.counter) - before
     only_writes = sc.write is not None and (scenario != "mix" or float(params.get("write_share", 0.1)) >= 1)
     if not sc.write:
         ok, rule = written == 0, "no writes"

@@ -207,3 +207,69 @@ def test_syscall_counts(tmp_path):
     with pytest.raises(ValueError, match="sync_delay_ms"):
         buffer.syscall_counts(tmp_path, 1000, 1, sync_delay_ms=-1)
     assert not list(tmp_path.glob("*.db*"))
+
+
+def test_lab_records_are_the_authors_records_in_blocks():
+    a = buffer.lab_records(2_345, block=1000)
+    assert len(a) == 2_345
+    for r in a:
+        assert set(r) == {"uri", "text"} and len(r["uri"]) == 36 and len(r["text"]) == 68
+        assert r["uri"].startswith("at://") and r["uri"][15:21] == "/post/"
+        assert r["text"].startswith("Test post content ")
+        assert set(r["uri"][5:15] + r["uri"][21:] + r["text"][18:]) <= set(buffer.ALNUM)
+    assert len({r["uri"] for r in a}) == len(a)                 # fresh random text, no repeats
+
+
+@pytest.mark.parametrize("generator", ["author", "lab"])
+def test_article_point_with_either_generator(tmp_path, generator):
+    out = buffer.article_point(str(tmp_path / "q.db"), 2500, 2, record_generator=generator)
+    assert out["audit_ok"] and out["records_in_payloads"] == 2500 and out["rows"] == 3
+
+
+def test_the_consumers_pass_is_the_audit(tmp_path):
+    path = str(tmp_path / "q.db")
+    out = buffer.tuned_point(path, 12_345, 5, synchronous="full", audit=False)
+    assert "audit_ok" not in out
+    c = buffer.consume_point(path, 5, audit=(12_345, 1000))
+    assert c["audit_ok"] and c["rows"] == c["rows_expected"] == 13 and c["records_in_payloads"] == 12_345
+    assert c["consumed"] == 12_345 and c["rows_left"] == 0 and c["audit_seconds"] >= 0
+    # a row lost, a row's metadata wrong, a row no longer pending: each fails the audit
+    for damage in ("DELETE FROM queue WHERE id = 7",
+                   "UPDATE queue SET metadata = '{\"batch_size\": 1000, \"actual_batch_size\": 999}' WHERE id = 2",
+                   "UPDATE queue SET status = 'done' WHERE id = 4"):
+        buffer.tuned_point(path, 12_345, 5, synchronous="normal", audit=False)
+        con = sqlite3.connect(path)
+        con.execute(damage)
+        con.commit()
+        con.close()
+        c = buffer.consume_point(path, 5, audit=(12_345, 1000))
+        assert not c["audit_ok"], damage
+
+
+def test_run_point_audits_by_consuming(tmp_path):
+    out = buffer.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", timeout=60)
+    assert out["audit_ok"] and out["consumed"] == 3000 and out["rows"] == 3 and out["audit_seconds"] >= 0
+    out = buffer.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", consume=False,
+                           timeout=60)
+    assert out["audit_ok"] and "consumed" not in out and out["rows"] == 3
+
+
+def test_large_totals_run_only_the_named_settings_and_no_consumer(tmp_path):
+    large = {"above": 1000, "rows_per_txn": [2], "synchronous": ["full"], "consume": False}
+    pts = buffer.plan([1000, 3000], [1, 2], ["normal", "full"], large=large)
+    tuned = [(p["total"], p["rows_per_txn"], p["synchronous"]) for p in pts if p["method"] == "tuned"]
+    assert tuned == [(1000, 1, "normal"), (1000, 1, "full"), (1000, 2, "normal"), (1000, 2, "full"),
+                     (3000, 2, "full")]
+    assert sum(p["method"] == "article" and p["total"] == 3000 for p in pts) == 2   # the article's stay
+    df = buffer.sweep_buffer(tmp_path, [1000, 3000], [1, 2], ["normal", "full"], methods=["tuned"],
+                             max_seconds=60, progress=False, large=large)
+    assert df["audit_ok"].all() and len(df) == 5
+    big = df[df["total"] == 3000].iloc[0]
+    assert pd_isna(big.get("consumed")) and big["rows"] == 3
+    assert (df[df["total"] == 1000]["consumed"] == 1000).all()
+    with pytest.raises(ValueError, match="large must be a dict"):
+        buffer.plan([1000], [1], large={"rows_per_txn": [1]})
+
+
+def pd_isna(v) -> bool:
+    return v is None or v != v

@@ -196,6 +196,22 @@ def test_window_count_matches_server_count_and_means_agree(tmp_path):
     assert p["overran_window"] <= 4 and p["max_overrun_ms"] < 1000
     assert p["keepalive"] is True
     assert_hey_accounting(p, tmp_path / "level")
+    # one Locust process opens its window `warmup` s after its users spawned (its window file)
+    assert list((tmp_path / "level").glob("window-*.json"))
+    assert p["time_startup_s"] == pytest.approx(p["time_spawn_s"]) and p["time_warmup_s"] == 1
+    assert p["time_window_s"] == pytest.approx(4, abs=0.05) and p["time_shutdown_s"] >= 0
+
+
+def test_a_window_with_no_warm_up_opens_when_the_users_run(tmp_path):
+    db = servers.prepare_database(tmp_path / "w.db")
+    with servers.start_server(STACK, db, profile="rails71", cpus="0") as srv:
+        load.prime(srv)
+        p = load.run_level(srv, "hello", 4, tmp_path / "level", duration=2, warmup=0, cpus="1")
+    (w,) = [json.loads(f.read_text()) for f in (tmp_path / "level").glob("window-*.json")]
+    assert w["t0"] == pytest.approx(w["spawned_at"]) and w["t1"] == pytest.approx(w["t0"] + 2)
+    assert p["requests"] > 100 and not p["ramp_in_window"] and p["time_warmup_s"] == 0
+    assert abs(p["requests"] - p["server_requests"]) <= 0.02 * p["server_requests"], p
+    assert p["hey_results"] >= p["requests"]
 
 
 def test_locust_without_keepalive_opens_a_connection_per_request(tmp_path):
@@ -257,18 +273,43 @@ def test_write_sweep_audits_and_stores(lab_dirs):
     assert not psutil.Process().children(recursive=True), "a process outlived the sweep"
 
 
+def test_a_sweep_of_several_scenarios_shares_one_file_per_server(lab_dirs):
+    """Each scenario stored as its own experiment, on one copy of the database per server (the
+    server restarted per scenario); per-stack repeats; where the time went, per point and run."""
+    from sqlitelab import timing
+    df = sweep(notebook="test", servers=[STACK], profiles=["rails71"],
+               scenario=["hello", "rails-writes-noredirect"], levels=[2], duration=1, warmup=0,
+               server_repeats={STACK: 2}, progress=False, calibration=False)
+    assert len(df) == 4 and set(df["scenario"]) == {"hello", "rails-writes-noredirect"}
+    assert df["audit_ok"].all() and (df["repeat"].max() == 2)
+    base = df["run_id"].iloc[0].rpartition("/")[0]
+    assert set(df["run_id"]) == {f"{base}/hello", f"{base}/rails-writes-noredirect"}
+    writes = df[df["scenario"] == "rails-writes-noredirect"]
+    assert (writes["rows_written"] == writes["acked_writes"]).all() and writes["acked_writes"].gt(0).all()
+    for name in ("hello", "rails-writes-noredirect"):
+        assert (lab_dirs / "runs" / base / name / f"server-{STACK}-rails71.log").exists()
+    runs = results.load_table("runs", base, lab_dirs / "results.db")
+    assert sorted(runs["experiment"]) == ["hello", "rails-writes-noredirect"]
+    timing_rows = [r for v in runs["server_timing"] for r in json.loads(v)]
+    assert sum(r["copy_s"] > 0 for r in timing_rows) == 1          # one copy for both scenarios
+    assert sum(r["integrity_s"] > 0 for r in timing_rows) == 1     # one check, at the end
+    b = timing.budget(base, lab_dirs / "results.db").set_index("phase")
+    assert b.loc["window", "seconds"] == pytest.approx(4, abs=0.1)
+    assert b.loc["sweeps' wall time", "seconds"] == pytest.approx(runs["wall_seconds"].sum())
+    assert abs(b.loc["unaccounted", "seconds"]) < 0.2 * b.loc["sweeps' wall time", "seconds"]
+
+
 def test_audit_mismatch_is_loud(lab_dirs, monkeypatch):
     """If acknowledgements and rows disagree, the point says so and a warning is raised."""
-    real = servers.table_counts
+    from sqlitelab import sweep as sweep_module
+    real = sweep_module.count_rows
     calls = {"n": 0}
 
-    def undercount(path):  # pretend one acknowledged row is missing from the file
-        c = real(path)
+    def undercount(path, counter):  # pretend one acknowledged row is missing from the file
+        c = real(path, counter)
         calls["n"] += 1
-        if calls["n"] % 2 == 0:
-            c["requests"] -= 1
-        return c
-    monkeypatch.setattr(servers, "table_counts", undercount)
+        return c - 1 if calls["n"] % 2 == 0 else c
+    monkeypatch.setattr(sweep_module, "count_rows", undercount)
     with pytest.warns(UserWarning, match="AUDIT FAILED"):
         df = sweep(notebook="test", servers=[STACK], profiles=["rails71"],
                    scenario="rails-writes-noredirect", levels=[2], duration=1, warmup=0.2,

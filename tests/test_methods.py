@@ -27,7 +27,8 @@ def points(**over) -> pd.DataFrame:
     return pd.DataFrame([{**row, "users": 1}, {**row, "users": 16}])
 
 
-PARAMS = {"levels": [1, 2, 4, 8, 16, 32], "duration": 10.0, "warmup": 2.0, "repeats": 3}
+PARAMS = {"levels": [1, 2, 4, 8, 16, 32], "duration": 10.0, "warmup": 2.0, "repeats": 3,
+          "beyond_repeats": 1}
 
 
 def verdicts(table: pd.DataFrame) -> dict[str, str]:
@@ -148,3 +149,51 @@ def test_audit_is_exact_unless_records_commit_separately():
     # a single-row scenario stays exact whatever the knob says
     items = load.SCENARIOS["mix"]
     assert not audit(items, _point(3, {"POST POST /items 503": 1}), 4, {"metrics_txn": "record"})["audit_ok"]
+
+
+def test_seed_scale_keeps_the_articles_settings_and_says_what_it_leaves_out():
+    """The seed scale (issue 12): each article's own settings read `same`; what the lab runs less
+    of than before is named in the table with its reason."""
+    from sqlitelab import scales
+    cfg = scales.settings("01-linear-writes", "seed")
+    v = verdicts(methods.table("01-linear-writes", points(), cfg))
+    assert v["warm-up"] == v["repeats"] == v["duration"] == v["concurrency levels"] == "same"
+    assert v["repeats, the stacks the article did not run"].startswith("differs: the lab's own stacks")
+    v = verdicts(methods.table("02-busy-errors", points(), scales.settings("02-busy-errors", "seed")))
+    assert v["warm-up"] == v["repeats"] == v["duration"] == "same"
+    pts = points(server="python-fastapi", knobs={"pragmas": {"journal_mode": "wal", "synchronous": "2"},
+                                                 "write_path": "writer"})
+    v = verdicts(methods.table("03-read-write-mix", pts, {**scales.settings("03-read-write-mix", "seed"),
+                                                          "write_share": 0.1}))
+    assert v["warm-up"] == v["requests per level"] == v["repeats"] == "same"
+    v = verdicts(methods.table("05-single-machine", points(), scales.settings("05-single-machine", "seed")))
+    assert v["warm-up"] == v["repeats"] == "not stated by the article"
+
+
+def buffer_points(large=((25, "full"), (100, "full")), consumed_to=10_000_000) -> pd.DataFrame:
+    rows = [{"method": "article", "variant": "as_published", "rows_per_txn": r, "total": t,
+             "synchronous": "full", "records_bytes_per_record": 427.0, "skipped": None}
+            for r in (10, 25, 100) for t in (1_000_000, 10_000_000)]
+    for t in (1_000_000, 10_000_000):
+        for r in (10, 25, 100):
+            for sync in ("normal", "full"):
+                rows.append({"method": "tuned", "variant": "lab", "rows_per_txn": r, "total": t,
+                             "synchronous": sync, "skipped": None,
+                             "consumed": t if t <= consumed_to else None})
+    for t in (50_000_000, 100_000_000):
+        for r, sync in large:
+            rows.append({"method": "tuned", "variant": "lab", "rows_per_txn": r, "total": t,
+                         "synchronous": sync, "skipped": None, "consumed": None})
+    return pd.DataFrame(rows)
+
+
+def test_buffer_table_names_the_writers_large_totals_and_the_consumer():
+    v = verdicts(methods.table("04-sqlite-as-buffer", buffer_points(), {"repeats": 1}))
+    assert v["beyond 10 M records"] == "same"
+    assert v["consumer"].startswith("differs: the lab's addition")
+    t = methods.table("04-sqlite-as-buffer", buffer_points(large=((10, "normal"), (25, "full"))), {"repeats": 1})
+    row = t.set_index("aspect").loc["beyond 10 M records"]
+    assert row["this run"] == "10 rows · normal, 25 rows · full" and row["verdict"].startswith("differs")
+    row = t.set_index("aspect").loc["consumer"]
+    assert row["this run"] == "after the lab's writer, up to 10,000,000 records"
+    assert "lab's generator" in t.set_index("aspect").loc["records", "this run"]

@@ -257,3 +257,73 @@ def test_buffer_findings_name_the_variant_total_and_each_skip_once():
     assert text.count("Not run:") == 1 and "(10, 25 rows per transaction)" in text
     assert "84× and 15× as long" in text
     assert "✅" in text
+
+
+def test_seed_scale_keeps_the_articles_settings():
+    """What each article states stays at seed scale (issue 12 cut only the lab's own extras)."""
+    s = {nb: scales.settings(nb, "seed") for nb in scales.SCALES}
+    one = s["01-linear-writes"]
+    assert {1, 2, 4, 8, 10, 16} <= set(one["levels"]) and one["duration"] == 10 and one["repeats"] == 3
+    assert one["warmup"] == 0                                    # hey -z 10s: no warm-up
+    two = s["02-busy-errors"]
+    assert two["article_levels"] == [1, 3] and two["duration"] == 5 and two["repeats"] == 1
+    assert two["warmup"] == 0                                    # oha -z 5s
+    three = s["03-read-write-mix"]
+    assert three["levels"] == [8, 32, 64, 128, 256] and three["requests"] == 50_000
+    assert three["warmup"] == 0 and three["repeats"] == 1
+    four = s["04-sqlite-as-buffer"]
+    assert four["totals"] == [1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000]
+    assert set(four["rows_per_txn"]) == {10, 25, 100}
+    assert four["large"]["rows_per_txn"] == [25, 100] and four["large"]["synchronous"] == ["full"]
+    assert scales.FINE_LEVELS[0] == 8 and len(scales.FINE_LEVELS) == 16
+
+
+def test_sampler_waits_for_a_window_the_generator_opens():
+    import os
+    import time
+    from types import SimpleNamespace
+    from sqlitelab import load
+    srv = SimpleNamespace(pid=os.getpid(), get_json=lambda path, timeout: {"requests_handled": 7})
+    known = {}
+    start = time.time()
+
+    def window():
+        if time.time() - start < 0.15:
+            return None
+        known.setdefault("w", (time.time() + 0.05, time.time() + 0.15))
+        return known["w"]
+    s = load.Sampler(srv, os.getpid(), None, None, every=0.05, window=window)
+    s.start()
+    time.sleep(0.5)
+    s.stop()
+    t0, t1 = known["w"]
+    assert s.t0 == t0 and s.t1 == t1
+    assert set(s.marks) == {"t0", "t1"}
+    assert t0 <= s.marks["t0"]["t"] < t0 + 0.03 and t1 <= s.marks["t1"]["t"] < t1 + 0.03
+    assert s.marks["t0"]["handled"] == 7 and len(s.samples) >= 5
+
+
+def test_time_budget_sums_the_phases(tmp_path):
+    from sqlitelab import results, timing
+    db = tmp_path / "results.db"
+    pts = [{"run_id": "r1/a", "users": u, "generator": g, "time_startup_s": 0.5, "time_warmup_s": 0.0,
+            "time_window_s": 10.0, "time_shutdown_s": 0.2, "time_merge_s": 0.05, "time_counts_s": 0.01,
+            "time_cache_s": 0.01, "time_pause_s": 0.1, "time_level_s": 10.8, "time_point_s": 10.92}
+           for u, g in ((1, "locust"), (2, "locust"), (2, "loadgen"))]
+    run = {"run_id": "r1/a", "notebook": "nb", "calibration_seconds": 1.0, "seed_seconds": 0.5,
+           "server_timing": [{"server": "s", "profile": "p", "scenario": "x", "copy_s": 2.0,
+                              "start_s": 0.3, "prime_s": 0.01, "levels_s": 32.76, "crosscheck_s": 0.0,
+                              "confirm_s": 0.0, "stop_s": 0.1, "integrity_s": 0.4}],
+           "wall_seconds": 37.5}
+    results.store_run(run, pts, db)
+    b = timing.budget("r1", db).set_index("phase")
+    assert b.loc["window", "seconds"] == 30 and b.loc["window", "points"] == 3
+    assert b.loc["database copy", "seconds"] == 2 and b.loc["database copy", "points"] == 1
+    assert b.loc["point bookkeeping", "seconds"] == pytest.approx(3 * (10.92 - 10.87))
+    named = b.drop(index=["unaccounted", "sweeps' wall time"])["seconds"].sum()
+    assert b.loc["unaccounted", "seconds"] == pytest.approx(37.5 - named)
+    assert b.loc["sweeps' wall time", "share"] == 1
+    by = timing.budget("r1", db, by="generator")
+    assert set(by["generator"].dropna()) == {"locust", "loadgen"}
+    with pytest.raises(ValueError, match="no run"):
+        timing.budget("nope", db)
