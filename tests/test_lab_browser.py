@@ -93,6 +93,20 @@ def test_make_lab_refuses_a_busy_port(capsys):
     assert "in use" in capsys.readouterr().err
 
 
+def _wait_idle(lab_info: dict, timeout: float = 120) -> None:
+    """The notebook's kernel has started and is idle, as the server's sessions API says."""
+    url = f"http://127.0.0.1:{lab_info['port']}/api/sessions?token={lab_info['token']}"
+    deadline, seen = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        status, body = _get(url)
+        seen = [s["kernel"].get("execution_state") for s in json.loads(body)] if status == 200 else status
+        if seen and isinstance(seen, list) and all(s == "idle" for s in seen):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the notebook's kernel is not idle after {timeout} s: {seen}\n"
+                         f"{servers.log_tail(lab_info['log'], 40)}")
+
+
 _STATE_JS = """() => {
   const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
   if (!nb) return null;
@@ -124,9 +138,7 @@ def test_notebook_runs_in_jupyterlab_in_chromium(jupyterlab):
             page.wait_for_function(
                 "() => { const k = document.querySelector('.jp-NotebookPanel .jp-Toolbar-kernelName');"
                 " return k && k.textContent.includes('sqlitelab'); }", timeout=60_000)
-            page.wait_for_function(  # the kernel started and is idle (status bar)
-                "() => /\\|\\s*Idle/.test(document.querySelector('.jp-StatusBar-Widget, #jp-main-statusbar')?.textContent || '')",
-                timeout=120_000)
+            _wait_idle(lab_info)
             page.screenshot(path=str(shots / "1-opened.png"))
             news = page.get_by_role("button", name="No", exact=True)  # JupyterLab's news prompt
             if news.count():
