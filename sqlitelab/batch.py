@@ -29,7 +29,8 @@ def execute(path: Path | str, out: Path | str, parameters: dict, log_output: boo
     import papermill as pm
     from traitlets.config import Config
     kernel = Config()
-    kernel.KernelManager.transport = config.KERNEL_TRANSPORT
+    from .lab import kernel_transport
+    kernel.KernelManager.transport = kernel_transport()
     pm.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=config.KERNEL_NAME,
                         cwd=str(config.NOTEBOOKS_DIR), log_output=log_output, progress_bar=False,
                         config=kernel)

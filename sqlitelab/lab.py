@@ -23,13 +23,20 @@ from . import config
 HOST = "127.0.0.1"
 
 
+def kernel_transport() -> str:
+    """IPC (config.KERNEL_TRANSPORT) unless Jupyter's runtime folder is too deep for a Unix
+    socket's path (108 bytes, with ~50 for the kernel's file name): TCP on loopback then."""
+    from jupyter_core.paths import jupyter_runtime_dir
+    return config.KERNEL_TRANSPORT if len(jupyter_runtime_dir()) <= 56 else "tcp"
+
+
 def lab_command(port: int, token: str, root_dir: Path | None = None) -> list[str]:
     """The `jupyter lab` command line: loopback only, fixed port, given token, no browser."""
     cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser",
            f"--ServerApp.ip={HOST}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
            f"--IdentityProvider.token={token}",
            f"--ServerApp.root_dir={root_dir or config.NOTEBOOKS_DIR}",
-           f"--KernelManager.transport={config.KERNEL_TRANSPORT}",
+           f"--KernelManager.transport={kernel_transport()}",
            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if os.geteuid() == 0:  # Jupyter refuses root without it; the lab's machines and CI run as root
         cmd.append("--allow-root")

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -25,8 +26,7 @@ NOTEBOOK = "01-linear-writes"
 SHOTS = config.PROJ_ROOT / "data" / "test-output" / "lab-browser"
 RUN_TIMEOUT = 900  # s: the notebook's cells, a first calibration of the generators included
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="make setup installs chromium")]
+pytestmark = [pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="make setup installs chromium")]
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -51,9 +51,10 @@ def jupyterlab(tmp_path):
     nb = parameterize_notebook(nb, {"scale": "quick", **SMOKE[NOTEBOOK]})
     nbformat.write(nb, root / f"{NOTEBOOK}.ipynb")
     port, token = servers.free_port(), "lab-browser-test-token"
+    runtime = tempfile.mkdtemp(prefix="lab-rt-")
     env = {**os.environ, "LAB_DATA_DIR": str(tmp_path / "data"),
            "LAB_FIGURES_DIR": str(tmp_path / "figures"),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTER_RUNTIME_DIR": runtime,  # short: kernels' IPC sockets live there
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
     log = tmp_path / "jupyterlab.log"
     cmd = lab.lab_command(port, token, root_dir=root) + ["--LabApp.expose_app_in_browser=True"]
@@ -69,10 +70,11 @@ def jupyterlab(tmp_path):
         yield {"port": port, "token": token, "root": root, "log": log, "tmp": tmp_path}
     finally:
         servers.stop_process_group(proc)
-        kernels = subprocess.run(["pgrep", "-f", str(tmp_path / "runtime")], capture_output=True,
+        kernels = subprocess.run(["pgrep", "-f", runtime], capture_output=True,
                                  text=True).stdout.split()
         for pid in kernels:  # a kernel the server failed to shut down (its own session)
             os.kill(int(pid), 9)
+        shutil.rmtree(runtime, ignore_errors=True)
         assert not kernels, f"kernels left running after JupyterLab stopped: {kernels}"
 
 
@@ -120,6 +122,7 @@ _STATE_JS = """() => {
 }"""
 
 
+@pytest.mark.slow
 def test_notebook_runs_in_jupyterlab_in_chromium(jupyterlab):
     from playwright.sync_api import sync_playwright
     lab_info = jupyterlab
@@ -188,3 +191,10 @@ def test_notebook_runs_in_jupyterlab_in_chromium(jupyterlab):
     assert (lab_info["tmp"] / "figures" / NOTEBOOK).glob("*.png")
     for shot in ("1-opened.png", "2-progress-bar.png", "3-finished.png", "4-figure.png"):
         assert (shots / shot).stat().st_size > 10_000, shot
+
+
+def test_kernels_use_ipc_unless_the_runtime_folder_is_too_deep(monkeypatch, tmp_path):
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", "/tmp/rt")
+    assert lab.kernel_transport() == config.KERNEL_TRANSPORT == "ipc"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / ("deep" * 20)))
+    assert lab.kernel_transport() == "tcp"  # a Unix socket's path would be too long
