@@ -118,7 +118,8 @@ COLUMNS = {
     "threads": "Threads: wrk's threads, or the server's threads per process (from /health).",
     "rows_written": "Rows the level added to the table its scenario writes, counted in the file.",
     "audit_rule": "How written rows were checked against acknowledged writes (exact, partial, "
-                  "or wrk's bounds).",
+                  "or wrk's bounds; ', N unknown': N writes ended in a transport error and may "
+                  "each have added their rows).",
     "audit_ok": "1 when the rows written match the acknowledged writes under audit_rule and "
                 "`PRAGMA integrity_check` said ok; 0 is a failed audit; empty when not audited.",
     "integrity": "`PRAGMA integrity_check` of the server's database after it stopped (`ok`).",
