@@ -25,8 +25,10 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
 
 def execute(path: Path | str, out: Path | str, parameters: dict, log_output: bool = False) -> None:
     """papermill with the lab's kernel, its notebooks' folder as the working directory, and the
-    kernel on IPC sockets (no TCP port, no "running over TCP without encryption" warning)."""
+    kernel on IPC sockets (no TCP port, no "running over TCP without encryption" warning).
+    A parameter the notebook does not declare is refused (check_overrides)."""
     import papermill as pm
+    check_overrides([Path(path)], parameters)
     from traitlets.config import Config
     kernel = Config()
     from .lab import kernel_transport
@@ -34,6 +36,24 @@ def execute(path: Path | str, out: Path | str, parameters: dict, log_output: boo
     pm.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=config.KERNEL_NAME,
                         cwd=str(config.NOTEBOOKS_DIR), log_output=log_output, progress_bar=False,
                         config=kernel)
+
+
+def parameters(path: Path) -> dict[str, dict]:
+    """The parameters a notebook declares (papermill's inference: name, default, help)."""
+    import papermill as pm
+    return pm.inspect_notebook(str(path))
+
+
+def check_overrides(paths: list[Path], overrides: dict) -> dict[Path, dict]:
+    """The overrides each notebook takes: a name is passed to the notebooks that declare it,
+    and a name none of them declares is refused (papermill alone would only warn)."""
+    declared = {p: parameters(p) for p in paths}
+    unknown = [n for n in overrides if not any(n in d for d in declared.values())]
+    if unknown:
+        which = ", ".join(p.stem[:2] for p in paths)
+        raise ValueError(f"unknown parameter {', '.join(map(repr, unknown))} for notebook{'s' if len(paths) > 1 else ''} "
+                         f"{which} (see: papermill --help-notebook notebooks/<name>.ipynb)")
+    return {p: {n: v for n, v in overrides.items() if n in d} for p, d in declared.items()}
 
 
 def run_notebook(path: Path, scale: str, overrides: dict | None = None,
@@ -108,11 +128,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"No notebooks to run in {config.NOTEBOOKS_DIR}"
               + (f" matching {args.only}" if args.only else "") + ".")
         return 0
+    try:
+        taken = check_overrides(found, overrides)
+    except ValueError as e:
+        print(f"batch: {e}", file=sys.stderr)
+        return 2
     t = time.perf_counter()
     done = []
     for path in found:
-        print(f"== {path.stem} ({args.scale})", flush=True)
-        done.append(run_notebook(path, args.scale, overrides))
+        skipped = sorted(set(overrides) - set(taken[path]))
+        print(f"== {path.stem} ({args.scale})"
+              + (f" (it has no parameter {', '.join(skipped)})" if skipped else ""), flush=True)
+        done.append(run_notebook(path, args.scale, taken[path]))
         print(f"   {done[-1]['seconds']} s -> {done[-1]['executed']}"
               + (f"\n   FAILED: {done[-1]['error']}" if done[-1]["error"] else ""), flush=True)
     print(f"\nSummary ({args.scale} scale, {time.perf_counter() - t:.0f} s in all, "

@@ -76,13 +76,23 @@ SCALES: dict[str, dict[str, dict]] = {
 FINE_LEVELS = [8, 10, 13, 16, 20, 25, 32, 40, 51, 64, 81, 102, 128, 161, 203, 256]
 
 
+def names(notebook: str) -> list[str]:
+    """Every setting a scale of `notebook` holds: each is a `None` parameter of the notebook."""
+    return sorted({k for scale in SCALES[notebook].values() for k in scale})
+
+
 def settings(notebook: str, scale: str, **overrides) -> dict:
-    """The scale's settings for `notebook`, with every non-None override applied."""
+    """The scale's settings for `notebook`, with every non-None override applied. A name no
+    scale of the notebook holds is refused (a parameter passed here that nothing reads)."""
     if notebook not in SCALES:
         raise ValueError(f"no scales defined for notebook {notebook!r}")
     known = SCALES[notebook]
     if scale not in known:
         raise ValueError(f"scale must be one of {sorted(known)}, not {scale!r}")
+    unknown = sorted(set(overrides) - set(names(notebook)))
+    if unknown:
+        raise ValueError(f"{notebook} has no scale setting {', '.join(map(repr, unknown))} "
+                         f"(known: {', '.join(names(notebook))})")
     out = dict(known[scale])
     for k, v in overrides.items():
         if v is not None:
