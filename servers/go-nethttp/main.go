@@ -102,6 +102,7 @@ func (b busyPolicy) retry(f func() error) error {
 	return f()
 }
 
+// The LAB_PRAGMAS allow-list of servers/shared.toml (tests/test_contract.py checks they agree).
 var pragmaValues = map[string][]string{
 	"journal_mode": {"delete", "truncate", "persist", "memory", "wal", "off"},
 	"synchronous":  {"off", "normal", "full", "extra", "0", "1", "2", "3"},
@@ -1060,6 +1061,7 @@ func (s *Service) showRequest(w http.ResponseWriter, r *http.Request) {
 	s.requestTpl.render(w, http.StatusOK, v[:]...)
 }
 
+// servers/shared.toml's metric_names.
 var metricNames = [5]string{"cpu", "memory", "disk", "load", "requests"}
 
 type measurement struct {

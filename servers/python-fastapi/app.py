@@ -44,11 +44,12 @@ class ConfigError(Exception):
     pass
 
 
+# The LAB_PRAGMAS allow-list of servers/shared.toml (tests/test_contract.py checks they agree).
 PRAGMA_VALUES = {
-    "journal_mode": {"delete", "truncate", "persist", "memory", "wal", "off"},
-    "synchronous": {"off", "normal", "full", "extra", "0", "1", "2", "3"},
-    "temp_store": {"default", "file", "memory", "0", "1", "2"},
-    "foreign_keys": {"on", "off", "true", "false", "0", "1"},
+    "journal_mode": ("delete", "truncate", "persist", "memory", "wal", "off"),
+    "synchronous": ("off", "normal", "full", "extra", "0", "1", "2", "3"),
+    "temp_store": ("default", "file", "memory", "0", "1", "2"),
+    "foreign_keys": ("on", "off", "true", "false", "0", "1"),
     "cache_size": int, "mmap_size": int, "journal_size_limit": int, "wal_autocheckpoint": int,
 }
 
@@ -109,7 +110,7 @@ def parse_config(env=os.environ) -> dict:
         allowed = PRAGMA_VALUES[name]
         if not sep or (allowed is int and not re.fullmatch(r"-?[0-9]+", value)) or \
                 (allowed is not int and value not in allowed):
-            want = "an integer" if allowed is int else "|".join(sorted(allowed))
+            want = "an integer" if allowed is int else "one of " + "|".join(allowed)
             raise ConfigError(f"LAB_PRAGMAS: {name}={value!r} is not {want}")
         pragmas.append((name, value))
     cfg["pragmas"] = pragmas
@@ -539,7 +540,7 @@ CFG = None
 DB: Database | None = None
 COUNTER: Counter | None = None
 TEMPLATES: dict[str, Template] = {}
-METRIC_NAMES = ("cpu", "memory", "disk", "load", "requests")
+METRIC_NAMES = ("cpu", "memory", "disk", "load", "requests")  # servers/shared.toml
 
 
 @asynccontextmanager

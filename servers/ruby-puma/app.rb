@@ -37,6 +37,7 @@ module Lab
   MAX_DELAY_MS = 10_000
   MAX_BODY = 1_048_576
   MAX_PAYLOAD = 65_536
+  # As servers/shared.toml declares them (tests/test_contract.py checks they agree).
   METRIC_NAMES = %w[cpu memory disk load requests].freeze
 
   PRAGMA_VALUES = {

@@ -41,6 +41,7 @@ use tokio::sync::{Semaphore, oneshot};
 
 const BODY_LIMIT: usize = 1_048_576;
 const PAYLOAD_LIMIT: usize = 65_536;
+// As servers/shared.toml declares them, with the pragma values below (tests/test_contract.py checks).
 const METRIC_NAMES: [&str; 5] = ["cpu", "memory", "disk", "load", "requests"];
 const ALLOWED_PRAGMAS: &str = "cache_size, foreign_keys, journal_mode, journal_size_limit, mmap_size, synchronous, temp_store, wal_autocheckpoint";
 
