@@ -432,9 +432,92 @@ class ClippedLegendError(ValueError):
     """A figure's legend runs off its canvas: the saved image would cut it."""
 
 
+# What to look for in each figure of each notebook: one sentence, shown under the figure when a
+# notebook saves it (save_figure). A notebook's figure without one is refused (a test lists them).
+READING: dict[tuple[str, str], str] = {
+    ("01-linear-writes", "throughput-hey"):
+        "Look for the level where the curve stops rising, beside the article's line: there every "
+        "Puma thread (workers × threads) is busy, and more users only queue.",
+    ("01-linear-writes", "throughput"):
+        "The same writes counted in the exact window only: where this differs from the hey-counted "
+        "figure above, start-up and the requests still running at the stop moved hey's number.",
+    ("01-linear-writes", "latency"):
+        "Look for p50 and p99 climbing from the level where throughput stopped rising: from there an "
+        "added user adds waiting time, not writes.",
+    ("02-busy-errors", "article-runs"):
+        "Each of the article's three set-ups beside the share of 'database is locked' it reported: "
+        "look for whether the order of the three is the article's.",
+    ("02-busy-errors", "busy-share"):
+        "Look for the lines that leave zero as users grow: those profiles hand SQLITE_BUSY to the "
+        "client, where a line that stays at zero waits for the lock instead.",
+    ("02-busy-errors", "latency-histogram"):
+        "Where each profile's requests sit: a busy handler that waits turns errors into a right-hand "
+        "tail of slow requests; look for that tail.",
+    ("02-busy-errors", "deferred-vs-immediate"):
+        "Compare each deferred bar with its immediate one: BEGIN IMMEDIATE takes the write lock "
+        "where the busy handler can wait for it, so its bar should be shorter.",
+    ("03-read-write-mix", "throughput"):
+        "Look for the level where each stack flattens, and whether the order of the stacks is the "
+        "article's (its 4-core lines).",
+    ("03-read-write-mix", "latency"):
+        "Look for the level where p99 pulls away from p50: from there requests queue behind the one "
+        "writer or the CPU.",
+    ("03-read-write-mix", "synchronous"):
+        "Each stack's two lines: the gap is what syncing the WAL at every commit (FULL) costs "
+        "against syncing it at checkpoints only (NORMAL).",
+    ("03-read-write-mix", "throughput-fine"):
+        "The same mix at 16 levels: look for the knee between the article's five levels, and for "
+        "any fall past it.",
+    ("03-read-write-mix", "write-share"):
+        "How fast each line falls as the share of writes rises: the slope is the price of putting "
+        "every write through one writer.",
+    ("03-read-write-mix", "write-paths"):
+        "Compare the three write paths within each stack: group commit (batch) shares one COMMIT "
+        "among the writes that queued, so it should lead when every request writes.",
+    ("04-sqlite-as-buffer", "records-per-second"):
+        "Look for flat lines (the rate holds as the file grows) and for the gap that rows per "
+        "transaction make, against the article's points.",
+    ("04-sqlite-as-buffer", "variants"):
+        "The author's method with one change at a time: the tallest bar against the as-published "
+        "one is the change that matters most at this size.",
+    ("04-sqlite-as-buffer", "db-size"):
+        "Look for a straight line (the file grows with the records) and where the lab's file "
+        "differs from the article's.",
+    ("04-sqlite-as-buffer", "peak-memory"):
+        "Look for flat lines: a writer that streams keeps its memory whatever the number of records.",
+    ("04-sqlite-as-buffer", "consumer"):
+        "Compare the consumer's rate with the writer's: a buffer keeps up only while its consumer is "
+        "at least as fast.",
+    ("05-single-machine", "rps"):
+        "Look for the endpoints whose bars clear Twitter's and Yahoo's lines on this machine, and "
+        "how far each stack is from the article's Go on 8 cores.",
+    ("05-single-machine", "mbit"):
+        "Look for the page endpoint: there bytes, not requests, become the limit.",
+    ("05-single-machine", "rss"):
+        "Look for the stacks whose memory grows with the endpoint's page size: memory, not CPU, "
+        "would size their machine.",
+    ("06-capacity", "capacity"):
+        "In each panel, the gap between a stack's two bars is what the latency objective costs "
+        "against the naive peak.",
+    ("06-capacity", "dau-sensitivity"):
+        "Read across at your app's requests per user per day to see how many daily users each "
+        "measured rate serves.",
+}
+
+
+def reading(notebook: str, name: str) -> str | None:
+    """What to look for in a notebook's figure (READING). A figure of one of the lab's notebooks
+    without a sentence is refused; other callers (tests, scripts) need none."""
+    sentence = READING.get((notebook, name))
+    if sentence is None and (config.NOTEBOOKS_DIR / f"{notebook}.ipynb").exists():
+        raise ValueError(f"figure {notebook}/{name} has no sentence in plots.READING (what to look for)")
+    return sentence
+
+
 def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path | None = None) -> list[Path]:
     """Write figures/<notebook>/<name>.png and .svg, byte-for-byte reproducible. Raises
-    ClippedLegendError, writing nothing, when a legend does not fit the canvas."""
+    ClippedLegendError, writing nothing, when a legend does not fit the canvas. In a notebook,
+    the figure is shown with its sentence (READING) under it."""
     dpi = fig.dpi
     fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
     try:  # laid out at the PNG's resolution: text does not scale quite linearly with it
@@ -446,13 +529,28 @@ def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path |
     finally:
         fig.set_dpi(dpi)
     notebook = notebook or os.environ.get("LAB_NOTEBOOK") or "misc"
+    sentence = reading(notebook, name)
     out = Path(figures_dir or config.FIGURES_DIR) / notebook
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.svg"]
     with matplotlib.rc_context({"svg.hashsalt": "sqlitelab"}):
         fig.savefig(paths[0], metadata={"Software": None})
         fig.savefig(paths[1], metadata={"Date": None, "Creator": None})
+    if sentence and _in_notebook():
+        from IPython.display import Markdown, display
+        display(fig)
+        display(Markdown(f"*{sentence}*"))
+        plt.close(fig)  # shown here, with its sentence, not again at the cell's end
     return paths
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
 # --------------------------------------------------------------------------- tables

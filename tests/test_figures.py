@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from sqlitelab import capacity, plots, servers  # noqa: E402
+from sqlitelab import capacity, config, plots, servers  # noqa: E402
 
 STACKS = list(servers.STACKS)
 PROFILES = ["rails71", "rails8", "rails71-retries+rails-dev"]
@@ -332,3 +332,22 @@ def test_sensitivity_names_the_stack_of_each_line():
     ours = sens[sens.server.notna()]
     assert set(ours.server) == set(STACKS) and ours.scenario.notna().all()
     assert sens[sens.server.isna()]["series"].str.endswith("(reference)").all()
+
+
+def test_every_notebook_figure_says_what_to_look_for(tmp_path):
+    """One sentence under every figure of every notebook (plots.READING), none for a figure that
+    no notebook saves; a notebook's figure without one is refused before it is written."""
+    import json
+    import re
+    saved = set()
+    for path in config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"):
+        for cell in json.loads(path.read_text())["cells"]:
+            for name in re.findall(r'save_figure\(fig, "([^"]+)", notebook=NOTEBOOK\)', "".join(cell["source"])):
+                saved.add((path.stem, name))
+    assert saved and saved == set(plots.READING), (saved ^ set(plots.READING))
+    for sentence in plots.READING.values():
+        assert sentence.count(". ") == 0 and sentence.endswith("."), sentence  # one sentence
+    fig = charts()["latency"]()
+    with pytest.raises(ValueError, match="01-linear-writes/unnamed has no sentence"):
+        plots.save_figure(fig, "unnamed", notebook="01-linear-writes", figures_dir=tmp_path)
+    assert not list(tmp_path.rglob("*.png"))
