@@ -70,7 +70,7 @@ COLUMNS = {
     "server": f"The stack (servers/<stack>/): {', '.join(servers.STACKS)}.",
     "profile": "The server profile (servers/profiles.toml): a bundle of knobs; `a+b` is profile a "
                "with overlay b.",
-    "scenario": f"What every user sends (load.SCENARIOS): {', '.join(load.SCENARIOS)}.",
+    "scenario": f"What every user sends (sqlitelab/scenarios.toml): {', '.join(load.SCENARIOS)}.",
     "users": "Concurrent closed-loop users (wrk: connections).",
     "repeat": "Which repeat of the same level (from 1; buffer points from 0).",
     "generator": f"The load generator: {', '.join(load.GENERATORS)} (loadgen: the lab's Go "

@@ -42,13 +42,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 from hdrh.histogram import HdrHistogram
 
-from . import config, servers
+from . import config, scenarios, servers
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 GENERATORS = ("locust", "loadgen")
@@ -59,33 +58,10 @@ GENERATORS = ("locust", "loadgen")
 STOP_TIMEOUT = 30
 
 
-@dataclass(frozen=True)
-class Scenario:
-    user_class: str
-    description: str
-    write: str | None = None          # the request whose acknowledgement is a write
-    acked: tuple[int, ...] = ()       # statuses that acknowledge it
-    counter: str | None = None        # what servers.table_counts() it grows
-    rows_per_ack: int = 1
-
-
-SCENARIOS: dict[str, Scenario] = {
-    "hello": Scenario("Hello", "GET /hello, no database (seed 004)"),
-    "rails-writes": Scenario("RailsWrites", "POST /requests following the redirect, as hey does (seed 000)",
-                             "POST POST /requests", (200, 302), "requests"),
-    "rails-writes-noredirect": Scenario("RailsWritesNoRedirect", "POST /requests, oha --redirect 0",
-                                        "POST POST /requests", (302,), "requests"),
-    "metrics-writes": Scenario("MetricsWrites", "POST /metrics: 10 statements, 5 writes (seed 001)",
-                               "POST POST /metrics", (201,), "metrics", 5),
-    "mix": Scenario("Mix", "GET/POST /items, 2 KB payloads, write share a parameter (seed 002)",
-                    "POST POST /items", (201,), "items"),
-    "user-read": Scenario("UserRead", "GET /users/{uid}: read + small template (seed 004)"),
-    "user-page": Scenario("UserPage", "GET /users/{uid}/page: 100 KB page (seed 004)"),
-    "user-update": Scenario("UserUpdate", "POST /users/{uid}: UPDATE + re-SELECT (seed 004)",
-                            "POST POST /users/{uid}", (200,), "user_updates"),
-    "delay": Scenario("Delay", "GET /delay/{ms}: the server waits delay_ms, no database "
-                      "(calibrating generators)"),
-}
+# The scenarios (what each user sends, which response acknowledges a write) are declared once
+# in scenarios.toml; run_level compiles the level's spec for the generator (scenarios.compile).
+Scenario = scenarios.Scenario
+SCENARIOS = scenarios.SCENARIOS
 
 PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
 GENERATOR_BOUND_CPU = 0.90
@@ -222,13 +198,13 @@ def locust_command(scenario: str, users: int, url: str, run_time: float, process
            "--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
     if processes > 1:
         cmd += ["--processes", str(processes)]
-    cmd.append(SCENARIOS[scenario].user_class)
+    cmd.append("LabScenario")  # locustfile.py's one user class: it sends what LAB_SPEC says
     return servers.pin_command(cmd, cpus)
 
 
-def loadgen_command(scenario: str, users: int, url: str, run_time: float,
+def loadgen_command(spec: Path, users: int, url: str, run_time: float,
                     cpus: str | None) -> tuple[list[str], str | None]:
-    cmd = [str(config.LOADGEN_BIN), "-scenario", scenario, "-users", str(users), "-host", url,
+    cmd = [str(config.LOADGEN_BIN), "-spec", str(spec), "-users", str(users), "-host", url,
            "-max-seconds", f"{run_time:.3f}"]
     return servers.pin_command(cmd, cpus)
 
@@ -292,11 +268,14 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     else:
         env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t1)})
         env.pop("LAB_WINDOW_AFTER_SPAWN", None)
+    # what every user sends, compiled once for both generators (a bad LAB_* value fails here)
+    spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
+    env["LAB_SPEC"] = str(spec)
     if generator == "locust":
         cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 5, processes,
                                      out_dir, cpus)
     else:
-        cmd, pinned = loadgen_command(scenario, users, server.url,
+        cmd, pinned = loadgen_command(spec, users, server.url,
                                       t1 - launch + 5 + STOP_TIMEOUT, cpus)
     with open(out_dir / f"{generator}.log", "wb") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -1,4 +1,8 @@
-"""Locust scenarios of DESIGN.md, with the lab's own in-window recorder.
+"""The lab's Locust user, with its own in-window recorder.
+
+One user class, LabScenario, sends what LAB_SPEC (a spec compiled from scenarios.toml by
+sqlitelab.scenarios, the same file loadgen reads) says: a request drawn by its shares, its
+path and body joined from literal pieces and uniform integers.
 
 Run by sqlitelab.load as a subprocess (never inside a notebook kernel). Every Locust process
 that runs users records, for each request that starts at or after LAB_T0 and finishes by
@@ -51,14 +55,9 @@ if os.environ.get("LAB_WINDOW_AFTER_SPAWN"):
     T0 = T1 = UNKNOWN
 TARGET = int(os.environ.get("LAB_TARGET", "0"))
 OUT_DIR = Path(os.environ.get("LAB_OUT_DIR", "."))
-WRITE_SHARE = float(os.environ.get("LAB_WRITE_SHARE", "0.1"))
-PAYLOAD = "p" * int(os.environ.get("LAB_PAYLOAD_BYTES", "2048"))
-ITEMS = int(os.environ.get("LAB_ITEMS", "1000"))         # ids 1..ITEMS exist when the level starts
-USERS_ROWS = int(os.environ.get("LAB_USERS_ROWS", "1000"))
-DELAY_MS = int(os.environ.get("LAB_DELAY_MS", "10"))       # GET /delay/{ms}: calibration
-if not 0 <= DELAY_MS <= 10000:
-    raise ValueError(f"LAB_DELAY_MS={DELAY_MS} must be in 0..10000")
-FOLLOW = os.environ.get("LAB_FOLLOW_REDIRECTS", "1") == "1"
+if not os.environ.get("LAB_SPEC"):
+    raise ValueError("LAB_SPEC must name a compiled scenario (python -m sqlitelab.scenarios NAME > spec.json)")
+SPEC = json.loads(Path(os.environ["LAB_SPEC"]).read_text())
 RATE = float(os.environ.get("LAB_RATE_PER_USER", "0"))    # open-loop: requests/s per user; 0 = closed loop
 TIMEOUT = float(os.environ.get("LAB_REQUEST_TIMEOUT", "30"))
 _keepalive = os.environ.get("LAB_KEEPALIVE", "").strip() or "1"  # 0: a new connection per request
@@ -72,7 +71,7 @@ window_status: Counter = Counter()
 window_failures: Counter = Counter()
 run_counts: Counter = Counter()  # "name status" -> n over the whole run (the audit's acks)
 state = {"count": 0, "bytes": 0, "sum_us": 0, "first_start": None, "last_end": None,
-         "t1": None, "stopping": False, "spawned_at": None, "max_item": ITEMS,
+         "t1": None, "stopping": False, "spawned_at": None, "max_id": SPEC["max_id"],
          "locust_window": None, "overran": 0, "max_overrun_s": 0.0}
 # The whole run as `hey` counts it (rakyll/hey requester/report.go): `results` is every
 # finished request whatever its outcome (hey's numRes, transport errors included); `ok` those
@@ -226,82 +225,47 @@ class LabUser(FastHttpUser):
             raise StopUser()
 
 
-class Hello(LabUser):
-    @task
-    def hello(self):
-        self.check()
-        self.client.get("/hello", name="GET /hello")
-
-
-class RailsWrites(LabUser):
-    """POST /requests and follow the redirect to the show page, as `hey` does."""
-    @task
-    def create(self):
-        self.check()
-        self.client.post("/requests", name="POST /requests", allow_redirects=FOLLOW)
-
-
-class RailsWritesNoRedirect(LabUser):
-    """POST /requests without following the redirect (`oha --redirect 0`)."""
-    @task
-    def create(self):
-        self.check()
-        self.client.post("/requests", name="POST /requests", allow_redirects=False)
-
-
-class MetricsWrites(LabUser):
-    """POST /metrics with an empty body (the article's load_test=true), no redirects."""
-    @task
-    def metrics(self):
-        self.check()
-        self.client.post("/metrics", name="POST /metrics", allow_redirects=False)
-
-
-class Mix(LabUser):
-    """GET/POST /items: WRITE_SHARE of requests write a PAYLOAD; reads pick existing ids."""
-    @task
-    def mix(self):
-        self.check()
-        if random.random() < WRITE_SHARE:
-            with self.client.post("/items", data=json.dumps({"payload": PAYLOAD}),
-                                  headers={"Content-Type": "application/json"},
-                                  name="POST /items", catch_response=True) as r:
-                if r.status_code == 201:
-                    try:
-                        state["max_item"] = max(state["max_item"], int(r.json()["id"]))
-                    except (ValueError, KeyError, TypeError):
-                        pass
+def _join(pieces: list[dict]) -> str:
+    """A path or body from its pieces: literal text and uniform integers (scenarios.py)."""
+    out = []
+    for p in pieces:
+        if "lit" in p:
+            out.append(p["lit"])
+        elif "int" in p:
+            out.append(str(random.randint(*p["int"])))
         else:
-            self.client.get(f"/items/{random.randint(1, max(1, state['max_item']))}",
-                            name="GET /items/{id}")
+            lo = p["int_to_max_id"]
+            out.append(str(random.randint(lo, max(lo, state["max_id"]))))
+    return "".join(out)
 
 
-class UserRead(LabUser):
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+class LabScenario(LabUser):
+    """Each task sends one request of the spec: the first whose cumulative share exceeds a
+    uniform draw, else the last."""
+    spec_requests = SPEC["requests"]
+    spec_shared = [r for r in spec_requests if r["share"] is not None]
+
     @task
-    def read(self):
+    def send(self):
         self.check()
-        self.client.get(f"/users/{random.randint(1, USERS_ROWS)}", name="GET /users/{uid}")
-
-
-class UserPage(LabUser):
-    @task
-    def page(self):
-        self.check()
-        self.client.get(f"/users/{random.randint(1, USERS_ROWS)}/page", name="GET /users/{uid}/page")
-
-
-class UserUpdate(LabUser):
-    @task
-    def update(self):
-        self.check()
-        self.client.post(f"/users/{random.randint(1, USERS_ROWS)}",
-                         data=json.dumps({"departname": f"dept-{random.randint(1, 999)}"}),
-                         headers={"Content-Type": "application/json"}, name="POST /users/{uid}")
-
-
-class Delay(LabUser):
-    """GET /delay/{ms}: the server waits, without the database or a CPU (calibration)."""
-    @task
-    def delay(self):
-        self.check()
-        self.client.get(f"/delay/{DELAY_MS}", name="GET /delay/{ms}")
+        req = self.spec_requests[-1]
+        if self.spec_shared:
+            draw, cum = random.random(), 0.0
+            for r in self.spec_shared:
+                cum += r["share"]
+                if draw < cum:
+                    req = r
+                    break
+        path = _join(req["path"])
+        body = _join(req["body"]) if req["body"] is not None else None
+        r = self.client.request(req["method"], path, name=req["name"], data=body,
+                                headers=JSON_HEADERS if req["json"] else None,
+                                allow_redirects=req["follow"])
+        if req["track_max_id"] and r.status_code == 201:
+            try:
+                state["max_id"] = max(state["max_id"], int(r.json()["id"]))
+            except (ValueError, KeyError, TypeError):
+                pass

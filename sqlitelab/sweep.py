@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import calibrate, config, load, results, wrk
+from . import calibrate, config, load, results, scenarios, wrk
 from . import servers as stacks
 
 
@@ -131,14 +131,14 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     for d in run_dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     tmp_dir.mkdir(parents=True, exist_ok=True)
+    # what the database holds, for the scenarios that read it (scenarios.toml's [env])
+    seeded = {"LAB_ITEMS": seed_items, "LAB_PAYLOAD_BYTES": payload_bytes, "LAB_USERS_ROWS": seed_users}
     scenario_params = {}
     for name in scenario_list:
         these_params = {**(params or {})}
-        if name == "mix":
-            these_params.setdefault("items", seed_items)
-            these_params.setdefault("payload_bytes", payload_bytes)
-        if name.startswith("user-"):
-            these_params.setdefault("users_rows", seed_users)
+        for var in load.SCENARIOS[name].env:
+            if var in seeded:
+                these_params.setdefault(var[4:].lower(), seeded[var])
         scenario_params[name] = these_params
     common = {"notebook": notebook, "started": results.now_iso(),
               "parameters": parameters or {}, "git_commit": results.git_commit(),
@@ -480,7 +480,7 @@ def _crosscheck(srv, counts, sc, scenario, users, params, keepalive, out_dir, se
     p = wrk.run_point(srv, scenario, users, out_dir, duration=seconds, warmup=warmup, cpus=cpus,
                       params=params)
     written = counts.after(sc.counter) - before
-    only_writes = sc.write is not None and (scenario != "mix" or float(params.get("write_share", 0.1)) >= 1)
+    only_writes = scenarios.only_writes(scenario, wrk.lab_env(params))
     if not sc.write:
         ok, rule = written == 0, "no writes"
     elif only_writes:  # every response was a write's (rows_per_ack rows each)

@@ -31,7 +31,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import load, servers
+from . import load, scenarios, servers
 
 BINARY = "wrk"
 TIMEOUT_S = load.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
@@ -66,63 +66,75 @@ def _lua_str(s: str) -> str:
     return json.dumps(s)  # a JSON string of ASCII is a valid Lua string literal
 
 
+def lab_env(params: dict | None) -> dict[str, str]:
+    """A sweep's params as the LAB_* environment the generators get (load.run_level)."""
+    return {f"LAB_{k.upper()}": str(v) for k, v in (params or {}).items()}
+
+
 def expressible(scenario: str, params: dict | None = None, keepalive: bool = True) -> str | None:
     """None when wrk can send `scenario` as the lab's generators do, else why not."""
     if scenario not in load.SCENARIOS:
         return f"unknown scenario {scenario!r}"
     if not keepalive:
         return "wrk keeps every connection alive (no connection per request)"
-    if scenario == "rails-writes" and str((params or {}).get("follow_redirects", "1")) != "0":
+    spec = scenarios.compile(scenario, lab_env(params))
+    if any(r["redirects"] and r["follow"] for r in spec["requests"]):
         return "wrk does not follow the redirect"
     return None
 
 
+def _lua_pieces(pieces: list[dict], max_id: int) -> str:
+    """A Lua expression joining a spec's pieces (wrk cannot learn new ids: int_to_max_id draws
+    from the ids that exist when the level starts)."""
+    parts = []
+    for p in pieces:
+        if "lit" in p:
+            parts.append(_lua_str(p["lit"]))
+        elif "int" in p:
+            parts.append(f"math.random({p['int'][0]}, {p['int'][1]})")
+        else:
+            lo = p["int_to_max_id"]
+            parts.append(f"math.random({lo}, {max(lo, max_id)})")
+    return " .. ".join(parts) or '""'
+
+
 def script(scenario: str, params: dict | None = None) -> str:
-    """The Lua script that makes wrk send the requests of `scenario` (as sqlitelab/locustfile.py
-    does: same methods, paths, bodies and random choices) and print its summary as JSON."""
-    p = {k.lower(): v for k, v in (params or {}).items()}
-    why = expressible(scenario, p)
+    """The Lua script that makes wrk send the requests of `scenario`, compiled from the registry
+    as for the lab's generators (scenarios.compile: same methods, paths, bodies and random
+    choices), and print its summary as JSON."""
+    why = expressible(scenario, params)
     if why:
         raise ValueError(f"wrk cannot run {scenario!r}: {why}")
-    users_rows = int(p.get("users_rows") or 1000)
-    items = int(p.get("items") or 1000)
-    payload = json.dumps({"payload": "p" * int(p.get("payload_bytes", 2048))})
-    share = float(p.get("write_share", 0.1))
-    json_header = 'wrk.headers["Content-Type"] = "application/json"\n'
-    fixed = {
-        "hello": 'wrk.path = "/hello"\n',
-        "delay": f'wrk.path = "/delay/{int(p.get("delay_ms", 10))}"\n',
-        "rails-writes": 'wrk.method = "POST"\nwrk.path = "/requests"\n',
-        "rails-writes-noredirect": 'wrk.method = "POST"\nwrk.path = "/requests"\n',
-        "metrics-writes": 'wrk.method = "POST"\nwrk.path = "/metrics"\n',
-    }
-    if scenario in fixed:
-        body = fixed[scenario]
-    elif scenario == "mix" and share >= 1.0:  # the POST of a fixed body: wrk's fast path
-        body = f'wrk.method = "POST"\nwrk.path = "/items"\nwrk.body = {_lua_str(payload)}\n' + json_header
-    elif scenario == "mix":
-        body = (f"local payload = {_lua_str(payload)}\n"
-                'local headers = {["Content-Type"] = "application/json"}\n'
-                "request = function()\n"
-                f"  if math.random() < {share!r} then\n"
-                '    return wrk.format("POST", "/items", headers, payload)\n'
-                "  end\n"
-                f'  return wrk.format("GET", "/items/" .. math.random(1, {max(1, items)}))\n'
-                "end\n")
-    elif scenario in ("user-read", "user-page"):
-        tail = "/page" if scenario == "user-page" else ""
-        body = ("request = function()\n"
-                f'  return wrk.format("GET", "/users/" .. math.random(1, {users_rows}) .. "{tail}")\n'
-                "end\n")
-    elif scenario == "user-update":
-        body = ('local headers = {["Content-Type"] = "application/json"}\n'
-                "request = function()\n"
-                f'  return wrk.format("POST", "/users/" .. math.random(1, {users_rows}), headers,\n'
-                '    \'{"departname": "dept-\' .. math.random(1, 999) .. \'"}\')\n'
-                "end\n")
-    else:  # pragma: no cover - a new scenario must be taught here (or refused above)
-        raise ValueError(f"wrk has no script for {scenario!r}")
-    return "math.randomseed(os.time())\n" + body + _DONE
+    spec = scenarios.compile(scenario, lab_env(params))
+    reachable = scenarios.reachable(spec)
+    one = reachable[0] if len(reachable) == 1 else None
+    if one is not None and all("lit" in p for p in one["path"] + (one["body"] or [])):
+        body = (f'wrk.method = {_lua_str(one["method"])}\n'  # a fixed request: wrk's fast path
+                f'wrk.path = {_lua_pieces(one["path"], spec["max_id"])}\n')
+        if one["body"] is not None:
+            body += f'wrk.body = {_lua_pieces(one["body"], spec["max_id"])}\n'
+        if one["json"]:
+            body += 'wrk.headers["Content-Type"] = "application/json"\n'
+        return "math.randomseed(os.time())\n" + body + _DONE
+
+    def call(r: dict) -> str:
+        args = [_lua_str(r["method"]), _lua_pieces(r["path"], spec["max_id"])]
+        if r["body"] is not None:
+            args += ["json_headers" if r["json"] else "nil", _lua_pieces(r["body"], spec["max_id"])]
+        return f"return wrk.format({', '.join(args)})"
+
+    lines = ['local json_headers = {["Content-Type"] = "application/json"}', "request = function()"]
+    shared = [r for r in reachable[:-1] if r["share"] is not None]
+    if len(shared) == 1:
+        lines += [f"  if math.random() < {shared[0]['share']!r} then", f"    {call(shared[0])}", "  end"]
+    elif shared:
+        lines.append("  local draw = math.random()")
+        cum = 0.0
+        for r in shared:
+            cum += r["share"]
+            lines += [f"  if draw < {cum!r} then", f"    {call(r)}", "  end"]
+    lines += [f"  {call(reachable[-1])}", "end"]
+    return "math.randomseed(os.time())\n" + "\n".join(lines) + "\n" + _DONE
 
 
 def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Path,

@@ -14,6 +14,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -44,63 +45,114 @@ const (
 	captureLimit   = 1 << 20 // bytes of a response body kept for parsing (POST /items)
 )
 
-const usage = `usage: loadgen -scenario NAME -users N -host http://127.0.0.1:PORT -max-seconds S
+const usage = `usage: loadgen -spec FILE -users N -host http://127.0.0.1:PORT -max-seconds S
 
-Scenarios: hello, rails-writes, rails-writes-noredirect, metrics-writes, mix, user-read,
-user-page, user-update, delay. Environment as sqlitelab/locustfile.py: LAB_T0, LAB_T1, LAB_TARGET,
-LAB_OUT_DIR, LAB_WRITE_SHARE, LAB_PAYLOAD_BYTES, LAB_ITEMS, LAB_USERS_ROWS, LAB_DELAY_MS,
-LAB_FOLLOW_REDIRECTS, LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT, LAB_KEEPALIVE (1: one
-kept-alive connection per user; 0: a new connection per request, Connection: close).
+FILE is a scenario compiled from sqlitelab/scenarios.toml (python -m sqlitelab.scenarios NAME
+[LAB_VAR=VALUE ...] > FILE; sqlitelab.load writes one per level), the file Locust reads too.
+Environment as sqlitelab/locustfile.py: LAB_T0, LAB_T1, LAB_TARGET, LAB_OUT_DIR,
+LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT, LAB_KEEPALIVE (1: one kept-alive connection per user;
+0: a new connection per request, Connection: close).
 Writes LAB_OUT_DIR/proc-<pid>.json and exits 0; a usage error prints one line and exits 2.
 `
 
 // ------------------------------------------------------------------------------ requests
 
-// op is one kind of request, with the method and name Locust records it under.
-type op int
-
-const (
-	opHello op = iota
-	opRequests
-	opMetrics
-	opItemGet
-	opItemPost
-	opUserGet
-	opUserPage
-	opUserPost
-	opDelay
-	numOps
-)
-
-var opMethod = [numOps]string{"GET", "POST", "POST", "GET", "POST", "GET", "GET", "POST", "GET"}
-
-var opName = [numOps]string{
-	"GET /hello", "POST /requests", "POST /metrics", "GET /items/{id}", "POST /items",
-	"GET /users/{uid}", "GET /users/{uid}/page", "POST /users/{uid}", "GET /delay/{ms}",
+// spec is one scenario compiled for one level (sqlitelab/scenarios.py documents the format):
+// the requests a user draws from, each a method, the name it is recorded under, and a path
+// and body made of literal pieces and uniform integers.
+type spec struct {
+	Scenario string    `json:"scenario"`
+	MaxID    int64     `json:"max_id"`
+	Requests []request `json:"requests"`
 }
 
-type scenario int
+type request struct {
+	Method     string   `json:"method"`
+	Name       string   `json:"name"`
+	Path       []piece  `json:"path"`
+	Body       []piece  `json:"body"` // null: no body
+	JSON       bool     `json:"json"` // Content-Type: application/json
+	Follow     bool     `json:"follow"`
+	Share      *float64 `json:"share"`
+	TrackMaxID bool     `json:"track_max_id"`
+	Redirects  bool     `json:"redirects"`
+}
 
-const (
-	scHello scenario = iota
-	scRailsWrites
-	scRailsWritesNoRedirect
-	scMetricsWrites
-	scMix
-	scUserRead
-	scUserPage
-	scUserUpdate
-	scDelay
-)
+// piece is literal text, a uniform integer in [lo, hi], or one in [lo, max(lo, largest id seen)].
+type piece struct {
+	Lit        *string `json:"lit"`
+	Int        []int64 `json:"int"`
+	IntToMaxID *int64  `json:"int_to_max_id"`
+}
 
-// scenarioNames are the keys of SCENARIOS in sqlitelab/load.py, in its order.
-var scenarioNames = []string{"hello", "rails-writes", "rails-writes-noredirect",
-	"metrics-writes", "mix", "user-read", "user-page", "user-update", "delay"}
+// op is one request of the spec, by index.
+type op int
+
+func loadSpec(path string) (*spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-spec: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var sp spec
+	if err := dec.Decode(&sp); err != nil {
+		return nil, fmt.Errorf("-spec %s: %v", path, err)
+	}
+	if len(sp.Requests) == 0 {
+		return nil, fmt.Errorf("-spec %s: no requests", path)
+	}
+	for i, r := range sp.Requests {
+		if r.Method == "" || r.Name == "" || len(r.Path) == 0 {
+			return nil, fmt.Errorf("-spec %s: request %d needs method, name and path", path, i)
+		}
+		if r.Share != nil && !(*r.Share >= 0 && *r.Share <= 1) {
+			return nil, fmt.Errorf("-spec %s: request %d: share %v is not in 0..1", path, i, *r.Share)
+		}
+		for _, ps := range [][]piece{r.Path, r.Body} {
+			for _, p := range ps {
+				n := 0
+				if p.Lit != nil {
+					n++
+				}
+				if p.Int != nil {
+					n++
+					if len(p.Int) != 2 || p.Int[0] > p.Int[1] {
+						return nil, fmt.Errorf("-spec %s: request %d: int %v is not [lo, hi]", path, i, p.Int)
+					}
+				}
+				if p.IntToMaxID != nil {
+					n++
+				}
+				if n != 1 {
+					return nil, fmt.Errorf("-spec %s: request %d: a piece is one of lit, int, int_to_max_id", path, i)
+				}
+			}
+		}
+	}
+	return &sp, nil
+}
+
+// appendPieces joins pieces as locustfile.py's _join does.
+func appendPieces(b []byte, ps []piece, maxID int64) []byte {
+	for _, p := range ps {
+		switch {
+		case p.Lit != nil:
+			b = append(b, *p.Lit...)
+		case p.Int != nil:
+			b = strconv.AppendInt(b, p.Int[0]+rand.Int64N(p.Int[1]-p.Int[0]+1), 10)
+		default:
+			lo := *p.IntToMaxID
+			b = strconv.AppendInt(b, lo+rand.Int64N(max(1, maxID-lo+1)), 10)
+		}
+	}
+	return b
+}
 
 // ------------------------------------------------------------------------------ configuration
 
 type config struct {
-	scenario   scenario
+	spec       *spec
 	users      int
 	maxSeconds float64
 	hostHeader string // the URL's host[:port], sent as Host
@@ -108,12 +160,6 @@ type config struct {
 	t0, t1     float64
 	target     int64
 	outDir     string
-	writeShare float64
-	payload    []byte // the body of POST /items: {"payload": "ppp…"}, as json.dumps writes it
-	items      int64
-	usersRows  int64
-	delayMs    int64 // LAB_DELAY_MS: the wait GET /delay/{ms} asks for (calibration)
-	follow     bool // LAB_FOLLOW_REDIRECTS: rails-writes follows the 302
 	rate       float64
 	timeout    time.Duration
 	keepalive  bool // LAB_KEEPALIVE: false = a new connection per request, Connection: close
@@ -122,7 +168,7 @@ type config struct {
 func parseConfig(args []string, getenv func(string) string) (*config, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	name := fs.String("scenario", "", "scenario")
+	specPath := fs.String("spec", "", "compiled scenario (JSON)")
 	users := fs.Int("users", 0, "users")
 	host := fs.String("host", "", "base URL")
 	maxSeconds := fs.Float64("max-seconds", 0, "hard bound on the run")
@@ -133,17 +179,9 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := &config{}
-	found := false
-	for i, s := range scenarioNames {
-		if s == *name {
-			cfg.scenario, found = scenario(i), true
-		}
-	}
 	switch {
-	case *name == "":
-		return nil, fmt.Errorf("-scenario is required (one of %s)", strings.Join(scenarioNames, ", "))
-	case !found:
-		return nil, fmt.Errorf("unknown scenario %q (known: %s)", *name, strings.Join(scenarioNames, ", "))
+	case *specPath == "":
+		return nil, errors.New("-spec is required (a scenario compiled by python -m sqlitelab.scenarios)")
 	case *users < 1:
 		return nil, fmt.Errorf("-users must be >= 1, not %d", *users)
 	case !(*maxSeconds > 0 && *maxSeconds <= 1e9):
@@ -151,6 +189,9 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 	}
 	cfg.users, cfg.maxSeconds = *users, *maxSeconds
 	var err error
+	if cfg.spec, err = loadSpec(*specPath); err != nil {
+		return nil, err
+	}
 	if cfg.hostHeader, cfg.addr, err = parseHost(*host); err != nil {
 		return nil, err
 	}
@@ -163,13 +204,6 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 	if cfg.outDir == "" {
 		cfg.outDir = "."
 	}
-	cfg.writeShare = e.float("LAB_WRITE_SHARE", "0.1")
-	payloadBytes := e.int("LAB_PAYLOAD_BYTES", "2048")
-	cfg.items = e.int("LAB_ITEMS", "1000")
-	cfg.usersRows = e.int("LAB_USERS_ROWS", "1000")
-	cfg.delayMs = e.int("LAB_DELAY_MS", "10")
-	follow := getenv("LAB_FOLLOW_REDIRECTS")
-	cfg.follow = follow == "" || follow == "1"
 	cfg.rate = e.float("LAB_RATE_PER_USER", "0")
 	timeout := e.float("LAB_REQUEST_TIMEOUT", "30")
 	cfg.keepalive = e.flag("LAB_KEEPALIVE", "1")
@@ -181,19 +215,12 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 		return nil, errors.New("LAB_T0 and LAB_T1 must be finite epoch seconds")
 	case cfg.target < 0:
 		return nil, fmt.Errorf("LAB_TARGET must be >= 0, not %d", cfg.target)
-	case payloadBytes < 0 || payloadBytes > 1<<30:
-		return nil, fmt.Errorf("LAB_PAYLOAD_BYTES must be in 0..2^30, not %d", payloadBytes)
-	case cfg.usersRows < 1:
-		return nil, fmt.Errorf("LAB_USERS_ROWS must be >= 1, not %d", cfg.usersRows)
-	case cfg.delayMs < 0 || cfg.delayMs > 10000:
-		return nil, fmt.Errorf("LAB_DELAY_MS must be in 0..10000, not %d", cfg.delayMs)
 	case cfg.rate < 0 || math.IsInf(cfg.rate, 0):
 		return nil, fmt.Errorf("LAB_RATE_PER_USER must be >= 0 (0: closed loop), not %v", cfg.rate)
 	case !(timeout > 0 && timeout <= 1e6):
 		return nil, fmt.Errorf("LAB_REQUEST_TIMEOUT must be > 0 seconds, not %v", timeout)
 	}
 	cfg.timeout = time.Duration(timeout * float64(time.Second))
-	cfg.payload = []byte(`{"payload": "` + strings.Repeat("p", int(payloadBytes)) + `"}`)
 	return cfg, nil
 }
 
@@ -294,6 +321,7 @@ type recorder struct {
 	status              map[int]int64
 	failures            map[string]int64
 	runCounts           map[runKey]int64
+	names               []string // "<method> <name>" of each op, as Locust records it
 	hist                map[int64]int64
 	run                 runStats
 	frozen              bool
@@ -310,8 +338,8 @@ type runStats struct {
 	firstStart, lastEnd       float64
 }
 
-func newRecorder(t0, t1 float64, target int64, onTarget func()) *recorder {
-	return &recorder{t0: t0, t1: t1, target: target, onTarget: onTarget,
+func newRecorder(names []string, t0, t1 float64, target int64, onTarget func()) *recorder {
+	return &recorder{names: names, t0: t0, t1: t1, target: target, onTarget: onTarget,
 		status: map[int]int64{}, failures: map[string]int64{},
 		runCounts: map[runKey]int64{}, hist: map[int64]int64{}}
 }
@@ -446,7 +474,7 @@ func (r *recorder) freeze(now float64, inflight []int64, spawnedAt *float64) *ou
 		out.Failures[k] = n
 	}
 	for k, n := range r.runCounts {
-		out.RunCounts[opMethod[k.op]+" "+opName[k.op]+" "+strconv.Itoa(k.status)] = n
+		out.RunCounts[r.names[k.op]+" "+strconv.Itoa(k.status)] = n
 	}
 	for v, n := range r.hist {
 		out.HistValues = append(out.HistValues, [2]int64{v, n})
@@ -488,7 +516,7 @@ type run struct {
 	stopping  atomic.Bool
 	stopOnce  sync.Once
 	stopCh    chan struct{}
-	maxItem   atomic.Int64 // Mix: ids 1..maxItem exist
+	maxID     atomic.Int64 // the largest id seen (int_to_max_id pieces)
 	resent    atomic.Int64 // requests sent again after a stale kept-alive connection
 	users     []*user
 	wg        sync.WaitGroup
@@ -497,8 +525,12 @@ type run struct {
 
 func newRun(cfg *config) *run {
 	g := &run{cfg: cfg, stopCh: make(chan struct{})}
-	g.rec = newRecorder(cfg.t0, cfg.t1, cfg.target, g.stop)
-	g.maxItem.Store(cfg.items)
+	names := make([]string, len(cfg.spec.Requests))
+	for i, r := range cfg.spec.Requests {
+		names[i] = r.Method + " " + r.Name
+	}
+	g.rec = newRecorder(names, cfg.t0, cfg.t1, cfg.target, g.stop)
+	g.maxID.Store(cfg.spec.MaxID)
 	return g
 }
 
@@ -621,7 +653,7 @@ func realMain(args []string) int {
 		conns = "a connection per request"
 	}
 	fmt.Printf("loadgen %s users=%d (%s): %d requests in the window (%.0f/s), %d in the run, %d overran -> %s\n",
-		scenarioNames[cfg.scenario], cfg.users, conns, out.Count, rps, out.RunResults, out.Overran, path)
+		cfg.spec.Scenario, cfg.users, conns, out.Count, rps, out.RunResults, out.Overran, path)
 	return 0
 }
 
@@ -665,55 +697,44 @@ func (u *user) loop() {
 	}
 }
 
-// once sends the scenario's next request and records it, as the Locust task does.
+// once sends the scenario's next request and records it, as LabScenario's task does: the
+// first request whose cumulative share exceeds a uniform draw, else the last.
 func (u *user) once() {
 	cfg, g := u.cfg, u.g
-	var o op
-	var body []byte
-	ctJSON, capture, follow := false, false, true
-	p := u.path[:0]
-	switch cfg.scenario {
-	case scHello:
-		o, p = opHello, append(p, "/hello"...)
-	case scRailsWrites:
-		o, p, follow = opRequests, append(p, "/requests"...), cfg.follow
-	case scRailsWritesNoRedirect:
-		o, p, follow = opRequests, append(p, "/requests"...), false
-	case scMetricsWrites:
-		o, p, follow = opMetrics, append(p, "/metrics"...), false
-	case scMix:
-		if rand.Float64() < cfg.writeShare {
-			o, p, body, ctJSON, capture = opItemPost, append(p, "/items"...), cfg.payload, true, true
-		} else {
-			o, p = opItemGet, append(p, "/items/"...)
-			p = strconv.AppendInt(p, 1+rand.Int64N(max(1, g.maxItem.Load())), 10)
+	reqs := cfg.spec.Requests
+	o := op(len(reqs) - 1)
+	if len(reqs) > 1 {
+		draw, cum := rand.Float64(), 0.0
+		for i, r := range reqs {
+			if r.Share == nil {
+				continue
+			}
+			cum += *r.Share
+			if draw < cum {
+				o = op(i)
+				break
+			}
 		}
-	case scUserRead:
-		o, p = opUserGet, strconv.AppendInt(append(p, "/users/"...), 1+rand.Int64N(cfg.usersRows), 10)
-	case scUserPage:
-		o, p = opUserPage, strconv.AppendInt(append(p, "/users/"...), 1+rand.Int64N(cfg.usersRows), 10)
-		p = append(p, "/page"...)
-	case scUserUpdate:
-		o, p = opUserPost, strconv.AppendInt(append(p, "/users/"...), 1+rand.Int64N(cfg.usersRows), 10)
-		b := append(u.body[:0], `{"departname": "dept-`...)
-		b = strconv.AppendInt(b, 1+rand.Int64N(999), 10)
-		u.body = append(b, `"}`...)
-		body, ctJSON = u.body, true
-	case scDelay:
-		o, p = opDelay, strconv.AppendInt(append(p, "/delay/"...), cfg.delayMs, 10)
 	}
-	u.path = p
+	r := &reqs[o]
+	maxID := g.maxID.Load()
+	u.path = appendPieces(u.path[:0], r.Path, maxID)
+	var body []byte
+	if r.Body != nil {
+		u.body = appendPieces(u.body[:0], r.Body, maxID)
+		body = u.body
+	}
 
 	start := time.Now()
 	startNs := start.UnixNano()
 	u.inflight.Store(startNs)
-	status, n, err := u.exchange(opMethod[o], p, body, ctJSON, follow, capture)
+	status, n, err := u.exchange(r.Method, u.path, body, r.JSON && r.Body != nil, r.Follow, r.TrackMaxID)
 	dur := time.Since(start)
 	g.rec.record(o, status, failureKind(status, err), float64(startNs)/1e9, dur, n)
 	u.inflight.Store(0)
-	if o == opItemPost && status == 201 && err == nil {
+	if r.TrackMaxID && status == 201 && err == nil {
 		if id, ok := parseID(u.resp); ok {
-			for cur := g.maxItem.Load(); id > cur && !g.maxItem.CompareAndSwap(cur, id); cur = g.maxItem.Load() {
+			for cur := g.maxID.Load(); id > cur && !g.maxID.CompareAndSwap(cur, id); cur = g.maxID.Load() {
 			}
 		}
 	}

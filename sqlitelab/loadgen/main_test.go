@@ -23,19 +23,54 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// Specs as sqlitelab/scenarios.py compiles them: fixtures for the interpreter here
+// (tests/test_scenarios.py checks that Locust and loadgen send the registry's own alike).
+const helloSpec = `{"scenario": "hello", "max_id": 1000, "requests": [{"method": "GET", "name": "GET /hello",
+ "path": [{"lit": "/hello"}], "body": null, "json": false, "follow": true, "share": null,
+ "track_max_id": false, "redirects": false}]}`
+
+func mixSpec(share float64, payload string) string {
+	return fmt.Sprintf(`{"scenario": "mix", "max_id": 1000, "requests": [
+ {"method": "POST", "name": "POST /items", "path": [{"lit": "/items"}], "body": [{"lit": %q}],
+  "json": true, "follow": true, "share": %v, "track_max_id": true, "redirects": false},
+ {"method": "GET", "name": "GET /items/{id}", "path": [{"lit": "/items/"}, {"int_to_max_id": 1}],
+  "body": null, "json": false, "follow": true, "share": null, "track_max_id": false, "redirects": false}]}`,
+		`{"payload": "`+payload+`"}`, share)
+}
+
+func specFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "spec.json")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var helloOps = []string{"GET GET /hello", "POST POST /requests"}
+
+const (
+	opHello op = iota
+	opRequests
+)
+
 func TestParseConfigErrors(t *testing.T) {
-	ok := []string{"-scenario", "hello", "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"}
+	hello := specFile(t, helloSpec)
+	ok := []string{"-spec", hello, "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"}
 	if _, err := parseConfig(ok, env(nil)); err != nil {
 		t.Fatalf("valid arguments refused: %v", err)
 	}
 	bad := map[string][]string{
-		"scenario":  {"-scenario", "nope", "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
-		"users":     {"-scenario", "hello", "-users", "0", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
-		"remote":    {"-scenario", "hello", "-users", "1", "-host", "http://10.0.0.1:8001", "-max-seconds", "5"},
-		"lookalike": {"-scenario", "hello", "-users", "1", "-host", "http://localhost.example.com:80", "-max-seconds", "5"},
-		"https":     {"-scenario", "hello", "-users", "1", "-host", "https://127.0.0.1:8001", "-max-seconds", "5"},
-		"path":      {"-scenario", "hello", "-users", "1", "-host", "http://127.0.0.1:8001/x", "-max-seconds", "5"},
-		"seconds":   {"-scenario", "hello", "-users", "1", "-host", "http://127.0.0.1:8001"},
+		"spec":      {"-spec", "/nonexistent/spec.json", "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
+		"no spec":   {"-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
+		"bad spec":  {"-spec", specFile(t, `{"scenario": "x", "requests": [{"method": "GET", "name": "x", "path": [{"lit": "/", "int": [1, 2]}]}]}`), "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
+		"unknown":   {"-spec", specFile(t, `{"scenario": "x", "verbs": []}`), "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
+		"users":     {"-spec", hello, "-users", "0", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
+		"remote":    {"-spec", hello, "-users", "1", "-host", "http://10.0.0.1:8001", "-max-seconds", "5"},
+		"lookalike": {"-spec", hello, "-users", "1", "-host", "http://localhost.example.com:80", "-max-seconds", "5"},
+		"https":     {"-spec", hello, "-users", "1", "-host", "https://127.0.0.1:8001", "-max-seconds", "5"},
+		"path":      {"-spec", hello, "-users", "1", "-host", "http://127.0.0.1:8001/x", "-max-seconds", "5"},
+		"seconds":   {"-spec", hello, "-users", "1", "-host", "http://127.0.0.1:8001"},
 		"flag":      {"-bogus"},
 	}
 	for name, args := range bad {
@@ -67,14 +102,17 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
-func TestPayloadMatchesJSONDumps(t *testing.T) {
-	cfg, err := parseConfig([]string{"-scenario", "mix", "-users", "1", "-host", "http://127.0.0.1:1", "-max-seconds", "1"},
-		env(map[string]string{"LAB_PAYLOAD_BYTES": "3"}))
-	if err != nil {
-		t.Fatal(err)
+func TestPiecesJoinAsLocustDoes(t *testing.T) {
+	lit, lo := "/users/", int64(3)
+	ps := []piece{{Lit: &lit}, {Int: []int64{5, 5}}, {IntToMaxID: &lo}}
+	if got := string(appendPieces(nil, ps, 1)); got != "/users/53" { // max(lo, max id seen)
+		t.Fatalf("got %q", got)
 	}
-	if got := string(cfg.payload); got != `{"payload": "ppp"}` {
-		t.Fatalf("payload %q", got)
+	for i := 0; i < 200; i++ {
+		got := string(appendPieces(nil, ps[2:], 4))
+		if got != "3" && got != "4" {
+			t.Fatalf("int_to_max_id 3..4 gave %q", got)
+		}
 	}
 }
 
@@ -97,7 +135,7 @@ func TestFailureKind(t *testing.T) {
 
 func TestRecorderWindowTargetOverran(t *testing.T) {
 	stopped := false
-	r := newRecorder(100, 200, 2, func() { stopped = true })
+	r := newRecorder(helloOps, 100, 200, 2, func() { stopped = true })
 	ms := time.Millisecond
 	r.record(opHello, 200, "", 99.9, 200*ms, 5)   // starts before T0: run only
 	r.record(opHello, 200, "", 150, 1500*ms, 5)   // in window
@@ -129,7 +167,7 @@ func TestRecorderWindowTargetOverran(t *testing.T) {
 // errors among the results but not in the mean or the maximum; abandoned requests nowhere.
 func TestRecorderRunLevelAccounting(t *testing.T) {
 	ms := time.Millisecond
-	r := newRecorder(100, 200, 0, nil)
+	r := newRecorder(helloOps, 100, 200, 0, nil)
 	r.record(opHello, 200, "", 99, 300*ms, 5)               // warm-up, ends inside the window
 	r.record(opHello, 0, "connection", 99.5, 2*ms, 0)       // a transport error in the warm-up
 	r.record(opHello, 500, "server_error", 150, 40*ms, 3)   // in the window; a 500 has a status
@@ -160,7 +198,7 @@ func TestRecorderRunLevelAccounting(t *testing.T) {
 	if r.run.results != 6 {
 		t.Fatal("recorded after freeze")
 	}
-	data, _ := json.Marshal(newRecorder(1, 2, 0, nil).freeze(3, nil, nil))
+	data, _ := json.Marshal(newRecorder(helloOps, 1, 2, 0, nil).freeze(3, nil, nil))
 	var empty map[string]any
 	json.Unmarshal(data, &empty)
 	if empty["run_first_start"] != nil || empty["run_last_end"] != nil || empty["run_results"] != 0.0 || empty["run_max_us"] != 0.0 {
@@ -225,7 +263,7 @@ func testServer(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64, *
 }
 
 func testUser(t *testing.T, srv *httptest.Server) *user {
-	cfg, err := parseConfig([]string{"-scenario", "hello", "-users", "1", "-host", srv.URL, "-max-seconds", "5"}, env(nil))
+	cfg, err := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "1", "-host", srv.URL, "-max-seconds", "5"}, env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +307,7 @@ func TestClientKeepAliveRedirectChunkedClose(t *testing.T) {
 // that carries Connection: close and is closed after the response.
 func TestClientNewConnectionPerRequest(t *testing.T) {
 	srv, conns, posts, closes := testServer(t)
-	cfg, err := parseConfig([]string{"-scenario", "hello", "-users", "1", "-host", srv.URL, "-max-seconds", "5"},
+	cfg, err := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "1", "-host", srv.URL, "-max-seconds", "5"},
 		env(map[string]string{"LAB_KEEPALIVE": "0"}))
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +363,7 @@ func TestClientClosesWhatTheServerKeepsOpen(t *testing.T) {
 				}(c)
 			}
 		}()
-		cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "1", "-host", "http://" + ln.Addr().String(), "-max-seconds", "5"},
+		cfg, _ := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "1", "-host", "http://" + ln.Addr().String(), "-max-seconds", "5"},
 			env(map[string]string{"LAB_KEEPALIVE": keepalive}))
 		u := &user{g: newRun(cfg), cfg: cfg}
 		for i := 0; i < 5; i++ {
@@ -374,7 +412,7 @@ func TestStaleConnectionRetried(t *testing.T) {
 			}(c)
 		}
 	}()
-	cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "1", "-host", "http://" + ln.Addr().String(), "-max-seconds", "5"}, env(nil))
+	cfg, _ := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "1", "-host", "http://" + ln.Addr().String(), "-max-seconds", "5"}, env(nil))
 	u := &user{g: newRun(cfg), cfg: cfg}
 	defer u.close()
 	for i := 0; i < 5; i++ {
@@ -392,9 +430,9 @@ func TestExecuteMixWritesTheFile(t *testing.T) {
 	srv, _, posts, _ := testServer(t)
 	dir := t.TempDir()
 	now := float64(time.Now().UnixNano()) / 1e9
-	cfg, err := parseConfig([]string{"-scenario", "mix", "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
+	cfg, err := parseConfig([]string{"-spec", specFile(t, mixSpec(0.5, strings.Repeat("p", 100))), "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
 		env(map[string]string{"LAB_T0": fmt.Sprint(now + 0.2), "LAB_T1": fmt.Sprint(now + 0.7),
-			"LAB_WRITE_SHARE": "0.5", "LAB_PAYLOAD_BYTES": "100", "LAB_OUT_DIR": dir}))
+			"LAB_OUT_DIR": dir}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +489,7 @@ func TestExecuteMixWritesTheFile(t *testing.T) {
 // A whole run without keep-alive: exactly one connection per finished request.
 func TestExecuteWithoutKeepAliveOneConnectionPerRequest(t *testing.T) {
 	srv, conns, _, closes := testServer(t)
-	cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
+	cfg, _ := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
 		env(map[string]string{"LAB_TARGET": "300", "LAB_KEEPALIVE": "0"}))
 	out := execute(cfg, nil)
 	if out.Count != 300 || out.RunResults < 300 || out.RunOK != out.RunResults || out.Resent != 0 {
@@ -464,7 +502,7 @@ func TestExecuteWithoutKeepAliveOneConnectionPerRequest(t *testing.T) {
 
 func TestExecuteExactTarget(t *testing.T) {
 	srv, _, _, _ := testServer(t)
-	cfg, _ := parseConfig([]string{"-scenario", "hello", "-users", "8", "-host", srv.URL, "-max-seconds", "10"},
+	cfg, _ := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "8", "-host", srv.URL, "-max-seconds", "10"},
 		env(map[string]string{"LAB_TARGET": "500"}))
 	out := execute(cfg, nil)
 	if out.Count != 500 || out.Status["200"] != 500 || out.T1 < *out.FirstStart || out.T1 > 1e11 {
