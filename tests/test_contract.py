@@ -15,6 +15,7 @@ import re
 import sqlite3
 import subprocess
 import time
+import tomllib
 import uuid
 from http.client import HTTPConnection
 from pathlib import Path
@@ -32,6 +33,7 @@ ITEMS = 10
 JSON = "application/json"
 HTML = "text/html; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
+SHARED = tomllib.loads((config.SERVERS_DIR / "shared.toml").read_text())  # what every stack shares
 
 
 @pytest.fixture(scope="module", params=STACKS)
@@ -162,8 +164,8 @@ def test_post_metrics_generated_and_given(srv, http):
     check_headers(r, JSON)
     out = r.json()
     assert len(out["ids"]) == 5 and out["instance"]
-    got = row(srv.db, f"SELECT count(*) FROM metrics WHERE id IN ({','.join(map(str, out['ids']))})")
-    assert got[0] == 5
+    got = [row(srv.db, "SELECT name FROM metrics WHERE id = ?", (i,))[0] for i in out["ids"]]
+    assert got == SHARED["metric_names"]
 
     body = {"instance": "contract-1",
             "measurements": [{"name": n, "value": v} for n, v in
@@ -510,7 +512,7 @@ def test_metrics_txn_record_writes_five_records(stack, tmp_path):
             assert len(set(out["ids"])) == 5
             rows = [row(db, METRIC_ROW, (i,)) for i in out["ids"]]
             assert all(x is not None and x[0] == out["instance"] for x in rows), rows
-            assert [x[1] for x in rows] == ["cpu", "memory", "disk", "load", "requests"]
+            assert [x[1] for x in rows] == SHARED["metric_names"]
 
             names = ["a", "b", "c", "d", "e"]
             posted = []
@@ -738,6 +740,35 @@ def test_invalid_knobs_fail_with_one_line(stack, env, names, tmp_path):
     assert len(lab_lines) == 1, proc.stderr[-2000:]
     for name in (names,) if isinstance(names, str) else names:
         assert name in lab_lines[0], lab_lines[0]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stacks_agree_with_shared_toml(stack, tmp_path):
+    """servers/shared.toml's pragma allow-list, as each stack enforces it: a name outside it is
+    refused with the list, a value outside a name's values with those values in the file's
+    order, and every value in it starts the server (each value of each name in some start)."""
+    pragmas = SHARED["pragmas"]
+    db = servers.prepare_database(tmp_path / "p.db")
+    servers.build_server(stack)
+
+    def refused(spec: str) -> str:
+        env = {**os.environ, "LAB_PORT": str(servers.free_port()), "LAB_DB": str(db), "LAB_PRAGMAS": spec}
+        proc = subprocess.run([str(config.SERVERS_DIR / stack / "run")], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0, spec
+        return [l for l in proc.stderr.splitlines() if l.startswith("lab: ")][-1]
+
+    assert refused("zz_unknown=1") == ("lab: LAB_PRAGMAS: pragma 'zz_unknown' is not allowed "
+                                      f"(allowed: {', '.join(sorted(pragmas))})")
+    for name, values in pragmas.items():
+        want = "an integer" if values == "integer" else "one of " + "|".join(values)
+        assert refused(f"{name}=zz") == f"lab: LAB_PRAGMAS: {name}='zz' is not {want}"
+    columns = max(len(v) for v in pragmas.values() if v != "integer")
+    for k in range(columns):
+        spec = {n: str(-k) if v == "integer" else v[k % len(v)] for n, v in pragmas.items()}
+        with servers.start_server(stack, db, timeout=120,
+                                  extra_env={"LAB_PRAGMAS": ",".join(f"{n}={v}" for n, v in spec.items())}) as s:
+            assert set(httpx.get(f"{s.url}/health", timeout=10).json()["knobs"]["pragmas"]) == set(pragmas)
 
 
 @pytest.mark.parametrize("stack", [s for s in STACKS if not servers.STACKS[s]["multiprocess"]])
