@@ -19,7 +19,7 @@ BROWSE_PORT ?= 8001
 # chromium, the browser the JupyterLab test drives through Playwright).
 APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium
 
-.PHONY: help setup test test-fast run seed lab browse lock servers calibrate clean distclean
+.PHONY: help setup test test-fast test-contract test-harness test-notebooks run seed lab browse lock servers calibrate clean distclean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -58,11 +58,20 @@ $(STAMP)/kernel: $(STAMP)/venv
 servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server and the Go load generator (cached)
 	@$(PY) -m sqlitelab.servers build
 
-test: setup ## run the whole test suite (unit, contract, notebook smoke runs)
+test: setup ## run the whole test suite: fast, contract, harness and notebook tiers
 	$(PY) -m pytest -q
 
-test-fast: setup ## unit and contract tests only
-	$(PY) -m pytest -q -m "not slow"
+test-fast: setup ## the fast tier: no server, no load (tests/conftest.py keeps it so)
+	$(PY) -m pytest -q -m "not contract and not harness and not notebook"
+
+test-contract: setup ## the contract tier: every stack started against the contract, no load
+	$(PY) -m pytest -q -m contract
+
+test-harness: setup ## the harness tier: levels, sweeps, generators and calibrations under load
+	$(PY) -m pytest -q -m harness
+
+test-notebooks: setup ## the notebook tier: papermill smoke runs and JupyterLab in a browser
+	$(PY) -m pytest -q -m notebook
 
 run: setup ## run every notebook in the quick scale with papermill, then summarise
 	$(PY) -m sqlitelab.batch --scale quick

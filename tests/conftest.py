@@ -46,3 +46,32 @@ def no_orphans():
     for pid in left:
         servers._LIVE[pid].stop()
     assert not left, f"servers still running after the test: {left}"
+
+
+# ---------------------------------------------------------------------------- honest tiers
+# fast (no marker: `make test-fast`): starts no server and no load generator;
+# contract: starts servers, drives no load; harness: drives load; notebook: runs notebooks.
+TIERS = ("contract", "harness", "notebook")
+
+
+def tier(item) -> str:
+    found = [t for t in TIERS if item.get_closest_marker(t)]
+    return found[0] if found else "fast"
+
+
+@pytest.fixture(autouse=True)
+def stays_in_its_tier(request, monkeypatch):
+    """A fast test that starts a server, or a contract test that drives load, fails: its
+    marker says less than it does."""
+    t = tier(request.node)
+    if t == "fast":
+        def refuse(self, *a, **kw):
+            raise AssertionError(f"a fast-tier test started {self.stack}: mark it contract or harness")
+        monkeypatch.setattr(servers.Server, "start", refuse)
+    if t in ("fast", "contract"):
+        from sqlitelab import load
+
+        def refuse_load(*a, **kw):
+            raise AssertionError(f"a {t}-tier test drove load: mark it harness")
+        monkeypatch.setattr(load, "run_level", refuse_load)
+    yield

@@ -46,7 +46,7 @@ def test_wrk_sends_locusts_bodies_and_paths():
 
 
 @needs_wrk
-@pytest.mark.slow
+@pytest.mark.harness
 def test_wrk_point_is_complete_and_its_writes_audited(tmp_path):
     db = servers.prepare_database(tmp_path / "w.db")
     server_cpus, gen_cpus = default_cpus()
@@ -141,7 +141,7 @@ def test_tables_treat_an_influenced_peak_as_a_lower_bound():
 # --------------------------------------------------------------------------- real runs
 
 @needs_wrk
-@pytest.mark.slow
+@pytest.mark.harness
 def test_sweep_remeasures_where_locust_set_the_pace_and_crosschecks_with_wrk(tmp_path):
     """Locust against go-nethttp's writes saturates its core long before the server: those
     levels are re-measured with loadgen, on the same server, and those points are the headline;
@@ -181,7 +181,7 @@ def test_sweep_remeasures_where_locust_set_the_pace_and_crosschecks_with_wrk(tmp
 
 
 @needs_wrk
-@pytest.mark.slow
+@pytest.mark.harness
 def test_crosscheck_of_a_scenario_wrk_cannot_send_is_recorded_as_skipped(tmp_path):
     db = tmp_path / "results.db"
     df = sweep(notebook="test", servers=["go-nethttp"], profiles=["rails71"], scenario="rails-writes",

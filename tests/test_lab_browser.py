@@ -122,7 +122,7 @@ _STATE_JS = """() => {
 }"""
 
 
-@pytest.mark.slow
+@pytest.mark.notebook
 def test_notebook_runs_in_jupyterlab_in_chromium(jupyterlab):
     from playwright.sync_api import sync_playwright
     lab_info = jupyterlab

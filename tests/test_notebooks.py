@@ -52,7 +52,7 @@ def test_notebook_is_clean_and_parameterised(path):
     assert path.stem in SMOKE, f"add smoke parameters for {path.stem}"
 
 
-@pytest.mark.slow
+@pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_DATA_DIR", str(tmp_path / "data"))
@@ -64,12 +64,14 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     if table:
         con = sqlite3.connect(tmp_path / "data" / "results.db")
         count = con.execute(f"SELECT count(*) FROM {table} WHERE run_id LIKE ?", (run_id + "%",)).fetchone()[0]
-        audit = (con.execute("SELECT min(audit_ok), sum(requests) FROM points WHERE run_id LIKE ?",
-                             (run_id + "%",)).fetchone() if table == "points" else (1, 1))
+        done, measured = (("requests", "1") if table == "points" else  # what a measurement counts
+                          ("total", "skipped IS NULL"))
+        audit = con.execute(f"SELECT min(audit_ok), count(audit_ok), sum({done}) FROM {table} "
+                            f"WHERE run_id LIKE ? AND {measured}", (run_id + "%",)).fetchone()
         con.close()
         assert count > 0, "the notebook stored no measurements"
-        assert audit[0] == 1, "the audit failed"
-        assert audit[1] > 0
+        assert audit[1] > 0 and audit[0] == 1, f"the audit failed or never ran: {audit}"
+        assert audit[2] > 0
     from sqlitelab import browse
     if (tmp_path / "data" / "results.db").exists():  # make browse describes every column it wrote
         assert not browse.undescribed(tmp_path / "data" / "results.db")
@@ -87,7 +89,7 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     assert not errors
 
 
-@pytest.mark.slow
+@pytest.mark.notebook
 def test_capacity_notebook_reads_the_newest_run_at_its_scale(tmp_path, monkeypatch):
     """06 over real stored points: a notebook-made quick sweep is estimated, an ad-hoc sweep
     (no scale) and the older run of the same notebook are not."""

@@ -5,7 +5,7 @@ import pytest
 
 from sqlitelab import load, servers
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.harness
 
 
 @pytest.mark.parametrize("profile,busy_expected", [("rails71-retries", True), ("rails8", False)])
