@@ -12,7 +12,7 @@ import psutil
 import pytest
 from test_harness import assert_hey_accounting, assert_new_connection_per_request, connections_per_request
 
-from sqlitelab import config, load, servers
+from sqlitelab import config, load, scenarios, servers
 from sqlitelab.sweep import sweep
 
 pytestmark = pytest.mark.harness
@@ -86,12 +86,19 @@ def test_write_sweep_with_loadgen_audits(tmp_path, monkeypatch):
     assert not psutil.Process().children(recursive=True), "a process outlived the sweep"
 
 
+@pytest.fixture
+def hello_spec(tmp_path):
+    return str(scenarios.write_spec("hello", {}, tmp_path / "hello.json"))
+
+
 @pytest.mark.parametrize("args, message", [
-    (["-scenario", "hello", "-users", "1", "-host", "http://10.0.0.1:80", "-max-seconds", "1"], "loopback"),
-    (["-scenario", "nope", "-users", "1", "-host", "http://127.0.0.1:9", "-max-seconds", "1"], "scenario"),
-    (["-scenario", "hello", "-users", "0", "-host", "http://127.0.0.1:9", "-max-seconds", "1"], "users"),
+    (["-spec", "HELLO", "-users", "1", "-host", "http://10.0.0.1:80", "-max-seconds", "1"], "loopback"),
+    (["-spec", "/nonexistent/spec.json", "-users", "1", "-host", "http://127.0.0.1:9", "-max-seconds", "1"], "-spec"),
+    (["-scenario", "hello", "-users", "1", "-host", "http://127.0.0.1:9", "-max-seconds", "1"], "-scenario"),
+    (["-spec", "HELLO", "-users", "0", "-host", "http://127.0.0.1:9", "-max-seconds", "1"], "users"),
 ])
-def test_loadgen_refuses_bad_arguments_with_one_line(args, message):
+def test_loadgen_refuses_bad_arguments_with_one_line(args, message, hello_spec):
+    args = [hello_spec if a == "HELLO" else a for a in args]
     r = subprocess.run([str(config.LOADGEN_BIN), *args], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
@@ -99,8 +106,8 @@ def test_loadgen_refuses_bad_arguments_with_one_line(args, message):
 
 
 @pytest.mark.parametrize("value", ["yes", "2", "true"])
-def test_loadgen_refuses_a_bad_keepalive_with_one_line(value):
-    args = ["-scenario", "hello", "-users", "1", "-host", "http://127.0.0.1:9", "-max-seconds", "1"]
+def test_loadgen_refuses_a_bad_keepalive_with_one_line(value, hello_spec):
+    args = ["-spec", hello_spec, "-users", "1", "-host", "http://127.0.0.1:9", "-max-seconds", "1"]
     r = subprocess.run([str(config.LOADGEN_BIN), *args], capture_output=True, text=True,
                        timeout=10, env={**os.environ, "LAB_KEEPALIVE": value})
     assert r.returncode == 2
