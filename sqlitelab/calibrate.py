@@ -280,7 +280,8 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
     server_cpus = auto_server if server_cpus == "auto" else server_cpus
     generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
     params = {"write_share": 1.0, **(params or {})}
-    if "LAB_ITEMS" in load.SCENARIOS[scenario].env:  # it reads the items the template holds
+    reads_items = "LAB_ITEMS" in load.SCENARIOS[scenario].env  # the items the template holds
+    if reads_items:
         params.setdefault("items", seed_items)
         params.setdefault("payload_bytes", payload_bytes)
     why = wrk.expressible(scenario, params)
@@ -292,7 +293,7 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
     out = config.RUNS_DIR / run_id
     runs = [(s, g, r) for s in servers_ for g in ("wrk", *load.GENERATORS) for r in range(1, repeats + 1)]
     random.Random(seed).shuffle(runs)
-    template, _ = servers.seeded_template(items=seed_items if "LAB_ITEMS" in load.SCENARIOS[scenario].env else 0,
+    template, _ = servers.seeded_template(items=seed_items if reads_items else 0,
                                           payload_bytes=payload_bytes)
     rows = []
     work = Path(tempfile.mkdtemp(prefix="lab-compare-"))

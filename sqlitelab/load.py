@@ -259,7 +259,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     t1 = t0 + length
     env = {**os.environ, "LAB_OUT_DIR": str(out_dir),
            "LAB_TARGET": str(math.ceil(requests / processes)) if requests else "0",
-           **{f"LAB_{k.upper()}": str(v) for k, v in params.items()},
+           **scenarios.lab_env(params),
            "LAB_KEEPALIVE": "1" if keepalive else "0"}
     if after_spawn:
         env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{length!r}"

@@ -59,8 +59,8 @@ class Scenario:
             for text in (r["path"], r.get("body") or ""):
                 for value in PLACEHOLDER.findall(text):
                     used |= _value_env(value)
-                    if value == "item":
-                        used.add("LAB_ITEMS")
+                    if "max_id" in VALUES[value].get("random_int", ()):
+                        used.add(MAX_ID_START)
             for key in ("share", "follow"):
                 if isinstance(r.get(key), str):
                     used.add(r[key])
@@ -77,8 +77,10 @@ class RegistryError(ValueError):
     pass
 
 
-def _check(raw: dict) -> tuple[dict, dict, dict[str, Scenario]]:
+def _check(raw: dict) -> tuple[dict, dict, dict[str, Scenario], str]:
     env, values = raw.get("env", {}), raw.get("values", {})
+    if raw.get("max_id_start") not in env:
+        raise RegistryError("max_id_start must name a variable of [env]")
     for name, v in values.items():
         kinds = [k for k in ("random_int", "env", "repeat") if k in v]
         if len(kinds) != 1:
@@ -116,10 +118,16 @@ def _check(raw: dict) -> tuple[dict, dict, dict[str, Scenario]]:
         out[name] = Scenario(name, s["description"], tuple(s["requests"]), write,
                              tuple(w["acked"]) if w else (), w["counter"] if w else None,
                              int(w.get("rows_per_ack", 1)) if w else 1)
-    return env, values, out
+    return env, values, out, raw["max_id_start"]
 
 
-ENV, VALUES, SCENARIOS = _check(tomllib.loads(REGISTRY.read_text()))
+ENV, VALUES, SCENARIOS, MAX_ID_START = _check(tomllib.loads(REGISTRY.read_text()))
+
+
+def lab_env(params: Mapping | None) -> dict[str, str]:
+    """A level's params as the LAB_* environment of its generator: {"write_share": 0.5} is
+    LAB_WRITE_SHARE=0.5."""
+    return {f"LAB_{k.upper()}": str(v) for k, v in (params or {}).items()}
 
 
 def env_value(name: str, env: Mapping[str, str]):
@@ -187,7 +195,7 @@ def compile(name: str, env: Mapping[str, str] | None = None) -> dict:
             "track_max_id": bool(r.get("track_max_id", False)),
             "redirects": bool(r.get("redirects", False)),
         })
-    return {"scenario": name, "max_id": env_value("LAB_ITEMS", env), "requests": reqs}
+    return {"scenario": name, "max_id": env_value(MAX_ID_START, env), "requests": reqs}
 
 
 def reachable(spec: dict) -> list[dict]:

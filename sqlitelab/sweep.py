@@ -480,7 +480,7 @@ def _crosscheck(srv, counts, sc, scenario, users, params, keepalive, out_dir, se
     p = wrk.run_point(srv, scenario, users, out_dir, duration=seconds, warmup=warmup, cpus=cpus,
                       params=params)
     written = counts.after(sc.counter) - before
-    only_writes = scenarios.only_writes(scenario, wrk.lab_env(params))
+    only_writes = scenarios.only_writes(scenario, scenarios.lab_env(params))
     if not sc.write:
         ok, rule = written == 0, "no writes"
     elif only_writes:  # every response was a write's (rows_per_ack rows each)

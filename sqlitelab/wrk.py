@@ -66,18 +66,13 @@ def _lua_str(s: str) -> str:
     return json.dumps(s)  # a JSON string of ASCII is a valid Lua string literal
 
 
-def lab_env(params: dict | None) -> dict[str, str]:
-    """A sweep's params as the LAB_* environment the generators get (load.run_level)."""
-    return {f"LAB_{k.upper()}": str(v) for k, v in (params or {}).items()}
-
-
 def expressible(scenario: str, params: dict | None = None, keepalive: bool = True) -> str | None:
     """None when wrk can send `scenario` as the lab's generators do, else why not."""
     if scenario not in load.SCENARIOS:
         return f"unknown scenario {scenario!r}"
     if not keepalive:
         return "wrk keeps every connection alive (no connection per request)"
-    spec = scenarios.compile(scenario, lab_env(params))
+    spec = scenarios.compile(scenario, scenarios.lab_env(params))
     if any(r["redirects"] and r["follow"] for r in spec["requests"]):
         return "wrk does not follow the redirect"
     return None
@@ -105,7 +100,7 @@ def script(scenario: str, params: dict | None = None) -> str:
     why = expressible(scenario, params)
     if why:
         raise ValueError(f"wrk cannot run {scenario!r}: {why}")
-    spec = scenarios.compile(scenario, lab_env(params))
+    spec = scenarios.compile(scenario, scenarios.lab_env(params))
     reachable = scenarios.reachable(spec)
     one = reachable[0] if len(reachable) == 1 else None
     if one is not None and all("lit" in p for p in one["path"] + (one["body"] or [])):
