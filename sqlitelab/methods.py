@@ -467,7 +467,9 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
         Detail("update", "UPDATE userinfo SET departname = ? WHERE uid = ?, then SELECT *: two autocommit "
                "statements", "col:scenario", expect=None, only={"scenario": "user-update"},
                why="one transaction: the UPDATE (which also counts updates, for the audit) and the re-SELECT"),
-        Detail("load tool, users, duration", "not stated", "col:generator", expect=NOT_STATED),
+        Detail("load tool, users, duration", "not stated", "col:generator", expect=NOT_STATED,
+               why="the scale's generator: loadgen at seed scale, where Locust set the pace on these "
+                   "endpoints (scales.py); Locust, confirmed by loadgen where it did, at quick scale"),
         Detail("warm-up", "not stated", "param:warmup", expect=NOT_STATED),
         Detail("repeats", "not stated", "param:repeats", expect=NOT_STATED),
         Detail("database file", "one users.sqlite for every test, a server program per endpoint",
@@ -519,7 +521,7 @@ def table(notebook: str, points: pd.DataFrame | None = None, parameters: dict | 
                          "verdict": f"differs: the run has no points with {e.args[0]}"})
             continue
         if d.expect is NOT_STATED:
-            verdict = "not stated by the article"
+            verdict = f"not stated by the article; {d.why}" if d.why else "not stated by the article"
         elif d.expect is not None and matches(value, d.expect, d.compare):
             verdict = "same"
         else:

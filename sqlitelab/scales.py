@@ -15,6 +15,9 @@ on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fi
 - one repeat where the article ran one (02), and for the stacks the article did not run (01's
   `beyond_repeats`; ruby-puma keeps the article's three);
 - 03's 16 `fine_levels` (levels the article did not run) only on request;
+- 05 at seed scale with loadgen (`generator`): the article states no load tool, and Locust was
+  the limit at 45 of 05's 48 seed levels (2026-11-22), each then measured again with loadgen,
+  which is what was reported; `quick` keeps Locust (and its loadgen confirmation);
 - 04 above 10 M records (`large`): the lab's writer at the article's own settings there (25 and
   100 rows per transaction, synchronous FULL; the article ran 10 rows only up to 10 M, and NORMAL
   never), without the consumer (the article has none).
@@ -60,9 +63,10 @@ SCALES: dict[str, dict[str, dict]] = {
     },
     "05-single-machine": {
         "quick": {"users_rows": 100_000, "user_bytes": 700, "levels": [32], "duration": 2.0,
-                  "warmup": 0.5, "repeats": 1, "crosscheck_users": 32},
+                  "warmup": 0.5, "repeats": 1, "crosscheck_users": 32, "generator": "locust"},
         "seed": {"users_rows": 5_000_000, "user_bytes": 700, "levels": [16, 64, 256],
-                 "duration": 10.0, "warmup": 0.0, "repeats": 1, "crosscheck_users": 64},
+                 "duration": 10.0, "warmup": 0.0, "repeats": 1, "crosscheck_users": 64,
+                 "generator": "loadgen"},
     },
     "06-capacity": {
         "quick": {"slo_p99_ms": 100.0},

@@ -22,6 +22,8 @@ The generator is never the story (see sqlitelab.calibrate and load.influence):
   `crosschecks` beside the lab's own rate at the level (`analysis.crosscheck_table`), measured
   before the confirmation: a point of that level more than calibrate.TOLERANCE short of wrk's
   rate is marked influenced (and so confirmed) too.
+  `confirm` naming the sweep's own generator confirms nothing (there is no other to ask), so a
+  notebook can keep `confirm="loadgen"` whichever generator its scale runs.
 """
 from __future__ import annotations
 
@@ -106,8 +108,8 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     load.check_generator(generator, processes)
     if confirm is not None:
         load.check_generator(confirm)
-        if confirm == generator:
-            raise ValueError(f"confirm must name the other generator, not {generator!r} again")
+        if confirm == generator:  # nothing to confirm with: the generator itself
+            confirm = None
     if crosscheck is not None and (not isinstance(crosscheck, int) or crosscheck < 1):
         raise ValueError(f"crosscheck must be a number of users >= 1, not {crosscheck!r}")
     if crosscheck is not None and not wrk.available():
