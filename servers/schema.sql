@@ -1,5 +1,5 @@
 -- The one schema every server runs on (see servers/README.md for who writes what).
--- Applied by sqlitelab.servers.prepare_database(); servers refuse a database without it.
+-- Applied by sqlitelab.databases.prepare_database(); servers refuse a database without it.
 
 -- POST /requests, GET /requests/{id} (seed 000: the Rails scaffold `Request`)
 CREATE TABLE IF NOT EXISTS requests (

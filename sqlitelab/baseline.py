@@ -4,6 +4,8 @@
 write transactions per second (BEGIN IMMEDIATE; INSERT; COMMIT, WAL, synchronous=NORMAL by
 default) and primary-key point reads per second, through Python's stdlib sqlite3 — so it
 includes one C-extension call per statement, like the thinnest possible server.
+`ceiling()` measures it for a notebook run and stores it (table `ceilings`, experiment
+`ceiling` of the run), so the number a Findings sentence quotes is in results.db.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import servers
+from . import results, servers
 
 _SCRIPT = r"""
 import json, os, sqlite3, sys, time
@@ -56,3 +58,16 @@ def raw_sqlite(seconds: float = 2.0, cpus: str | None = None, synchronous: str =
     if out.returncode != 0:
         raise RuntimeError(f"baseline failed: {out.stderr[-2000:]}")
     return {**json.loads(out.stdout), "cpus": pinned}
+
+
+def ceiling(notebook: str, run_id: str, seconds: float, cpus: str | None,
+            parameters: dict | None = None, path: Path | str | None = None) -> dict:
+    """`raw_sqlite(seconds, cpus)` for a notebook run, stored as its `ceiling` experiment (one
+    row in `ceilings`, described like every row: results.describe), and returned."""
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+        raise ValueError(f"ceiling seconds must be a number > 0, not {seconds!r}")
+    raw = {**raw_sqlite(float(seconds), cpus), "seconds": float(seconds)}
+    import pandas as pd
+    results.store_table(run_id, notebook, "ceilings", pd.DataFrame([raw]), parameters=parameters,
+                        path=path, experiment="ceiling")
+    return raw

@@ -75,17 +75,9 @@ def run_notebook(path: Path, scale: str, overrides: dict | None = None,
 
 
 def _count(run_id: str, table: str) -> int:
-    """Measurements a run stored in a table other than `points` (0 when there is none)."""
-    import sqlite3
-    if not config.RESULTS_DB.exists():
-        return 0
-    con = sqlite3.connect(config.RESULTS_DB)
-    try:
-        return con.execute(f"SELECT count(*) FROM {table} WHERE run_id LIKE ?", (run_id + "%",)).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        con.close()
+    """Measurements a notebook run stored in a table other than `points` (0 when there is none)."""
+    n = results.read_sql(f"SELECT count(*) AS n FROM [{table}] WHERE notebook_run = ?", [run_id])
+    return int(n["n"].iloc[0]) if len(n) else 0
 
 
 def summary(done: list[dict]) -> str:
@@ -93,7 +85,7 @@ def summary(done: list[dict]) -> str:
     rows = []
     every = results.load_points()
     for d in done:
-        pts = every[every["run_id"].str.startswith(d["run_id"])] if len(every) else every
+        pts = every[every["notebook_run"] == d["run_id"]] if len(every) else every
         row = {"notebook": d["notebook"], "seconds": d["seconds"],
                "points": len(pts) or _count(d["run_id"], "buffer_points"),
                "status": "error: " + d["error"] if d["error"] else "ok"}

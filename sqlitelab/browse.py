@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import capacity, config, load, servers
+from . import capacity, config, load, results, servers
 
 HOST = "127.0.0.1"          # loopback only: results.db names the machine and its runs
 DEFAULT_PORT = 8001
@@ -61,8 +61,17 @@ COLUMNS = {
     "lock_ok": "1 when every pin of the lock that applies here was the installed version.",
     "lock_drift": "Installed packages that differ from the lock (JSON list, `name version "
                   "(locked v)`).",
-    "run_id": "The run (runs.run_id): `<UTC start>-<notebook>-<4 hex>`, plus `/<experiment>` for "
-              "each sweep of a notebook run that makes several. Raw files: data/runs/<run_id>/.",
+    "run_id": "The sweep or stored table (runs.run_id; results.sweep_id): its notebook run, "
+              "plus `/<experiment>` for each sweep of a notebook run that makes several — a key "
+              "only, its parts are the columns notebook_run and experiment. Raw files: "
+              "data/runs/<run_id>/.",
+    "notebook_run": "The notebook run the row belongs to (`<UTC start>-<notebook>-<4 hex>`, "
+                    "results.new_run_id): what a notebook's `run_id` parameter holds, shared by "
+                    "all its experiments.",
+    "experiment": "The notebook's experiment (e.g. `article`, `share-10`, a scenario), empty for "
+                  "a notebook run's single sweep or table.",
+    "scale": "The scale the notebook ran at (quick or seed; sqlitelab/scales.py), empty for "
+             "ad-hoc sweeps.",
     "notebook": "The notebook that made the run (its file name without .ipynb), or the tool: "
                 "`generator-comparison` (python -m sqlitelab.calibrate compare); other names: "
                 "ad-hoc sweeps.",
@@ -146,6 +155,11 @@ def _shared(*names: str) -> dict[str, str]:
     return {n: COLUMNS[n] for n in names}
 
 
+def _described() -> dict[str, str]:
+    """The columns every row keyed by run_id carries about itself (results.DESCRIBED)."""
+    return _shared(*results.DESCRIBED)
+
+
 TABLES: dict[str, dict] = {
     "runs": {
         "description": "One row per sweep (a notebook run with several experiments has one row "
@@ -154,9 +168,8 @@ TABLES: dict[str, dict] = {
         "sort_desc": "started",
         "facets": ["notebook"],
         "columns": {
-            **_shared("run_id", "notebook", "started", "finished", "git_commit"),
-            "experiment": "The notebook's experiment this sweep measures (e.g. `article`, "
-                          "`share-10`), empty for a single sweep.",
+            **_shared("run_id", "notebook", "notebook_run", "experiment", "scale", "started",
+                      "finished", "git_commit"),
             "parameters": "The notebook's parameters as it ran (JSON; `scale` is quick or seed).",
             "machine": COLUMNS["machine"],
             "machine_info": "The machine as JSON (results.machine()): host, system, CPU model, "
@@ -189,6 +202,7 @@ TABLES: dict[str, dict] = {
                        "the generator flags and the audit. results.load_points() reads it.",
         "facets": ["server", "profile", "scenario", "generator"],
         "columns": {
+            **_described(),
             **_shared("run_id", "server", "profile", "scenario", "users", "repeat", "generator",
                       "machine", "window_s", "requests", "rps", "mean_ms", "p50_ms", "p90_ms",
                       "p95_ms", "p99_ms", "p999_ms", "max_ms", "errors", "timeouts",
@@ -282,6 +296,7 @@ TABLES: dict[str, dict] = {
                        "(sweep's crosscheck), audited like any write; analysis.crosscheck_table "
                        "shows it beside the lab's generators.",
         "columns": {
+            **_described(),
             **_shared("run_id", "server", "profile", "machine", "scenario", "users", "skipped",
                       "generator", "threads", "window_s", "requests", "rps", "mean_ms", "p50_ms",
                       "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "timeouts", "errors",
@@ -351,6 +366,7 @@ TABLES: dict[str, dict] = {
         "description": "wrk, loadgen and Locust on the same level, each on a fresh database and "
                        "server, in shuffled order (python -m sqlitelab.calibrate compare).",
         "columns": {
+            **_described(),
             **_shared("run_id", "server", "generator", "repeat", "scenario", "users", "rps",
                       "p50_ms", "p99_ms", "errors", "gen_cpu_pct", "server_cpu_pct",
                       "server_util", "generator_bound", "generator_influenced", "influence"),
@@ -365,6 +381,7 @@ TABLES: dict[str, dict] = {
                        "lab's writer (sqlitelab.buffer).",
         "facets": ["method", "variant"],
         "columns": {
+            **_described(),
             **_shared("run_id", "method", "variant", "rows_per_txn", "synchronous", "total",
                       "repeat", "seconds", "records_per_s", "db_mib", "audit_ok", "skipped",
                       "machine", "started", "groups", "close_checkpoints", "auto_checkpoints",
@@ -421,11 +438,27 @@ TABLES: dict[str, dict] = {
             "point_wall_seconds": "The whole point in the sweep, launch to files removed, s.",
         },
     },
+    "ceilings": {
+        "description": "The raw-SQLite ceiling a notebook run measured on its server's core, "
+                       "without HTTP (baseline.ceiling): one-row write transactions per second, "
+                       "then primary-key point reads per second, through Python's sqlite3 — the "
+                       "number notebooks 01 and 05 compare their servers with.",
+        "columns": {
+            **_described(),
+            **_shared("run_id", "sqlite_version", "synchronous"),
+            "commits_per_s": "BEGIN IMMEDIATE; INSERT one row; COMMIT — per second (WAL).",
+            "reads_per_s": "SELECT of one row by primary key — per second.",
+            "rows": "Rows the commit half wrote (the table the read half reads).",
+            "cpus": "CPU list the measuring process was pinned to (the server's), or empty.",
+            "seconds": "Seconds of each half (the notebook's ceiling_seconds).",
+        },
+    },
     "buffer_slow_sync": {
         "description": "Notebook 04: the author's method on emulated slow storage — every "
                        "fsync/fdatasync delayed under strace (buffer.syscall_counts) — with the "
                        "system calls each point made.",
         "columns": {
+            **_described(),
             **_shared("run_id", "method", "variant", "rows_per_txn", "total", "seconds",
                       "records_per_s", "groups", "close_checkpoints", "auto_checkpoints",
                       "synchronous", "audit_ok"),
@@ -441,11 +474,6 @@ TABLES: dict[str, dict] = {
 
 
 # ----------------------------------------------------------------------------- canned queries
-
-def _notebook_run(col: str) -> str:
-    """SQL for a run_id's notebook run: the part before `/<experiment>` (capacity.latest_runs)."""
-    return f"CASE WHEN instr({col}, '/') > 0 THEN substr({col}, 1, instr({col}, '/') - 1) ELSE {col} END"
-
 
 def _limit_note(bound: str, influenced: str) -> str:
     """SQL for analysis.limit_note: how a point's or level's number must be read."""
@@ -465,18 +493,15 @@ def _fit(sql: str, schema: dict, **aliases: str) -> str:
 def _newest_runs(schema: dict) -> str:
     return f"""-- capacity.latest_runs()'s rule, over every run in `runs`
 WITH sweeps AS (
-  SELECT *, {_notebook_run('run_id')} AS notebook_run
-  FROM runs
-  WHERE coalesce(:scale, '') = '' OR json_extract(parameters, '$.scale') = :scale
+  SELECT * FROM runs
+  WHERE coalesce(:scale, '') = '' OR scale = :scale
   ORDER BY started
 ),
 grouped AS (
   SELECT notebook, notebook_run AS run_id, min(started) AS started, max(finished) AS finished,
-         max(json_extract(parameters, '$.scale')) AS scale,
-         group_concat(DISTINCT git_commit) AS git_commit,
+         max(scale) AS scale, group_concat(DISTINCT git_commit) AS git_commit,
          sum(points) AS points, count(*) AS sweeps,
-         group_concat(coalesce(experiment, nullif(substr(run_id, length(notebook_run) + 2), '')),
-                      ', ') AS experiments,
+         group_concat(experiment, ', ') AS experiments,
          row_number() OVER (PARTITION BY notebook ORDER BY min(started) DESC, notebook_run) AS newest
   FROM sweeps
   GROUP BY notebook, notebook_run
@@ -493,16 +518,14 @@ WITH params AS (
   SELECT CAST(coalesce(nullif(trim(:slo_p99_ms), ''), {SLO_P99_MS!r}) AS REAL) AS slo,
          coalesce(:scale, '') AS scale
 ),
-pts AS (  -- results.load_points(): headline points, with their run's notebook and start
+pts AS (  -- results.load_points(): headline points, each with its run's start
   SELECT p.run_id, p.server, p.profile, p.scenario, p.users, p.rps, p.p99_ms, p.errors,
          p.generator_bound AS bound, p.generator_influenced AS influenced,
-         r.notebook, coalesce(r.experiment, '') AS experiment, r.started,
-         {_notebook_run('p.run_id')} AS notebook_run
+         p.notebook, coalesce(p.experiment, '') AS experiment, r.started, p.notebook_run
   FROM points p JOIN runs r USING (run_id)
   WHERE coalesce(p.headline, 1) = 1
-    AND r.notebook IN ({notebooks})
-    AND ((SELECT scale FROM params) = ''
-         OR json_extract(r.parameters, '$.scale') = (SELECT scale FROM params))
+    AND p.notebook IN ({notebooks})
+    AND ((SELECT scale FROM params) = '' OR p.scale = (SELECT scale FROM params))
 ),
 newest AS (  -- capacity.latest_runs(): per notebook, the run whose first sweep started last
   SELECT notebook_run FROM (
@@ -592,12 +615,11 @@ SELECT p.run_id, r.notebook, r.started, p.server, p.profile, p.scenario, p.users
        coalesce(p.headline, 1) AS headline, p.replaced_by AS replaced_by
 FROM points p JOIN runs r USING (run_id)
 WHERE (coalesce(p.generator_bound, 0) != 0 OR coalesce(p.generator_influenced, 0) != 0)
-  AND (coalesce(:run_id, '') = '' OR p.run_id = :run_id
-       OR substr(p.run_id, 1, length(:run_id) + 1) = :run_id || '/')
+  AND (coalesce(:run_id, '') = '' OR p.notebook_run = :run_id OR p.run_id = :run_id)
 ORDER BY r.started DESC, p.run_id, p.server, p.profile, p.users, p.repeat""", schema, p="points", r="runs")
 
 
-PROVENANCE_COLUMNS = ("run_id", "notebook", "experiment", "started", "finished", "git_commit",
+PROVENANCE_COLUMNS = ("run_id", "notebook", "notebook_run", "experiment", "scale", "started", "finished", "git_commit",
                       "lock_hash", "lock_ok", "lock_drift", "machine", "machine_info", "versions", "server_cpus",
                       "generator_cpus", "calibrations", "parameters", "sweep")
 
@@ -619,11 +641,11 @@ def _provenance(schema: dict) -> str:
     select = ",\n       ".join(cols)
     return f"""WITH target AS (
   SELECT CASE WHEN coalesce(:run_id, '') != '' THEN :run_id
-         ELSE (SELECT {_notebook_run('run_id')} FROM runs ORDER BY started DESC LIMIT 1) END AS id
+         ELSE (SELECT notebook_run FROM runs ORDER BY started DESC LIMIT 1) END AS id
 )
 SELECT {select}
 FROM runs r, target t
-WHERE r.run_id = t.id OR substr(r.run_id, 1, length(t.id) + 1) = t.id || '/'
+WHERE r.notebook_run = t.id OR r.run_id = t.id
 ORDER BY r.started"""
 
 
@@ -795,6 +817,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "runs" not in schema(db):
             return _error(f"{db} holds no runs yet: run `make run` first")
+        results.migrate(db)  # a file from before rows described themselves (Datasette reads it ro)
     except sqlite3.DatabaseError as e:
         return _error(f"{db} is not a readable SQLite database ({e})")
     meta = metadata(db)

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import config, load, results, servers, wrk
+from . import config, databases, load, results, servers, wrk
 
 DELAY_MS = 10
 TOLERANCE = 0.10       # throughput below wrk's by more than this: drift
@@ -155,7 +155,7 @@ def fastest_server(server_cpus, generator_cpus, work: Path) -> tuple[str, dict]:
     """The compiled stack wrk gets the most /hello responses per second from."""
     rates = {}
     for stack in CANDIDATES:
-        db = servers.prepare_database(work / f"fastest-{stack}.db")
+        db = databases.prepare_database(work / f"fastest-{stack}.db")
         with servers.start_server(stack, db, cpus=server_cpus, log_path=work / f"{stack}.log") as srv:
             rates[stack] = wrk.run_point(srv, "hello", HELLO_USERS, work / f"fastest-{stack}",
                                          duration=2, warmup=1, cpus=generator_cpus)["rps"]
@@ -174,7 +174,7 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
     server_cpus = auto_server if server_cpus == "auto" else server_cpus
     generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
     if generator == "loadgen":
-        servers.build_loadgen()
+        load.build_loadgen()
     calib_id = results.new_run_id(f"calibration-{generator}")
     work = Path(tempfile.mkdtemp(prefix="lab-calibration-"))
     out = _db(path).parent / "runs" / calib_id  # beside the calibration it belongs to
@@ -185,18 +185,19 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
             target = _known_target(server_cpus, generator_cpus, path)
         if target is None:
             target, rates = fastest_server(server_cpus, generator_cpus, work)
-        db = servers.prepare_database(work / "target.db")
+        db = databases.prepare_database(work / "target.db")
         rows = []
         with servers.start_server(target, db, cpus=server_cpus, log_path=out / "server.log") as srv:
             load.prime(srv)
 
             def pair(endpoint, users):
-                params = {"delay_ms": DELAY_MS} if endpoint == "delay" else {}
+                scenario_params = {"delay_ms": DELAY_MS} if endpoint == "delay" else {}
                 g = load.run_level(srv, endpoint, users, out / f"{endpoint}-u{users:04d}-{generator}",
                                    duration=duration, warmup=warmup, cpus=generator_cpus,
-                                   params=params, generator=generator)
+                                   scenario_params=scenario_params, generator=generator)
                 r = wrk.run_point(srv, endpoint, users, out / f"{endpoint}-u{users:04d}-wrk",
-                                  duration=duration, warmup=warmup, cpus=generator_cpus, params=params)
+                                  duration=duration, warmup=warmup, cpus=generator_cpus,
+                                  scenario_params=scenario_params)
                 row = {"calib_id": calib_id, "generator": generator, "endpoint": endpoint,
                        "users": users, "rps": g["rps"], "p50_ms": g["p50_ms"], "p99_ms": g["p99_ms"],
                        "errors": g["errors"], "gen_cpu_pct": g["gen_cpu_pct"], "gen_util": _util(g),
@@ -267,7 +268,7 @@ def load_calibrations(path=None) -> tuple[pd.DataFrame, pd.DataFrame]:
 # --------------------------------------------------------------------------- comparison
 
 def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
-            params: dict | None = None, profile: str = "rails71",
+            scenario_params: dict | None = None, profile: str = "rails71",
             server_knobs: dict[str, dict] | None = None, repeats: int = 2,
             duration: float = 5.0, warmup: float = 1.0, seed_items: int = 1000,
             payload_bytes: int = 2048, server_cpus="auto", generator_cpus="auto",
@@ -279,21 +280,21 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
     auto_server, auto_gen = default_cpus()
     server_cpus = auto_server if server_cpus == "auto" else server_cpus
     generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
-    params = {"write_share": 1.0, **(params or {})}
+    scenario_params = {"write_share": 1.0, **(scenario_params or {})}
     reads_items = "LAB_ITEMS" in load.SCENARIOS[scenario].env  # the items the template holds
     if reads_items:
-        params.setdefault("items", seed_items)
-        params.setdefault("payload_bytes", payload_bytes)
-    why = wrk.expressible(scenario, params)
+        scenario_params.setdefault("items", seed_items)
+        scenario_params.setdefault("payload_bytes", payload_bytes)
+    why = wrk.expressible(scenario, scenario_params)
     if why:
         raise ValueError(f"cannot compare with wrk: {why}")
-    servers.build_loadgen()
+    load.build_loadgen()
     cals = {g: ensure(g, server_cpus, generator_cpus, path) for g in load.GENERATORS}
     run_id = results.new_run_id("generator-comparison")
     out = config.RUNS_DIR / run_id
     runs = [(s, g, r) for s in servers_ for g in ("wrk", *load.GENERATORS) for r in range(1, repeats + 1)]
     random.Random(seed).shuffle(runs)
-    template, _ = servers.seeded_template(items=seed_items if reads_items else 0,
+    template, _ = databases.seeded_template(items=seed_items if reads_items else 0,
                                           payload_bytes=payload_bytes)
     rows = []
     work = Path(tempfile.mkdtemp(prefix="lab-compare-"))
@@ -309,11 +310,11 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
                 health = srv.health
                 if gen == "wrk":
                     p = wrk.run_point(srv, scenario, users, d, duration=duration, warmup=warmup,
-                                      cpus=generator_cpus, params=params)
+                                      cpus=generator_cpus, scenario_params=scenario_params)
                     flags = {"generator_bound": None, "generator_influenced": None, "influence": None}
                 else:
                     p = load.run_level(srv, scenario, users, d, duration=duration, warmup=warmup,
-                                       cpus=generator_cpus, params=params, generator=gen)
+                                       cpus=generator_cpus, scenario_params=scenario_params, generator=gen)
                     p["server_pinning"] = srv.pinned
                     p["knobs"] = json.dumps(health["knobs"], sort_keys=True)
                     why_ = load.influence(p, cals[gen]["onset_util"])
@@ -332,7 +333,7 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
     df = pd.DataFrame(rows)
     results.store_table(run_id, "generator-comparison", "generator_comparison", df,
                         parameters={"servers": servers_, "scenario": scenario, "users": users,
-                                    "params": params, "profile": profile,
+                                    "scenario_params": scenario_params, "profile": profile,
                                     "server_knobs": server_knobs or {}, "repeats": repeats,
                                     "duration": duration, "warmup": warmup})
     return df

@@ -78,14 +78,12 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     Repeats of a level are averaged first; a level whose generator was the limit or set the
     pace means the server could do at least that much (`*_lower_bound`, and `*_limit` says
     which: generator-bound or generator-influenced)."""
-    from .analysis import generator_cols, limit_note, limited
+    from .analysis import limit_note, limited, over_repeats
     _positive(slo_p99_ms=slo_p99_ms)
     if points.empty:
         return pd.DataFrame()
-    keys = list(by) + ["users"]
-    g = points.groupby(keys, sort=True)
-    lv = pd.DataFrame({"rps": g["rps"].mean(), "p99_ms": g["p99_ms"].max(),
-                       "errors": g["errors"].sum(), **generator_cols(points, keys)}).reset_index()
+    # a level meets the objective only if its worst repeat does: p99 the worst, not the mean
+    lv = over_repeats(points, list(by) + ["users"], ["rps", "p99_ms", "errors"], p99_ms="max")
     rows = []
     for key, grp in lv.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -127,7 +125,6 @@ def latest_runs(points: pd.DataFrame, scale: str | None = None,
         pts = pts[pts["scale"] == scale]
     if pts.empty:
         return pts
-    pts["notebook_run"] = pts["run_id"].str.split("/").str[0]  # experiments share this prefix
     first = pts.groupby(["notebook", "notebook_run"])["started"].min().reset_index()
     newest = first.loc[first.groupby("notebook")["started"].idxmax(), "notebook_run"]
     return pts[pts["notebook_run"].isin(set(newest))].reset_index(drop=True)
@@ -205,21 +202,3 @@ def sensitivity(cap: pd.DataFrame, refs: pd.DataFrame, peak_hours: float = 4,
         rows += [{"series": f"{r.name} (reference)", "server": None, "scenario": None, "per_user": k,
                   "dau": daily_active_users(r.rps, k, peak_hours)} for k in per_user]
     return pd.DataFrame(rows, columns=["series", "server", "scenario", "per_user", "dau"])
-
-
-def findings(cap: pd.DataFrame, requests_per_user: float = 35,
-             seconds_between_requests: float = 10) -> str:
-    """One line per headline row: SLO capacity vs the peak and what it means in users."""
-    h = headline(cap)
-    if h.empty:
-        return "No points: nothing to estimate yet (run notebooks 01–05 at this scale first)."
-    lines = []
-    for r in h.sort_values("slo_rps", ascending=False).itertuples():
-        cut = 1 - r.slo_rps / r.peak_rps if r.peak_rps else 0.0
-        bound = f" ({r.slo_limit}: at least this)" if r.slo_lower_bound else ""
-        lines.append(f"- **{r.server} · {r.scenario}** ({r.profile}, {r.notebook}): "
-                     f"{r.slo_rps:,.0f} req/s within the SLO{bound} vs a peak of {r.peak_rps:,.0f} "
-                     f"({cut:.0%} lower) → {r.slo_dau:,.0f} DAU at {requests_per_user:g} requests "
-                     f"each, {r.slo_active_users:,.0f} active users at one request per "
-                     f"{seconds_between_requests:g} s.")
-    return "\n".join(lines)

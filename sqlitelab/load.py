@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -209,6 +210,28 @@ def loadgen_command(spec: Path, users: int, url: str, run_time: float,
     return servers.pin_command(cmd, cpus)
 
 
+GO_BIN_DIRS = ("/usr/local/go/bin", str(Path.home() / "go" / "bin"))
+
+
+def build_loadgen(timeout: float = 300) -> Path:
+    """Build the Go load generator (stdlib only) unless its binary is newer than its sources."""
+    src = [config.LOADGEN_DIR / "go.mod", *sorted(config.LOADGEN_DIR.glob("*.go"))]
+    binary = config.LOADGEN_BIN
+    if binary.exists() and binary.stat().st_mtime >= max(f.stat().st_mtime for f in src):
+        return binary
+    path = os.pathsep.join([os.environ.get("PATH", ""), *GO_BIN_DIRS])
+    if not shutil.which("go", path=path):
+        raise servers.ServerStartError("lab: go not found: install Go >= 1.22 (https://go.dev/dl/) "
+                               "to use generator='loadgen'")
+    proc = subprocess.run(["go", "build", "-trimpath", "-o", str(binary), "."],
+                          cwd=config.LOADGEN_DIR, env={**os.environ, "PATH": path},
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise servers.ServerStartError(f"loadgen: build failed (exit {proc.returncode}):\n{tail}")
+    return binary
+
+
 def check_generator(generator: str, processes: int = 1) -> None:
     if generator not in GENERATORS:
         raise ValueError(f"generator must be one of {', '.join(GENERATORS)}, not {generator!r}")
@@ -219,7 +242,7 @@ def check_generator(generator: str, processes: int = 1) -> None:
 def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, *,
               duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
               max_duration: float = 300.0, processes: int = 1, cpus: str | None = None,
-              params: dict | None = None, startup: float | None = None,
+              scenario_params: dict | None = None, startup: float | None = None,
               generator: str = "locust", keepalive: bool = True) -> dict:
     """Drive `users` closed-loop users of `scenario` at `server` and measure one window.
 
@@ -235,9 +258,9 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     check_generator(generator, processes)
     if not isinstance(keepalive, bool):
         raise ValueError(f"keepalive must be True or False, not {keepalive!r}")
-    params = params or {}
-    if any(k.lower() == "keepalive" for k in params):
-        raise ValueError("pass keepalive=True/False, not params['keepalive']")
+    scenario_params = scenario_params or {}
+    if any(k.lower() == "keepalive" for k in scenario_params):
+        raise ValueError("pass keepalive=True/False, not scenario_params['keepalive']")
     if not server.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
         raise ValueError(f"load goes to loopback only, not {server.url}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -253,13 +276,13 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
                    1.2 + 0.8 * (processes - 1) + users / 1000 if generator == "locust"
                    else 0.2 + users / 5000)
     if generator == "loadgen":
-        servers.build_loadgen()  # seconds the first time, a stat() after
+        build_loadgen()  # seconds the first time, a stat() after
     launch = time.time()
     t0 = launch + startup + warmup   # after_spawn: the latest it can open
     t1 = t0 + length
     env = {**os.environ, "LAB_OUT_DIR": str(out_dir),
            "LAB_TARGET": str(math.ceil(requests / processes)) if requests else "0",
-           **scenarios.lab_env(params),
+           **scenarios.lab_env(scenario_params),
            "LAB_KEEPALIVE": "1" if keepalive else "0"}
     if after_spawn:
         env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{length!r}"

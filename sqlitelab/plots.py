@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from . import config
-from .analysis import flagged
+from .analysis import flagged, over_repeats
 
 # --------------------------------------------------------------------------- one style per thing
 
@@ -583,20 +583,13 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
 
 
 def summarise(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFrame:
-    """Mean and spread over repeats of each point; generator_bound if any repeat was."""
+    """Each level over its repeats, for drawing: every column the mean (errors and memory too:
+    a chart shows one typical repeat), the rps range, and the generator flags."""
     cols = [c for c in ("rps", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms",
                         "errors", "busy_errors", "server_cpu_pct", "gen_cpu_pct", "server_rss_mb",
                         "bytes_per_s") if c in df]
-    df = df.assign(_influenced=flagged(df, "generator_influenced"))
-    g = df.groupby(list(by), sort=True)
-    out = g[cols].mean()
-    out["rps_min"], out["rps_max"] = g["rps"].min(), g["rps"].max()
-    out["repeats"] = g.size()
-    out["generator_bound"] = g["generator_bound"].any()
-    out["generator_influenced"] = g["_influenced"].any()
-    if "audit_ok" in df:
-        out["audit_ok"] = g["audit_ok"].all()
-    return out.reset_index()
+    return over_repeats(df, by, cols + ["rps_min", "rps_max"], **{c: "mean" for c in cols},
+                        rps_min=("rps", "min"), rps_max=("rps", "max"))
 
 
 def status_table(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.DataFrame:

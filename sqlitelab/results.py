@@ -24,6 +24,72 @@ def new_run_id(notebook: str) -> str:
     return f"{stamp}-{notebook}-{secrets.token_hex(2)}"
 
 
+def sweep_id(notebook_run: str, experiment: str | None) -> str:
+    """The key of one sweep (or stored table) of a notebook run in `runs`, and its folder under
+    data/runs/: `<notebook_run>/<experiment>`. A key only: what it is made of is stored in its
+    own columns (`notebook_run`, `experiment`), and nothing reads it back out of the id."""
+    return f"{notebook_run}/{experiment}" if experiment else notebook_run
+
+
+def describe(notebook: str, notebook_run: str, experiment: str | None,
+             parameters: dict | None) -> dict:
+    """What every stored row says about itself (beside its own generator and CPU pinning):
+    the notebook, its run, the experiment, the scale it ran at, the machine and the commit."""
+    return {"notebook": notebook, "notebook_run": notebook_run, "experiment": experiment or None,
+            "scale": (parameters or {}).get("scale"), "machine": machine_label(),
+            "git_commit": git_commit()}
+
+
+# What rows stored before they described themselves get from their run (migrate()).
+DESCRIBED = ("notebook", "notebook_run", "experiment", "scale", "machine", "git_commit")
+
+
+def migrate(path: Path | str | None = None) -> None:
+    """Bring a results.db written before rows described themselves up to date, once: `runs`
+    gets `notebook_run` and `scale`, and every table keyed by run_id the DESCRIBED columns,
+    taken from its run. The only place a run id is ever split: those old rows said nothing
+    else about the notebook run they belong to."""
+    path = Path(path or config.RESULTS_DB)
+    if not path.exists():
+        return
+    con = sqlite3.connect(path, timeout=30)
+    try:
+        def columns(table: str) -> set[str]:
+            return {r[1] for r in con.execute(f"PRAGMA table_info([{table}])")}
+
+        tables = [r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        if "runs" not in tables:
+            return
+        todo = [t for t in tables if "run_id" in columns(t) and not set(DESCRIBED) <= columns(t)]
+        if not todo:
+            return
+        with con:
+            have = columns("runs")
+            for c in ("notebook_run", "scale", "experiment"):
+                if c not in have:
+                    con.execute(f"ALTER TABLE runs ADD COLUMN [{c}] TEXT")
+            con.execute("UPDATE runs SET notebook_run = CASE WHEN instr(run_id, '/') > 0 "
+                        "THEN substr(run_id, 1, instr(run_id, '/') - 1) ELSE run_id END "
+                        "WHERE notebook_run IS NULL")
+            con.execute("UPDATE runs SET experiment = substr(run_id, instr(run_id, '/') + 1) "
+                        "WHERE experiment IS NULL AND instr(run_id, '/') > 0")
+            con.execute("UPDATE runs SET scale = json_extract(parameters, '$.scale') "
+                        "WHERE scale IS NULL AND json_valid(parameters)")
+            for table in todo:
+                if table == "runs":
+                    continue
+                have = columns(table)
+                for c in DESCRIBED:
+                    if c not in have:
+                        con.execute(f"ALTER TABLE [{table}] ADD COLUMN [{c}] TEXT")
+                for c in DESCRIBED:
+                    con.execute(f"UPDATE [{table}] SET [{c}] = (SELECT r.[{c}] FROM runs r "
+                                f"WHERE r.run_id = [{table}].run_id) WHERE [{c}] IS NULL")
+    finally:
+        con.close()
+
+
 def git_commit() -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=config.PROJ_ROOT, text=True,
@@ -54,6 +120,13 @@ def machine() -> dict:
 def machine_label(m: dict | None = None) -> str:
     m = m or machine()
     return f"{m['cores']} cores ({m['cpu']}), {m['memory_gib']:g} GiB"
+
+
+def measured_on(rows: pd.DataFrame) -> str:
+    """The machine(s) `rows` were measured on, from their own `machine` column (for a caption
+    or a table's heading; this machine's label when the rows say none)."""
+    got = sorted(rows["machine"].dropna().unique()) if "machine" in rows else []
+    return "; ".join(got) if got else machine_label()
 
 
 def versions() -> dict:
@@ -103,6 +176,7 @@ def lock() -> dict:
 def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
     path = Path(path or config.RESULTS_DB)
     path.parent.mkdir(parents=True, exist_ok=True)
+    migrate(path)
     db = sqlite_utils.Database(path)
     db.execute("PRAGMA journal_mode=WAL")
     return db
@@ -111,8 +185,13 @@ def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
 def store_run(run: dict, points: list[dict], path: Path | str | None = None,
               table: str = "points") -> None:
     """The run's row in `runs` (dicts and lists as JSON), with the lock it ran from, and its
-    measurements in `table`."""
-    run = {**lock(), **run}
+    measurements in `table`, each carrying the run's description (DESCRIBED: `describe`)
+    where it does not give its own."""
+    missing = [k for k in ("run_id", "notebook", "notebook_run") if not run.get(k)]
+    if missing:
+        raise ValueError(f"a run needs {', '.join(missing)} (results.describe)")
+    run = {**lock(), **{k: None for k in DESCRIBED}, **run}
+    points = [{**{k: run[k] for k in DESCRIBED}, **p} for p in points]
     db = open_db(path)
     row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
            for k, v in run.items()}
@@ -130,56 +209,61 @@ def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> 
     db.conn.close()
 
 
-def load_table(table: str, run_id: str | None = None, path: Path | str | None = None) -> pd.DataFrame:
-    """A side table's rows (all, or those of `run_id` and its experiments)."""
+def _read(query, path: Path | str | None) -> pd.DataFrame:
+    """`query(con)` on results.db (migrated first), or an empty frame when there is none."""
     path = Path(path or config.RESULTS_DB)
     if not path.exists():
         return pd.DataFrame()
+    migrate(path)
     con = sqlite3.connect(path)
     try:
-        sql, args = f"SELECT * FROM [{table}]", []
-        if run_id:
-            sql += " WHERE run_id = ? OR run_id LIKE ?"
-            args = [run_id, run_id + "/%"]
-        return pd.read_sql_query(sql, con, params=args)
-    except (sqlite3.OperationalError, pd.errors.DatabaseError):
-        return pd.DataFrame()
+        return query(con)
     finally:
         con.close()
 
 
+def read_sql(sql: str, args: list | tuple = (), path: Path | str | None = None) -> pd.DataFrame:
+    """A query's rows from results.db; an empty frame when the file or a table is missing."""
+    def query(con):
+        try:
+            return pd.read_sql_query(sql, con, params=list(args))
+        except (sqlite3.OperationalError, pd.errors.DatabaseError):
+            return pd.DataFrame()
+    return _read(query, path)
+
+
+def load_table(table: str, run_id: str | None = None, path: Path | str | None = None) -> pd.DataFrame:
+    """A table's rows (all, or those of `run_id`: a notebook run, all its experiments, or one
+    sweep)."""
+    if run_id:
+        return read_sql(f"SELECT * FROM [{table}] WHERE notebook_run = ? OR run_id = ?",
+                        [run_id, run_id], path)
+    return read_sql(f"SELECT * FROM [{table}]", [], path)
+
+
 def load_points(path: Path | str | None = None, notebook: str | None = None,
                 run_id: str | None = None, headline_only: bool = True) -> pd.DataFrame:
-    """Every stored point, joined with its run's notebook, experiment, start, machine and scale
-    (the `scale` parameter the notebook ran with; None for ad-hoc sweeps), newest runs first.
-    `headline_only`: without the points a confirming generator replaced (sweep's `confirm`)."""
-    path = Path(path or config.RESULTS_DB)
-    if not path.exists():
-        return pd.DataFrame()
-    con = sqlite3.connect(path)
-    try:
+    """Every stored point (each says its notebook, notebook run, experiment, scale, machine,
+    commit, generator and CPU pinning), with its run's start, newest runs first. `run_id`: a
+    notebook run (all its experiments) or one sweep. `headline_only`: without the points a
+    confirming generator replaced (sweep's `confirm`)."""
+    def query(con):
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"runs", "points"} <= tables:
             return pd.DataFrame()
-        sql = ("SELECT p.*, r.notebook, r.experiment, r.started, r.machine AS run_machine, "
-               "json_extract(r.parameters, '$.scale') AS scale FROM points p "
-               "JOIN runs r USING (run_id)")
+        sql = "SELECT p.*, r.started FROM points p JOIN runs r USING (run_id)"
         where, args = [], []
         if notebook:
-            where.append("r.notebook = ?"); args.append(notebook)
-        if run_id:  # the run and its experiments (<run_id>/<experiment>)
-            where.append("(p.run_id = ? OR p.run_id LIKE ?)"); args += [run_id, run_id + "/%"]
+            where.append("p.notebook = ?"); args.append(notebook)
+        if run_id:
+            where.append("(p.notebook_run = ? OR p.run_id = ?)"); args += [run_id, run_id]
         columns = {r[1] for r in con.execute("PRAGMA table_info(points)")}
         if headline_only and "headline" in columns:  # points from before the flag are headline
             where.append("coalesce(p.headline, 1) = 1")
         if where:
             sql += " WHERE " + " AND ".join(where)
-        df = pd.read_sql_query(sql + " ORDER BY r.started DESC", con, params=args)
-        # points record their machine since sweep() writes it; older ones take their run's
-        df["machine"] = df["machine"].fillna(df["run_machine"]) if "machine" in df else df["run_machine"]
-        return df.drop(columns="run_machine")
-    finally:
-        con.close()
+        return pd.read_sql_query(sql + " ORDER BY r.started DESC", con, params=args)
+    return _read(query, path)
 
 
 def now_iso() -> str:
@@ -191,15 +275,19 @@ def elapsed(t0: float) -> float:
 
 
 def store_table(run_id: str, notebook: str, table: str, rows: pd.DataFrame,
-                parameters: dict | None = None, path: Path | str | None = None) -> None:
-    """A run row plus its measurements in another table (e.g. `buffer_points`), and a CSV
-    copy under data/runs/<run_id>/."""
-    run = {"run_id": run_id, "notebook": notebook, "started": now_iso(), "finished": now_iso(),
-           "parameters": parameters or {}, "git_commit": git_commit(), "machine": machine_label(),
-           "machine_info": machine(), "versions": versions(), "points": len(rows)}
-    records = [{"run_id": run_id, **{k: (None if pd.isna(v) else v) for k, v in r.items()}}
+                parameters: dict | None = None, path: Path | str | None = None,
+                experiment: str | None = None) -> None:
+    """A run row plus its measurements in another table (e.g. `buffer_points`), each row
+    describing itself (`describe`), and a CSV copy under data/runs/<run_id>/. `run_id`: the
+    notebook run; `experiment`: which of its tables, when it stores several."""
+    key = sweep_id(run_id, experiment)
+    described = describe(notebook, run_id, experiment, parameters)
+    run = {"run_id": key, **described, "started": now_iso(), "finished": now_iso(),
+           "parameters": parameters or {}, "machine_info": machine(), "versions": versions(),
+           "points": len(rows)}
+    records = [{"run_id": key, **{k: (None if pd.isna(v) else v) for k, v in r.items()}, **described}
                for r in rows.to_dict("records")]
     store_run(run, records, path, table)
-    out = (Path(path).parent / "runs" if path else config.RUNS_DIR) / run_id
+    out = (Path(path).parent / "runs" if path else config.RUNS_DIR) / key
     out.mkdir(parents=True, exist_ok=True)
     rows.to_csv(out / f"{table}.csv", index=False)

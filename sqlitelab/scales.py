@@ -3,7 +3,8 @@
 `quick` finishes the whole collection in minutes; `seed` uses the articles' own levels and
 durations. A notebook's `parameters` cell names the scale; any parameter left `None` takes
 the scale's value here, anything else overrides it. `crosscheck_users`: the level at which a
-sweep adds one wrk point per server and profile (sweep's `crosscheck`).
+sweep adds one wrk point per server and profile (sweep's `crosscheck`); `ceiling_seconds`: each
+half (commits, then point reads) of the raw-SQLite ceiling on the server's core (baseline.ceiling).
 
 `seed` keeps every setting an article states (its levels, durations, request counts, record
 totals, rows per transaction, connection behaviour, repeats) and must finish within 90 minutes
@@ -27,9 +28,9 @@ from __future__ import annotations
 SCALES: dict[str, dict[str, dict]] = {
     "01-linear-writes": {
         "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.0, "warmup": 0.5, "repeats": 1,
-                  "beyond_repeats": 1, "crosscheck_users": 8},
+                  "beyond_repeats": 1, "crosscheck_users": 8, "ceiling_seconds": 2.0},
         "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 0.0, "repeats": 3,
-                 "beyond_repeats": 1, "crosscheck_users": 16},
+                 "beyond_repeats": 1, "crosscheck_users": 16, "ceiling_seconds": 2.0},
     },
     "02-busy-errors": {
         "quick": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 1.5, "warmup": 0.3,
@@ -63,10 +64,11 @@ SCALES: dict[str, dict[str, dict]] = {
     },
     "05-single-machine": {
         "quick": {"users_rows": 100_000, "user_bytes": 700, "levels": [32], "duration": 2.0,
-                  "warmup": 0.5, "repeats": 1, "crosscheck_users": 32, "generator": "locust"},
+                  "warmup": 0.5, "repeats": 1, "crosscheck_users": 32, "generator": "locust",
+                  "ceiling_seconds": 2.0},
         "seed": {"users_rows": 5_000_000, "user_bytes": 700, "levels": [16, 64, 256],
                  "duration": 10.0, "warmup": 0.0, "repeats": 1, "crosscheck_users": 64,
-                 "generator": "loadgen"},
+                 "generator": "loadgen", "ceiling_seconds": 2.0},
     },
     "06-capacity": {
         "quick": {"slo_p99_ms": 100.0},

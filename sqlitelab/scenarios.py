@@ -48,7 +48,7 @@ class Scenario:
     requests: tuple[dict, ...]
     write: str | None = None          # the acknowledged write, "<method> <name>" as recorded
     acked: tuple[int, ...] = ()       # statuses that acknowledge it
-    counter: str | None = None        # what it grows (sweep.COUNTERS)
+    counter: str | None = None        # what it grows (databases.COUNTERS)
     rows_per_ack: int = 1
 
     @property
@@ -124,10 +124,10 @@ def _check(raw: dict) -> tuple[dict, dict, dict[str, Scenario], str]:
 ENV, VALUES, SCENARIOS, MAX_ID_START = _check(tomllib.loads(REGISTRY.read_text()))
 
 
-def lab_env(params: Mapping | None) -> dict[str, str]:
-    """A level's params as the LAB_* environment of its generator: {"write_share": 0.5} is
+def lab_env(scenario_params: Mapping | None) -> dict[str, str]:
+    """A level's scenario_params as the LAB_* environment of its generator: {"write_share": 0.5} is
     LAB_WRITE_SHARE=0.5."""
-    return {f"LAB_{k.upper()}": str(v) for k, v in (params or {}).items()}
+    return {f"LAB_{k.upper()}": str(v) for k, v in (scenario_params or {}).items()}
 
 
 def env_value(name: str, env: Mapping[str, str]):

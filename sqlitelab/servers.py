@@ -1,6 +1,8 @@
-"""Bundled servers: profiles, fresh databases, and processes started and stopped by PID.
+"""Bundled servers: the stacks, their profiles and knobs, their builds, and their processes
+started (pinned to a CPU set) and stopped by PID. Their databases: sqlitelab.databases; the
+load generators and loadgen's build: sqlitelab.load.
 
-    db = prepare_database(tmp / "x.db", users=1000, items=1000)
+    db = databases.prepare_database(tmp / "x.db", users=1000, items=1000)
     with start_server("python-fastapi", db, profile="rails71", cpus="0") as srv:
         httpx.get(srv.url + "/health")
 
@@ -15,7 +17,6 @@ import os
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -88,117 +89,6 @@ def knob_env(profile: str | None = None, **knobs) -> dict[str, str]:
             raise ValueError(f"unknown knob {k!r}; known: {', '.join(KNOB_ENV)}")
         values[k] = v
     return {KNOB_ENV[k]: str(v) for k, v in values.items() if v is not None}
-
-
-# --------------------------------------------------------------------------- databases
-
-USERS_DEPARTMENTS = ["engineering", "sales", "support", "research", "operations"]
-
-
-def prepare_database(path: Path | str, *, users: int = 0, items: int = 0,
-                     payload_bytes: int = 2048, user_bytes: int = 0, batch: int = 50_000) -> Path:
-    """A fresh database from schema.sql, seeded with sqlite-utils.
-
-    `users` rows get uid 1..users, each with a `bio` of `user_bytes` characters (a wide row,
-    as a real users table); `items` rows get ids 1..items with `payload_bytes` of text.
-    Any existing file (and its -wal/-shm) is replaced.
-    """
-    if not isinstance(user_bytes, int) or not 0 <= user_bytes <= 1_000_000:
-        raise ValueError(f"user_bytes must be an integer in 0..1,000,000, not {user_bytes!r}")
-    import sqlite_utils
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
-    db = sqlite_utils.Database(path)
-    db.conn.executescript(config.SCHEMA_SQL.read_text())
-    # Seeding is bulk loading: no durability needed until it is done.
-    db.execute("PRAGMA journal_mode=OFF")
-    db.execute("PRAGMA synchronous=OFF")
-    if users:
-        created = "2026-01-01"
-        bio = ("b" * user_bytes)
-        rows = ({"uid": i, "username": f"user{i}",
-                 "departname": USERS_DEPARTMENTS[i % len(USERS_DEPARTMENTS)],
-                 "created": created, "updates": 0, "bio": bio} for i in range(1, users + 1))
-        db["users"].insert_all(rows, batch_size=batch)
-    if items:
-        payload = ("x" * payload_bytes)
-        rows = ({"id": i, "payload": payload, "created_at": "2026-01-01T00:00:00.000000Z"}
-                for i in range(1, items + 1))
-        db["items"].insert_all(rows, batch_size=batch)
-    db.execute("PRAGMA journal_mode=DELETE")
-    db.conn.close()
-    return path
-
-
-TEMPLATES_KEPT = 4  # seeded templates kept in data/tmp/templates, most recently used first
-
-
-def seeded_template(*, users: int = 0, items: int = 0, payload_bytes: int = 2048,
-                    user_bytes: int = 0, directory: Path | None = None) -> tuple[Path, bool]:
-    """A read-only seeded database to copy from, and whether it came from the cache.
-
-    Seeding is deterministic, so a template is reused across sweeps when the schema, this
-    module's seeding code and the arguments are the same (5,000,000 users take ~35 s to
-    seed, seconds to copy). Sweeps copy it and never write to it."""
-    import hashlib
-    import inspect
-
-    directory = Path(directory or config.TMP_DIR / "templates")
-    directory.mkdir(parents=True, exist_ok=True)
-    h = hashlib.sha256(config.SCHEMA_SQL.read_bytes())
-    h.update(inspect.getsource(prepare_database).encode())
-    h.update(repr(USERS_DEPARTMENTS).encode())
-    key = f"u{users}-b{user_bytes}-i{items}-p{payload_bytes}-{h.hexdigest()[:12]}"
-    path = directory / f"{key}.db"
-    cached = path.exists()
-    if not cached:
-        part = directory / f"{key}.{os.getpid()}.part"
-        prepare_database(part, users=users, items=items, payload_bytes=payload_bytes,
-                         user_bytes=user_bytes)
-        os.replace(part, path)  # atomic: a template either exists whole or not at all
-    os.utime(path)
-    for old in sorted(directory.glob("*.db"), key=lambda f: f.stat().st_mtime,
-                      reverse=True)[TEMPLATES_KEPT:]:
-        old.unlink(missing_ok=True)
-    return path, cached
-
-
-def table_counts(path: Path | str) -> dict[str, int]:
-    """Rows per table and the sum of users.updates, read from the file itself."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        out = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-               for t in ("requests", "metrics", "items", "users")}
-        out["user_updates"] = con.execute("SELECT coalesce(sum(updates), 0) FROM users").fetchone()[0]
-        return out
-    finally:
-        con.close()
-
-
-def page_cache(path: Path | str) -> tuple[int, int] | None:
-    """(bytes of the file in the OS page cache, file size), by util-linux `fincore`;
-    None where fincore is missing or fails."""
-    fincore = shutil.which("fincore")
-    if fincore is None or not Path(path).exists():
-        return None
-    out = subprocess.run([fincore, "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE",
-                          str(path)], capture_output=True, text=True, timeout=60)
-    try:
-        cached, size = (int(x) for x in out.stdout.split())
-    except ValueError:
-        return None
-    return min(cached, size), size
-
-
-def integrity_check(path: Path | str) -> str:
-    con = sqlite3.connect(path)
-    try:
-        return ";".join(r[0] for r in con.execute("PRAGMA integrity_check"))
-    finally:
-        con.close()
 
 
 # --------------------------------------------------------------------------- processes
@@ -274,28 +164,6 @@ def build_server(stack: str, timeout: float = 900) -> None:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
         raise ServerStartError(f"{stack}: build failed (exit {proc.returncode}):\n{tail}")
-
-
-GO_BIN_DIRS = ("/usr/local/go/bin", str(Path.home() / "go" / "bin"))
-
-
-def build_loadgen(timeout: float = 300) -> Path:
-    """Build the Go load generator (stdlib only) unless its binary is newer than its sources."""
-    src = [config.LOADGEN_DIR / "go.mod", *sorted(config.LOADGEN_DIR.glob("*.go"))]
-    binary = config.LOADGEN_BIN
-    if binary.exists() and binary.stat().st_mtime >= max(f.stat().st_mtime for f in src):
-        return binary
-    path = os.pathsep.join([os.environ.get("PATH", ""), *GO_BIN_DIRS])
-    if not shutil.which("go", path=path):
-        raise ServerStartError("lab: go not found: install Go >= 1.22 (https://go.dev/dl/) "
-                               "to use generator='loadgen'")
-    proc = subprocess.run(["go", "build", "-trimpath", "-o", str(binary), "."],
-                          cwd=config.LOADGEN_DIR, env={**os.environ, "PATH": path},
-                          capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
-        raise ServerStartError(f"loadgen: build failed (exit {proc.returncode}):\n{tail}")
-    return binary
 
 
 @dataclass
@@ -430,6 +298,8 @@ def our_processes() -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     """`python -m sqlitelab.servers prepare DB [--users N] [--items N]`"""
     import argparse
+
+    from . import databases, load
     p = argparse.ArgumentParser(prog="python -m sqlitelab.servers")
     sub = p.add_subparsers(dest="cmd", required=True)
     pr = sub.add_parser("prepare", help="a fresh database from servers/schema.sql")
@@ -441,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "prepare":
         t = time.perf_counter()
-        prepare_database(args.db, users=args.users, items=args.items)
-        print(f"{args.db}: {table_counts(args.db)} in {time.perf_counter() - t:.1f} s")
+        databases.prepare_database(args.db, users=args.users, items=args.items)
+        print(f"{args.db}: {databases.table_counts(args.db)} in {time.perf_counter() - t:.1f} s")
     elif args.cmd == "build":
         for stack in [s for s in args.stacks if s != "loadgen"] if args.stacks else list(STACKS):
             t = time.perf_counter()
@@ -450,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stack}: built in {time.perf_counter() - t:.1f} s")
         if not args.stacks or "loadgen" in args.stacks:
             t = time.perf_counter()
-            build_loadgen()
+            load.build_loadgen()
             print(f"loadgen: built in {time.perf_counter() - t:.1f} s")
     return 0
 

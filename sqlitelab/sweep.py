@@ -1,5 +1,6 @@
 """sweep(): servers × profiles × levels × repeats → a tidy DataFrame, stored and audited.
 
+sweep's arguments become one `Spec` (checked, before anything starts); every step reads it.
 For each server and profile: a fresh database (copied from one seeded template), the server
 started on its CPU set, a primer, then every level and repeat through `load.run_level`, each
 audited (rows written == acknowledged writes, counted from the file: `Counts`) while the
@@ -32,11 +33,12 @@ import os
 import shutil
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from . import calibrate, config, load, results, scenarios, wrk
+from . import calibrate, config, databases, load, results, scenarios, wrk
 from . import servers as stacks
 
 
@@ -80,15 +82,17 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           knobs: dict | None = None, server_knobs: dict[str, dict] | None = None,
           seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,
           seed_user_bytes: int = 0,
-          params: dict | None = None, parameters: dict | None = None, progress: bool = True,
+          scenario_params: dict | None = None, parameters: dict | None = None, progress: bool = True,
           results_db: Path | None = None, runs_dir: Path | None = None,
           run_id: str | None = None, generator: str = "locust",
           keepalive: bool = True, confirm: str | None = None, crosscheck: int | None = None,
           crosscheck_seconds: float | None = None, calibration: bool = True,
           server_repeats: dict[str, int] | None = None) -> pd.DataFrame:
     """Run a sweep and return its headline points (one row per server, profile, scenario, level
-    and repeat). `scenario`: one name, or a list: each then stored as its own experiment
-    (`<run_id>/<scenario>`, as one sweep per scenario would store it), run in turn on one copy
+    and repeat), each carrying its notebook, notebook run (`run_id`: the notebook's; None: a
+    new one), experiment, scale, machine and commit (results.describe). `scenario`: one name,
+    or a list: each then stored as its own experiment (`<experiment>/<scenario>`, as one sweep
+    per scenario would store it), run in turn on one copy
     of the database per server and profile, the server restarted for each (`_one_server`).
     `keepalive=False`: a new connection per request (`oha --disable-keepalive`,
     load.run_level). `confirm`, `crosscheck`: see the module's docstring (`crosscheck_seconds`:
@@ -97,84 +101,179 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     repeats per stack where they differ from `repeats` (e.g. the article's stack three times,
     the others once)."""
     t_run = time.perf_counter()
-    server_list = list(servers or ["python-fastapi"])
-    profile_list = list(profiles or ["rails71"])
-    levels = list(levels)
-    _check_args(server_list, profile_list, scenario, levels, repeats)
-    server_repeats = dict(server_repeats or {})
-    for stack, n in server_repeats.items():
-        _check_args([stack], profile_list, scenario, levels, n)
-    repeats_of = {stack: server_repeats.get(stack, repeats) for stack in server_list}
-    load.check_generator(generator, processes)
-    if confirm is not None:
-        load.check_generator(confirm)
-        if confirm == generator:  # nothing to confirm with: the generator itself
-            confirm = None
-    if crosscheck is not None and (not isinstance(crosscheck, int) or crosscheck < 1):
-        raise ValueError(f"crosscheck must be a number of users >= 1, not {crosscheck!r}")
-    if crosscheck is not None and not wrk.available():
-        raise load.LoadError("crosscheck needs wrk (make setup installs Debian's package)")
-    auto_server, auto_gen = default_cpus()
-    server_cpus = auto_server if server_cpus == "auto" else server_cpus
-    generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
-    stacks.parse_cpus(server_cpus), stacks.parse_cpus(generator_cpus)
+    spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
+    return _run(spec, t_run)
 
-    run_id = run_id or results.new_run_id(notebook)
-    if experiment:  # several sweeps of one notebook run share its run_id folder
-        run_id = f"{run_id}/{experiment}"
-    scenario_list = [scenario] if isinstance(scenario, str) else list(scenario)
-    # a list of scenarios: each is stored as its own experiment (<run_id>/<scenario>), as
-    # separate sweeps would store it, but they share the template, the calibration and each
-    # server's copy of the database
-    ids = ({scenario: run_id} if isinstance(scenario, str)
-           else {name: f"{run_id}/{name}" for name in scenario_list})
-    run_dirs = {name: Path(runs_dir or config.RUNS_DIR) / rid for name, rid in ids.items()}
-    tmp_dir = config.TMP_DIR / run_id
+
+def locals_of(fn, values: dict) -> dict:
+    """`fn`'s arguments out of its `locals()` (taken first thing in its body)."""
+    import inspect
+    return {k: values[k] for k in inspect.signature(fn).parameters}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One sweep, checked and resolved: what sweep() was asked, in the form each step reads —
+    CPU sets resolved, repeats per stack, each scenario's experiment, run id, folder and
+    generator parameters. `Spec.of(**sweep's arguments)` refuses bad input before anything
+    starts; `_run` and the per-server and per-scenario steps read nothing else."""
+    notebook: str
+    notebook_run: str
+    experiment: str | None
+    one_scenario: bool      # `scenario` was one name (a list: an experiment per scenario)
+    servers: tuple[str, ...]
+    profiles: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    levels: tuple[int, ...]
+    repeats: int
+    server_repeats: dict
+    duration: float
+    warmup: float
+    requests: int | None
+    max_duration: float
+    pause: float
+    processes: int
+    server_cpus: str | None
+    generator_cpus: str | None
+    generator: str
+    confirm: str | None
+    keepalive: bool
+    crosscheck: int | None
+    crosscheck_seconds: float | None
+    calibration: bool
+    knobs: dict
+    server_knobs: dict
+    seed: dict              # databases.seeded_template's arguments
+    scenario_params: dict   # scenario -> what its generator is told (scenarios.lab_env)
+    parameters: dict        # the notebook's parameters, stored with the run
+    progress: bool
+    results_db: Path | None
+    runs_dir: Path
+
+    @classmethod
+    def of(cls, *, notebook, experiment, servers, profiles, scenario, levels, repeats, duration,
+           warmup, requests, max_duration, pause, processes, server_cpus, generator_cpus, knobs,
+           server_knobs, seed_users, seed_items, payload_bytes, seed_user_bytes, scenario_params,
+           parameters, progress, results_db, runs_dir, run_id, generator, keepalive, confirm,
+           crosscheck, crosscheck_seconds, calibration, server_repeats) -> "Spec":
+        server_list = list(servers or ["python-fastapi"])
+        profile_list = list(profiles or ["rails71"])
+        levels = list(levels)
+        _check_args(server_list, profile_list, scenario, levels, repeats)
+        server_repeats = dict(server_repeats or {})
+        for stack, n in server_repeats.items():
+            _check_args([stack], profile_list, scenario, levels, n)
+        load.check_generator(generator, processes)
+        if confirm is not None:
+            load.check_generator(confirm)
+            if confirm == generator:  # nothing to confirm with: the generator itself
+                confirm = None
+        if crosscheck is not None and (not isinstance(crosscheck, int) or crosscheck < 1):
+            raise ValueError(f"crosscheck must be a number of users >= 1, not {crosscheck!r}")
+        if crosscheck is not None and not wrk.available():
+            raise load.LoadError("crosscheck needs wrk (make setup installs Debian's package)")
+        auto_server, auto_gen = default_cpus()
+        server_cpus = auto_server if server_cpus == "auto" else server_cpus
+        generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
+        stacks.parse_cpus(server_cpus), stacks.parse_cpus(generator_cpus)
+        scenario_list = [scenario] if isinstance(scenario, str) else list(scenario)
+        # what the database holds, for the scenarios that read it (scenarios.toml's [env])
+        seeded = {"LAB_ITEMS": seed_items, "LAB_PAYLOAD_BYTES": payload_bytes,
+                  "LAB_USERS_ROWS": seed_users}
+        each = {}
+        for name in scenario_list:
+            these = {**(scenario_params or {})}
+            for var in load.SCENARIOS[name].env:
+                if var in seeded:
+                    these.setdefault(var[4:].lower(), seeded[var])
+            each[name] = these
+        return cls(
+            notebook=notebook, notebook_run=run_id or results.new_run_id(notebook),
+            # several sweeps of one notebook run are its experiments; a list of scenarios: each
+            # is stored as its own experiment (`<experiment>/<scenario>`), as separate sweeps
+            # would store it, but they share the template, the calibration and each server's
+            # copy of the database
+            experiment=experiment or None, one_scenario=isinstance(scenario, str),
+            servers=tuple(server_list), profiles=tuple(profile_list), scenarios=tuple(scenario_list),
+            levels=tuple(levels), repeats=repeats, server_repeats=server_repeats,
+            duration=duration, warmup=warmup, requests=requests, max_duration=max_duration,
+            pause=pause, processes=processes, server_cpus=server_cpus,
+            generator_cpus=generator_cpus, generator=generator, confirm=confirm,
+            keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
+            calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
+            seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
+                  "user_bytes": seed_user_bytes},
+            scenario_params=each, parameters=dict(parameters or {}), progress=progress,
+            results_db=results_db, runs_dir=Path(runs_dir or config.RUNS_DIR))
+
+    def experiment_of(self, scenario: str) -> str | None:
+        """A single scenario is the sweep's `experiment`; each of a list its own,
+        `<experiment>/<scenario>`."""
+        if self.one_scenario:
+            return self.experiment or None
+        return "/".join(e for e in (self.experiment, scenario) if e)
+
+    def run_id(self, scenario: str) -> str:
+        return results.sweep_id(self.notebook_run, self.experiment_of(scenario))
+
+    def run_dir(self, scenario: str) -> Path:
+        return self.runs_dir / self.run_id(scenario)
+
+    @property
+    def tmp_dir(self) -> Path:
+        return config.TMP_DIR / results.sweep_id(self.notebook_run, self.experiment)
+
+    def repeats_of(self, stack: str) -> int:
+        return self.server_repeats.get(stack, self.repeats)
+
+    def knobs_for(self, stack: str) -> dict:
+        return {**self.knobs, **self.server_knobs.get(stack, {})}
+
+    def record(self) -> dict:
+        """The sweep's arguments as its runs row stores them (`sweep`)."""
+        return {"servers": list(self.servers), "profiles": list(self.profiles),
+                "levels": list(self.levels), "repeats": self.repeats,
+                "server_repeats": self.server_repeats, "duration": self.duration,
+                "warmup": self.warmup, "requests": self.requests, "processes": self.processes,
+                "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
+                "crosscheck": self.crosscheck, "knobs": self.knobs,
+                "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
+                "seed_user_bytes": self.seed["user_bytes"], "seed_items": self.seed["items"]}
+
+
+def _run(spec: Spec, t_run: float) -> pd.DataFrame:
+    """The sweep itself: calibration, the seeded template, each server and profile in turn
+    (`_one_server`), then the runs, points and cross-checks stored and the audits reported."""
+    run_dirs = {name: spec.run_dir(name) for name in spec.scenarios}
     for d in run_dirs.values():
         d.mkdir(parents=True, exist_ok=True)
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    # what the database holds, for the scenarios that read it (scenarios.toml's [env])
-    seeded = {"LAB_ITEMS": seed_items, "LAB_PAYLOAD_BYTES": payload_bytes, "LAB_USERS_ROWS": seed_users}
-    scenario_params = {}
-    for name in scenario_list:
-        these_params = {**(params or {})}
-        for var in load.SCENARIOS[name].env:
-            if var in seeded:
-                these_params.setdefault(var[4:].lower(), seeded[var])
-        scenario_params[name] = these_params
-    common = {"notebook": notebook, "started": results.now_iso(),
-              "parameters": parameters or {}, "git_commit": results.git_commit(),
+    spec.tmp_dir.mkdir(parents=True, exist_ok=True)
+    described = {name: results.describe(spec.notebook, spec.notebook_run,
+                                        spec.experiment_of(name), spec.parameters)
+                 for name in spec.scenarios}
+    common = {"notebook": spec.notebook, "started": results.now_iso(),
+              "parameters": spec.parameters, "git_commit": results.git_commit(),
               "machine": results.machine_label(), "machine_info": results.machine(),
-              "versions": results.versions(), "server_cpus": server_cpus,
-              "generator_cpus": generator_cpus,
-              "sweep": {"servers": server_list, "profiles": profile_list, "levels": levels,
-                        "repeats": repeats, "server_repeats": server_repeats,
-                        "duration": duration, "warmup": warmup,
-                        "requests": requests, "processes": processes, "generator": generator,
-                        "keepalive": keepalive, "confirm": confirm, "crosscheck": crosscheck,
-                        "knobs": knobs or {},
-                        "server_knobs": server_knobs or {}, "seed_users": seed_users,
-                        "seed_user_bytes": seed_user_bytes, "seed_items": seed_items}}
-    runs = {name: {"run_id": rid, "experiment": rid.partition("/")[2] or None, **common,
-                   "scenario": name, "sweep": {**common["sweep"], "params": scenario_params[name]}}
-            for name, rid in ids.items()}
-    first = runs[scenario_list[0]]
+              "versions": results.versions(), "server_cpus": spec.server_cpus,
+              "generator_cpus": spec.generator_cpus}
+    runs = {name: {"run_id": spec.run_id(name), **described[name], **common, "scenario": name,
+                   "sweep": {**spec.record(), "scenario_params": spec.scenario_params[name]}}
+            for name in spec.scenarios}
+    first = runs[spec.scenarios[0]]
     points: list[dict] = []
     checks: list[dict] = []
     timing: list[dict] = []  # one row per server, profile and scenario (sqlitelab.timing)
-    if "loadgen" in (generator, confirm):
-        stacks.build_loadgen()
-    used = [g for g in (generator, confirm) if g]
+    used = [g for g in (spec.generator, spec.confirm) if g]
+    if "loadgen" in used:
+        load.build_loadgen()
     t = time.perf_counter()
-    cals = ({g: calibrate.ensure(g, server_cpus, generator_cpus, progress=progress) for g in used}
-            if calibration else {})
+    cals = ({g: calibrate.ensure(g, spec.server_cpus, spec.generator_cpus, progress=spec.progress)
+             for g in used} if spec.calibration else {})
     calibration_s = results.elapsed(t)
     onsets = {g: (cals[g]["onset_util"] if g in cals else None) for g in used}
     t = time.perf_counter()
-    cached, seed_cached = stacks.seeded_template(users=seed_users, items=seed_items,
-                                                 payload_bytes=payload_bytes,
-                                                 user_bytes=seed_user_bytes)
-    template = tmp_dir / "template.db"  # a link: the cache may prune its entry meanwhile
+    cached, seed_cached = databases.seeded_template(**spec.seed)
+    template = spec.tmp_dir / "template.db"  # a link: the cache may prune its entry meanwhile
     try:
         os.link(cached, template)
     except OSError:
@@ -186,18 +285,13 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     first.update({"calibration_seconds": calibration_s, "seed_seconds": seed_s})
 
     from tqdm.auto import tqdm
-    total = len(profile_list) * len(scenario_list) * len(levels) * sum(repeats_of.values())
-    bar = tqdm(total=total, desc=notebook, disable=not progress, mininterval=0.5)
+    total = (len(spec.profiles) * len(spec.scenarios) * len(spec.levels)
+             * sum(spec.repeats_of(s) for s in spec.servers))
+    bar = tqdm(total=total, desc=spec.notebook, disable=not spec.progress, mininterval=0.5)
     try:
-        for stack in server_list:
-            for profile in profile_list:
-                these = {**(knobs or {}), **((server_knobs or {}).get(stack, {}))}
-                got, check, st = _one_server(
-                    stack, profile, these, template, tmp_dir, run_dirs, ids, scenario_list,
-                    scenario_params, levels, repeats_of[stack], duration, warmup, requests,
-                    max_duration, pause, processes, server_cpus, generator_cpus, bar, generator,
-                    keepalive,
-                    onsets, confirm, crosscheck, crosscheck_seconds)
+        for stack in spec.servers:
+            for profile in spec.profiles:
+                got, check, st = _one_server(spec, stack, profile, template, bar, onsets)
                 points += got
                 checks += check
                 timing += st
@@ -206,31 +300,35 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
         wall = results.elapsed(t_run)
         spent = {name: sum(v for row in timing if row["scenario"] == name
                            for k, v in row.items() if k.endswith("_s"))
-                 for name in scenario_list}
+                 for name in spec.scenarios}
         for name, r in runs.items():
             mine = [p for p in points if p["scenario"] == name]
+            for p in mine:  # every point says what it is part of (results.describe)
+                p.update(described[name])
             r.update({"finished": results.now_iso(), "points": len(mine),
                       "server_timing": [row for row in timing if row["scenario"] == name]})
             # a sweep of several scenarios: each row its own servers' time, the first one the rest
             r["wall_seconds"] = (wall if len(runs) == 1 else
                                  round(spent[name] + (wall - sum(spent.values()) if r is first else 0), 3))
-            results.store_run(r, mine, results_db)
+            results.store_run(r, mine, spec.results_db)
         if checks:
-            results.store_rows("crosschecks", checks, results_db)
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+            for c in checks:
+                c.update(described[c["scenario"]])
+            results.store_rows("crosschecks", checks, spec.results_db)
+        shutil.rmtree(spec.tmp_dir, ignore_errors=True)
     every = pd.DataFrame(points)
     if len(every) and not every["audit_ok"].all():
         bad = every.loc[~every["audit_ok"], ["server", "profile", "users", "repeat", "generator",
                                               "acked_writes", "rows_written", "integrity"]]
         warnings.warn(f"AUDIT FAILED for {len(bad)} point(s): rows written != acknowledged "
                       f"writes or integrity_check != ok\n{bad.to_string(index=False)}",
-                      AuditWarning, stacklevel=2)
+                      AuditWarning, stacklevel=3)
     bad = [c for c in checks if c["audit_ok"] is False]
     if bad:
         warnings.warn(f"AUDIT FAILED for {len(bad)} wrk cross-check(s): " + "; ".join(
             f"{c['server']}/{c['profile']}: {c['rows_written']} rows, {c['acked_responses']} "
             f"acknowledged, {c['unknown_outcomes']} unknown, integrity {c['integrity']}" for c in bad),
-            AuditWarning, stacklevel=2)
+            AuditWarning, stacklevel=3)
     return every[every["headline"]].reset_index(drop=True) if len(every) else every
 
 
@@ -264,7 +362,7 @@ def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
 
 
 class Counts:
-    """The one count a point's audit needs (COUNTERS: what the scenario's acknowledged writes
+    """The one count a point's audit needs (databases.COUNTERS: what the scenario's acknowledged writes
     grow; none for a scenario that writes nothing), read from the file before and after the
     point, with the time it took. (Not the count after one point as the count before the next:
     a request the previous generator gave up on — wrk gives up on every request in flight at
@@ -279,61 +377,35 @@ class Counts:
             return 0
         t = time.perf_counter()
         try:
-            return count_rows(self.db, counter)
+            return databases.count_rows(self.db, counter)
         finally:
             self.seconds += time.perf_counter() - t
 
     before = after = read
 
 
-COUNTERS = {  # as servers.table_counts reads them, one at a time (the users table: GBs in 05)
-    "requests": "SELECT count(*) FROM requests",
-    "metrics": "SELECT count(*) FROM metrics",
-    "items": "SELECT count(*) FROM items",
-    "users": "SELECT count(*) FROM users",
-    "user_updates": "SELECT coalesce(sum(updates), 0) FROM users",
-}
-
-
-def count_rows(db: Path | str, counter: str) -> int:
-    """One counter of COUNTERS, read from the file itself (read-only)."""
-    import sqlite3
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(COUNTERS[counter]).fetchone()[0]
-    finally:
-        con.close()
-
-
-def _one_server(stack, profile, these, template, tmp_dir, run_dirs, run_ids, scenarios,
-                scenario_params, levels, repeats, duration, warmup, requests, max_duration, pause,
-                processes, server_cpus, generator_cpus, bar, generator="locust",
-                keepalive=True, onsets=None, confirm=None, crosscheck=None,
-                crosscheck_seconds=None) -> tuple[list[dict], list[dict], list[dict]]:
+def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
+                onsets: dict) -> tuple[list[dict], list[dict], list[dict]]:
     """One server and profile: one copy of the template for all `scenarios`, the server
     started afresh for each (seed 004 ran a server program per endpoint, all on one file),
     the file checked once at the end. Returns points, cross-checks and where the wall time
     went (one row per scenario, for sqlitelab.timing)."""
     t = time.perf_counter()
-    db = tmp_dir / f"{stack}-{profile}.db"
+    db = spec.tmp_dir / f"{stack}-{profile}.db"
     shutil.copyfile(template, db)
     copy_s = time.perf_counter() - t
     counts = Counts(db)
     out: list[dict] = []
     checks: list[dict] = []
     timing: list[dict] = []
-    for scenario in scenarios:
-        got, check, st = _one_scenario(
-            stack, profile, these, db, counts, run_dirs[scenario], run_ids[scenario], scenario,
-            scenario_params[scenario], levels, repeats, duration, warmup, requests, max_duration,
-            pause, processes, server_cpus, generator_cpus, bar, generator, keepalive, onsets,
-            confirm, crosscheck, crosscheck_seconds)
+    for scenario in spec.scenarios:
+        got, check, st = _one_scenario(spec, stack, profile, db, counts, scenario, bar, onsets)
         out += got
         checks += check
         timing.append(st)
     timing[0]["copy_s"] = copy_s
     t = time.perf_counter()
-    integrity = stacks.integrity_check(db)
+    integrity = databases.integrity_check(db)
     timing[-1]["integrity_s"] = time.perf_counter() - t
     timing[-1]["db_mib"] = db.stat().st_size / 2**20
     for p in out:
@@ -345,10 +417,14 @@ def _one_server(stack, profile, these, template, tmp_dir, run_dirs, run_ids, sce
     return out, checks, timing
 
 
-def _one_scenario(stack, profile, these, db, counts, run_dir, run_id, scenario, params,
-                  levels, repeats, duration, warmup, requests, max_duration, pause, processes,
-                  server_cpus, generator_cpus, bar, generator, keepalive, onsets, confirm,
-                  crosscheck, crosscheck_seconds) -> tuple[list[dict], list[dict], dict]:
+def _one_scenario(spec: Spec, stack: str, profile: str, db: Path, counts: "Counts",
+                  scenario: str, bar, onsets: dict) -> tuple[list[dict], list[dict], dict]:
+    """One scenario on a fresh start of the server: the levels and repeats, the wrk
+    cross-check, the confirmation of the levels the generator limited, each point audited."""
+    run_dir, run_id = spec.run_dir(scenario), spec.run_id(scenario)
+    scenario_params = spec.scenario_params[scenario]
+    repeats, levels, generator, confirm = (spec.repeats_of(stack), spec.levels, spec.generator,
+                                           spec.confirm)
     # where the server's wall time goes (sqlitelab.timing): start, prime, levels, cross-check,
     # confirmation, stop; each point has its own `time_*`
     sc = load.SCENARIOS[scenario]
@@ -361,8 +437,8 @@ def _one_scenario(stack, profile, these, db, counts, run_dir, run_id, scenario, 
     onsets = onsets or {}
     machine = results.machine_label()
     t = time.perf_counter()
-    srv = stacks.start_server(stack, db, profile=profile, cpus=server_cpus, log_path=log,
-                              timeout=300, **these)
+    srv = stacks.start_server(stack, db, profile=profile, cpus=spec.server_cpus, log_path=log,
+                              timeout=300, **spec.knobs_for(stack))
     st["start_s"] = time.perf_counter() - t
     with srv:
         health = srv.health
@@ -374,18 +450,19 @@ def _one_scenario(stack, profile, these, db, counts, run_dir, run_id, scenario, 
             counted = counts.seconds
             before = counts.before(sc.counter)
             t = time.perf_counter()
-            cache_before = stacks.page_cache(db)
+            cache_before = databases.page_cache(db)
             tk = time.perf_counter() - t
             tail = "" if gen == generator else f"-{gen}"
             level_dir = run_dir / stack / profile / scenario / f"u{users:04d}-r{rep}{tail}"
-            p = load.run_level(srv, scenario, users, level_dir, duration=duration,
-                               warmup=warmup, requests=requests, max_duration=max_duration,
-                               processes=processes if gen == "locust" else 1,
-                               cpus=generator_cpus, params=params, generator=gen,
-                               keepalive=keepalive)
+            p = load.run_level(srv, scenario, users, level_dir, duration=spec.duration,
+                               warmup=spec.warmup, requests=spec.requests,
+                               max_duration=spec.max_duration,
+                               processes=spec.processes if gen == "locust" else 1,
+                               cpus=spec.generator_cpus, scenario_params=scenario_params, generator=gen,
+                               keepalive=spec.keepalive)
             written = counts.after(sc.counter) - before
             t = time.perf_counter()
-            cache_after = stacks.page_cache(db)
+            cache_after = databases.page_cache(db)
             tk += time.perf_counter() - t
             p.update(audit(sc, p, written, health["knobs"]))
             p.update({
@@ -410,7 +487,7 @@ def _one_scenario(stack, profile, these, db, counts, run_dir, run_id, scenario, 
                       "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None})
             bar.update(1)
             t = time.perf_counter()
-            time.sleep(pause)
+            time.sleep(spec.pause)
             p.update({"time_counts_s": counts.seconds - counted, "time_cache_s": tk,
                       "time_pause_s": time.perf_counter() - t,
                       "time_point_s": time.perf_counter() - tp})
@@ -425,10 +502,12 @@ def _one_scenario(stack, profile, these, db, counts, run_dir, run_id, scenario, 
                 out.append(measure(users, rep, generator))
         st["levels_s"] = time.perf_counter() - t
         t = time.perf_counter()
+        crosscheck = spec.crosscheck
         if crosscheck:  # before the confirmation: a level short of wrk's rate is confirmed too
-            check = _crosscheck(srv, counts, sc, scenario, crosscheck, params, keepalive,
+            check = _crosscheck(srv, counts, sc, scenario, crosscheck, scenario_params, spec.keepalive,
                                 run_dir / stack / profile / scenario / f"u{crosscheck:04d}-wrk",
-                                crosscheck_seconds or duration, warmup, generator_cpus,
+                                spec.crosscheck_seconds or spec.duration, spec.warmup,
+                                spec.generator_cpus,
                                 {"run_id": run_id, "server": stack, "profile": profile,
                                  "machine": machine})
             checks.append(check)
@@ -470,19 +549,19 @@ def _one_scenario(stack, profile, these, db, counts, run_dir, run_id, scenario, 
     return out, checks, st
 
 
-def _crosscheck(srv, counts, sc, scenario, users, params, keepalive, out_dir, seconds, warmup,
+def _crosscheck(srv, counts, sc, scenario, users, scenario_params, keepalive, out_dir, seconds, warmup,
                 cpus, ident: dict) -> dict:
     """One wrk point at `users` on the running server, audited: every 2xx/3xx wrk saw of a
     write is a row, plus at most the requests whose outcome wrk never learnt."""
-    why = wrk.expressible(scenario, params, keepalive)
+    why = wrk.expressible(scenario, scenario_params, keepalive)
     row = {**ident, "scenario": scenario, "users": users, "skipped": why}
     if why:
         return {**row, "audit_ok": None}
     before = counts.before(sc.counter)
     p = wrk.run_point(srv, scenario, users, out_dir, duration=seconds, warmup=warmup, cpus=cpus,
-                      params=params)
+                      scenario_params=scenario_params)
     written = counts.after(sc.counter) - before
-    only_writes = scenarios.only_writes(scenario, scenarios.lab_env(params))
+    only_writes = scenarios.only_writes(scenario, scenarios.lab_env(scenario_params))
     if not sc.write:
         ok, rule = written == 0, "no writes"
     elif only_writes:  # every response was a write's (rows_per_ack rows each)

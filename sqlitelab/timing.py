@@ -16,12 +16,11 @@ process's start and end (`process_*`), the files' removal and the whole point
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
 
-from . import config
+from . import config, results
 
 # (phase, where it is read, what it is): the measurement itself first
 POINT_PHASES = [
@@ -42,21 +41,8 @@ SERVER_PHASES = [
 RUN_PHASES = [("calibration lookup", "calibration_seconds"), ("seeded template", "seed_seconds")]
 
 
-def _read(sql: str, args: list, path) -> pd.DataFrame:
-    path = Path(path or config.RESULTS_DB)
-    if not path.exists():
-        return pd.DataFrame()
-    con = sqlite3.connect(path)
-    try:
-        return pd.read_sql_query(sql, con, params=args)
-    except (sqlite3.OperationalError, pd.errors.DatabaseError):
-        return pd.DataFrame()
-    finally:
-        con.close()
-
-
-def _like(run_id: str) -> list:
-    return [run_id, run_id + "/%"]
+def _of(run_id: str) -> list:  # a notebook run (every experiment), or one sweep
+    return [run_id, run_id]
 
 
 def budget(run_id: str, path=None, by: str | None = None) -> pd.DataFrame:
@@ -65,13 +51,12 @@ def budget(run_id: str, path=None, by: str | None = None) -> pd.DataFrame:
     for a server's, sweeps for a sweep's) and seconds each. `by` (e.g. "generator", "server",
     "experiment") splits the per-point phases by that column. The last rows: the sweeps' time
     outside every phase named, and their wall time."""
-    runs = _read("SELECT * FROM runs WHERE run_id = ? OR run_id LIKE ?", _like(run_id), path)
-    pts = _read("SELECT * FROM points WHERE run_id = ? OR run_id LIKE ?", _like(run_id), path)
+    runs = results.read_sql("SELECT * FROM runs WHERE notebook_run = ? OR run_id = ?", _of(run_id), path)
+    pts = results.read_sql("SELECT * FROM points WHERE notebook_run = ? OR run_id = ?", _of(run_id), path)
     if runs.empty:
         raise ValueError(f"no run {run_id!r} in {path or config.RESULTS_DB}")
     if pts.empty and ("server_timing" not in runs or runs["server_timing"].isna().all()):
         raise ValueError(f"run {run_id!r} has no sweep points (a buffer run? see buffer_budget)")
-    pts = pts.assign(experiment=pts["run_id"].str.partition("/")[2]) if len(pts) else pts
     rows = []
     groups = [(None, pts)] if by is None or pts.empty else list(pts.groupby(by, sort=True))
     for key, g in groups:
@@ -124,7 +109,7 @@ def buffer_budget(run_id: str, path=None, by: str = "total") -> pd.DataFrame:
     """Notebook 04's wall time by phase, per `by` (total records by default): seconds per
     phase summed over the points, and `other` (what the point's wall time holds beyond them:
     set-up, probes, the process's exit)."""
-    bp = _read("SELECT * FROM buffer_points WHERE run_id = ? OR run_id LIKE ?", _like(run_id), path)
+    bp = results.read_sql("SELECT * FROM buffer_points WHERE notebook_run = ? OR run_id = ?", _of(run_id), path)
     if bp.empty:
         raise ValueError(f"no buffer points of {run_id!r}")
     if "skipped" in bp:
@@ -147,12 +132,11 @@ def buffer_budget(run_id: str, path=None, by: str = "total") -> pd.DataFrame:
 
 
 def newest_runs(path=None) -> list[tuple[str, str]]:
-    """(notebook, run_id) of the newest run of each notebook (its id before any /experiment)."""
-    runs = _read("SELECT notebook, run_id, started FROM runs ORDER BY started", [], path)
+    """(notebook, notebook run) of the newest run of each notebook."""
+    runs = results.read_sql("SELECT notebook, notebook_run, started FROM runs ORDER BY started", [], path)
     if runs.empty:
         return []
-    runs["base"] = runs["run_id"].str.partition("/")[0]
-    newest = runs.groupby("notebook")["base"].last()
+    newest = runs.groupby("notebook")["notebook_run"].last()
     return sorted(newest.items())
 
 

@@ -3,7 +3,7 @@ generators are checked against: calibration (sqlitelab.calibrate) and the cross-
 can add (`sweep(crosscheck=users)`).
 
     point = run_point(srv, "mix", 32, duration=5, warmup=1, cpus="1",
-                      params={"write_share": 1.0, "payload_bytes": 2048})
+                      scenario_params={"write_share": 1.0, "payload_bytes": 2048})
 
 What wrk does, and so what a point means (wrk 4.1, wg/wrk src/wrk.c):
 - `-c users` connections, each a closed loop with one request outstanding, all kept alive;
@@ -66,13 +66,13 @@ def _lua_str(s: str) -> str:
     return json.dumps(s)  # a JSON string of ASCII is a valid Lua string literal
 
 
-def expressible(scenario: str, params: dict | None = None, keepalive: bool = True) -> str | None:
+def expressible(scenario: str, scenario_params: dict | None = None, keepalive: bool = True) -> str | None:
     """None when wrk can send `scenario` as the lab's generators do, else why not."""
     if scenario not in load.SCENARIOS:
         return f"unknown scenario {scenario!r}"
     if not keepalive:
         return "wrk keeps every connection alive (no connection per request)"
-    spec = scenarios.compile(scenario, scenarios.lab_env(params))
+    spec = scenarios.compile(scenario, scenarios.lab_env(scenario_params))
     if any(r["redirects"] and r["follow"] for r in spec["requests"]):
         return "wrk does not follow the redirect"
     return None
@@ -93,14 +93,14 @@ def _lua_pieces(pieces: list[dict], max_id: int) -> str:
     return " .. ".join(parts) or '""'
 
 
-def script(scenario: str, params: dict | None = None) -> str:
+def script(scenario: str, scenario_params: dict | None = None) -> str:
     """The Lua script that makes wrk send the requests of `scenario`, compiled from the registry
     as for the lab's generators (scenarios.compile: same methods, paths, bodies and random
     choices), and print its summary as JSON."""
-    why = expressible(scenario, params)
+    why = expressible(scenario, scenario_params)
     if why:
         raise ValueError(f"wrk cannot run {scenario!r}: {why}")
-    spec = scenarios.compile(scenario, scenarios.lab_env(params))
+    spec = scenarios.compile(scenario, scenarios.lab_env(scenario_params))
     reachable = scenarios.reachable(spec)
     one = reachable[0] if len(reachable) == 1 else None
     if one is not None and all("lit" in p for p in one["path"] + (one["body"] or [])):
@@ -162,7 +162,7 @@ def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Pa
 
 def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, *,
               duration: float = 5.0, warmup: float = 1.0, cpus: str | None = None,
-              params: dict | None = None) -> dict:
+              scenario_params: dict | None = None) -> dict:
     """One measured wrk run of `users` connections (after an unmeasured warm-up run), in the
     lab's point vocabulary where the meaning is the same (rps, mean_ms, p50_ms…)."""
     if not available():
@@ -173,7 +173,7 @@ def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         raise ValueError(f"load goes to loopback only, not {server.url}")
     out_dir.mkdir(parents=True, exist_ok=True)
     lua = out_dir / "wrk.lua"
-    lua.write_text(script(scenario, params))
+    lua.write_text(script(scenario, scenario_params))
     log = out_dir / "wrk.log"
     ncpu = len(servers.parse_cpus(cpus)) if cpus else len(servers.available_cpus())
     threads = max(1, min(users, ncpu))

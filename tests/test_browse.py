@@ -30,7 +30,10 @@ CAL2 = "20260101T000000Z-calibration-loadgen-9999"   # no drift seen: no onset
 
 
 def _run(run_id, notebook, hour, scale, points, experiment=None, **extra):
-    return {"run_id": run_id, "notebook": notebook, "experiment": experiment,
+    """A runs row as sweep() writes it: `run_id` is results.sweep_id(notebook run, experiment)."""
+    notebook_run = run_id.removesuffix(f"/{experiment}") if experiment else run_id
+    return {"run_id": results.sweep_id(notebook_run, experiment), "notebook": notebook,
+            "notebook_run": notebook_run, "experiment": experiment, "scale": scale,
             "started": T.format(hour), "finished": T.format(hour).replace(":00:00+", ":09:00+"),
             "parameters": {"scale": scale} if scale else {}, "git_commit": f"{run_id[-4:]}0000",
             "machine": "2 cores (test), 1 GiB", "machine_info": {"cores": 2},
@@ -81,7 +84,7 @@ def make_results_db(path, lock_hash=True):
         {"run_id": R4, **buf}, {"run_id": R4, **buf, "rows_per_txn": 25, "rows": 0.0, "audit_ok": False},
         {"run_id": R4, **buf, "total": 10**9, "audit_ok": None, "skipped": "needs ~600 GiB of memory"}],
         "buffer_points")
-    store(_run(f"{R4}/slow-sync", "04-sqlite-as-buffer", 4, "quick", 1),
+    store(_run(f"{R4}/slow-sync", "04-sqlite-as-buffer", 4, "quick", 1, experiment="slow-sync"),
           [{"run_id": f"{R4}/slow-sync", "method": "article", "variant": "as_published",
             "rows_per_txn": 10, "total": 1000, "sync_delay_ms": 40.0, "fsync_calls": 0,
             "seconds": 1.0, "records_per_s": 1000.0, "audit_ok": True}], "buffer_slow_sync")

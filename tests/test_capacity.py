@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from sqlitelab import capacity as cap
+from sqlitelab import findings
 
 
 def test_a_million_requests_a_day_is_about_70_per_second():
@@ -56,7 +57,7 @@ def test_capacity_at_slo_is_not_the_peak():
 def _pts(notebook, run, experiment, started, scale="quick", rps=100.0, server="s", profile="p",
          scenario="x", users=(1, 4)):
     return [{"notebook": notebook, "run_id": f"{run}/{experiment}" if experiment else run,
-             "experiment": experiment, "started": started, "scale": scale, "server": server,
+             "notebook_run": run, "experiment": experiment, "started": started, "scale": scale, "server": server,
              "profile": profile, "scenario": scenario, "users": u, "rps": rps * u, "p99_ms": 10.0 * u,
              "errors": 0, "generator_bound": False} for u in users]
 
@@ -97,12 +98,12 @@ def test_estimate_keeps_experiments_apart_and_headline_picks_the_article():
     assert len(long) == 2 * len(h) and set(long["kind"]) == {"naive peak", "p99 ≤ 100 ms"}
     sens = cap.sensitivity(est, cap.reference_loads(), per_user=[1, 35])
     assert len(sens) == 2 * (len(h) + len(cap.reference_loads()))
-    text = cap.findings(est)
+    text = findings.capacity(est)
     assert text.count("\n") == len(h) - 1 and "800 req/s within the SLO" in text
 
 
 def test_estimate_of_nothing_says_so():
     empty = cap.estimate(pd.DataFrame(), 100)
     assert empty.empty and cap.headline(empty).empty
-    assert "No points" in cap.findings(empty)
+    assert "No points" in findings.capacity(empty)
     assert cap.chart_frame(empty, 100)["what"].tolist() == ["(no points)"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sqlitelab import config, servers
+from sqlitelab import config, databases, servers
 from conftest import STACKS
 
 pytestmark = pytest.mark.contract
@@ -39,7 +39,7 @@ SHARED = tomllib.loads((config.SERVERS_DIR / "shared.toml").read_text())  # what
 @pytest.fixture(scope="module", params=STACKS)
 def srv(request, tmp_path_factory):
     stack = request.param
-    db = servers.prepare_database(tmp_path_factory.mktemp(stack) / "contract.db",
+    db = databases.prepare_database(tmp_path_factory.mktemp(stack) / "contract.db",
                                   users=USERS, items=ITEMS)
     with servers.start_server(stack, db, profile="rails71", timeout=300) as s:
         yield s
@@ -307,7 +307,7 @@ def test_bad_input_wrote_nothing(srv):
 def db_state(db: Path):
     """Everything a rejected request could have changed: rows per table, the sum of
     users.updates, and the one user the bad bodies below address."""
-    return servers.table_counts(db), row(db, "SELECT departname, updates FROM users WHERE uid = 3")
+    return databases.table_counts(db), row(db, "SELECT departname, updates FROM users WHERE uid = 3")
 
 
 FOUR = b", ".join(b'{"name": "%s", "value": 1}' % n for n in (b"b", b"c", b"d", b"e"))
@@ -440,7 +440,7 @@ DEFAULT_KNOBS = {"pragmas": "", "txn_mode": "deferred", "busy": "busy_timeout:50
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_starts_and_reports_its_knobs(stack, profile, tmp_path):
-    db = servers.prepare_database(tmp_path / "p.db", users=5)
+    db = databases.prepare_database(tmp_path / "p.db", users=5)
     spec = {**DEFAULT_KNOBS, **servers.load_profiles()[profile]}
     # Ruby's C busy_timeout holds the GVL while it waits (seed 000). With the SQL log on
     # (rails-dev alone), every transaction lets another thread in mid-transaction; its wait then
@@ -471,16 +471,16 @@ def test_every_profile_starts_and_reports_its_knobs(stack, profile, tmp_path):
     allowed = {201, 302, 200} | ({503} if may_be_busy else set())
     assert codes <= allowed, results
     acked = [sum(r[i] == ok for r in results) for i, ok in enumerate((201, 302, 200))]
-    counts = servers.table_counts(db)
+    counts = databases.table_counts(db)
     assert [counts["items"], counts["requests"], counts["user_updates"]] == acked
-    assert servers.integrity_check(db) == "ok"
+    assert databases.integrity_check(db) == "ok"
 
 
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize("path", ["writer", "batch"])
 def test_writer_paths_isolate_failing_jobs(stack, path, tmp_path):
     """Concurrent writes through the writer: good ones commit, a 404 job fails alone."""
-    db = servers.prepare_database(tmp_path / "w.db", users=5)
+    db = databases.prepare_database(tmp_path / "w.db", users=5)
     with servers.start_server(stack, db, profile="single-writer", write_path=path,
                               timeout=300) as s:
         with httpx.Client(base_url=s.url, timeout=30) as c:
@@ -491,7 +491,7 @@ def test_writer_paths_isolate_failing_jobs(stack, path, tmp_path):
             with cf.ThreadPoolExecutor(16) as pool:
                 codes = list(pool.map(one, range(200)))
     assert codes.count(404) == 40 and codes.count(201) == 160
-    assert servers.table_counts(db)["items"] == 160
+    assert databases.table_counts(db)["items"] == 160
 
 
 METRIC_ROW = "SELECT instance, name, value, previous FROM metrics WHERE id = ?"
@@ -500,7 +500,7 @@ METRIC_ROW = "SELECT instance, name, value, previous FROM metrics WHERE id = ?"
 @pytest.mark.parametrize("stack", STACKS)
 def test_metrics_txn_record_writes_five_records(stack, tmp_path):
     """LAB_METRICS_TXN=record (ActiveRecord's shape): the same 201 and rows, one transaction each."""
-    db = servers.prepare_database(tmp_path / "r.db", users=5)
+    db = databases.prepare_database(tmp_path / "r.db", users=5)
     with servers.start_server(stack, db, profile="rails71", metrics_txn="record",
                               timeout=300) as s:
         assert s.health["knobs"]["metrics_txn"] == "record"
@@ -535,7 +535,7 @@ def test_metrics_txn_record_writes_five_records(stack, tmp_path):
 def test_metrics_txn_record_under_concurrent_writers(stack, tmp_path):
     """Concurrent record-mode writers with a sleeping busy handler: rows = 5 x 201s (a failure
     at record k would leave k-1 committed rows behind, as in Rails)."""
-    db = servers.prepare_database(tmp_path / "rc.db", users=5)
+    db = databases.prepare_database(tmp_path / "rc.db", users=5)
     with servers.start_server(stack, db, profile="rails71", metrics_txn="record",
                               txn_mode="immediate", busy="sleep_poll:5000", timeout=300) as s:
         with httpx.Client(base_url=s.url, timeout=30) as c:
@@ -551,11 +551,11 @@ def test_metrics_txn_record_under_concurrent_writers(stack, tmp_path):
     created, failed = codes.count(201), len(codes) - codes.count(201)
     assert created > 0
     assert set(codes) <= {201, 503}, sorted(set(codes))
-    rows = servers.table_counts(db)["metrics"]
+    rows = databases.table_counts(db)["metrics"]
     assert 5 * created <= rows <= 5 * created + 4 * failed, (rows, created, failed)
     if failed == 0:
         assert rows == 5 * created
-    assert servers.integrity_check(db) == "ok"
+    assert databases.integrity_check(db) == "ok"
 
 
 # One line of LAB_SQL_LOG=on, as Rails' development log: "  SQL (0.3ms)  <sql>  [bound values]".
@@ -579,7 +579,7 @@ def test_sql_log_on_logs_every_statement_in_order(stack, tmp_path):
     """LAB_SQL_LOG=on (Rails' development log, seed 001): one line per statement, in the order
     they ran, in <LAB_DB>.sql.log; a concurrent burst of writes keeps every line whole. (A busy
     handler that sleeps: with Ruby's busy_timeout the log makes the burst stall, see above.)"""
-    db = servers.prepare_database(tmp_path / "log.db", users=5, items=ITEMS)
+    db = databases.prepare_database(tmp_path / "log.db", users=5, items=ITEMS)
     log = Path(f"{db}.sql.log")
     with servers.start_server(stack, db, profile="rails8", metrics_txn="record", sql_log="on",
                               timeout=300) as s:
@@ -633,7 +633,7 @@ def test_shared_cache_endpoints_and_burst(stack, tmp_path):
     """LAB_CACHE=shared: every endpoint still works; a burst of reads and writes gets only
     2xx/302 or 503 (SQLITE_LOCKED_SHAREDCACHE), never a 500 or a dropped connection, and the
     database holds exactly the acknowledged writes."""
-    db = servers.prepare_database(tmp_path / "sc.db", users=USERS, items=ITEMS)
+    db = databases.prepare_database(tmp_path / "sc.db", users=USERS, items=ITEMS)
     with servers.start_server(stack, db, profile="rails71", cache="shared", timeout=300) as s:
         assert s.health["knobs"]["cache"] == "shared"
         with httpx.Client(base_url=s.url, follow_redirects=False, timeout=30) as c:
@@ -648,7 +648,7 @@ def test_shared_cache_endpoints_and_burst(stack, tmp_path):
             assert len(c.get("/users/3/page").content) >= 100_000
             assert c.post("/users/3", json={"departname": "cache"}).status_code == 200
             assert row(db, "SELECT departname FROM users WHERE uid = 3")[0] == "cache"
-            before = servers.table_counts(db)
+            before = databases.table_counts(db)
 
             def one(i):
                 kind = i % 6
@@ -674,12 +674,12 @@ def test_shared_cache_endpoints_and_burst(stack, tmp_path):
     assert not bad, bad
     acked = {kind: sum(code in (200, 201, 302) for k, code in results if k == kind)
              for kind in ("items", "requests", "users", "metrics")}
-    counts = servers.table_counts(db)
+    counts = databases.table_counts(db)
     assert counts["items"] - before["items"] == acked["items"]
     assert counts["requests"] - before["requests"] == acked["requests"]
     assert counts["user_updates"] - before["user_updates"] == acked["users"]
     assert counts["metrics"] - before["metrics"] == 5 * acked["metrics"]
-    assert servers.integrity_check(db) == "ok"
+    assert databases.integrity_check(db) == "ok"
 
 
 def test_multiprocess_counter_sums_all_workers(tmp_path):
@@ -687,7 +687,7 @@ def test_multiprocess_counter_sums_all_workers(tmp_path):
     if not stacks:
         pytest.skip("no multi-process stack selected")
     for stack in stacks:
-        db = servers.prepare_database(tmp_path / f"{stack}.db")
+        db = databases.prepare_database(tmp_path / f"{stack}.db")
         with servers.start_server(stack, db, profile="rails71", processes=2, threads=2,
                                   timeout=300) as s:
             pids = set()
@@ -730,7 +730,7 @@ INVALID = [
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize("env,names", INVALID, ids=[",".join(f"{k}={v}" for k, v in e.items()) for e, _ in INVALID])
 def test_invalid_knobs_fail_with_one_line(stack, env, names, tmp_path):
-    db = servers.prepare_database(tmp_path / "i.db")
+    db = databases.prepare_database(tmp_path / "i.db")
     servers.build_server(stack)
     run_env = {**os.environ, "LAB_PORT": str(servers.free_port()), "LAB_DB": str(db), **env}
     proc = subprocess.run([str(config.SERVERS_DIR / stack / "run")], env=run_env,
@@ -748,7 +748,7 @@ def test_stacks_agree_with_shared_toml(stack, tmp_path):
     refused with the list, a value outside a name's values with those values in the file's
     order, and every value in it starts the server (each value of each name in some start)."""
     pragmas = SHARED["pragmas"]
-    db = servers.prepare_database(tmp_path / "p.db")
+    db = databases.prepare_database(tmp_path / "p.db")
     servers.build_server(stack)
 
     def refused(spec: str) -> str:
@@ -773,7 +773,7 @@ def test_stacks_agree_with_shared_toml(stack, tmp_path):
 
 @pytest.mark.parametrize("stack", [s for s in STACKS if not servers.STACKS[s]["multiprocess"]])
 def test_single_process_stacks_refuse_processes(stack, tmp_path):
-    db = servers.prepare_database(tmp_path / "s.db")
+    db = databases.prepare_database(tmp_path / "s.db")
     servers.build_server(stack)
     proc = subprocess.run([str(config.SERVERS_DIR / stack / "run")],
                           env={**os.environ, "LAB_PORT": str(servers.free_port()),

@@ -65,6 +65,6 @@ def test_runs_record_the_lock(tmp_path):
     import hashlib
     import sqlite3
     db = tmp_path / "results.db"
-    results.store_run({"run_id": "r1", "notebook": "scratch"}, [{"run_id": "r1", "x": 1}], db)
+    results.store_run({"run_id": "r1", "notebook": "scratch", "notebook_run": "r1"}, [{"run_id": "r1", "x": 1}], db)
     row = sqlite3.connect(db).execute("SELECT lock_hash, lock_ok FROM runs").fetchone()
     assert row == (hashlib.sha256(config.LOCK_FILE.read_bytes()).hexdigest()[:16], 1)

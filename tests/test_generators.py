@@ -13,7 +13,7 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from sqlitelab import analysis, calibrate, config, load, plots, results, servers, wrk
+from sqlitelab import analysis, calibrate, config, databases, findings, load, plots, results, servers, wrk
 from sqlitelab.sweep import default_cpus, sweep
 
 needs_wrk = pytest.mark.skipif(not wrk.available(), reason="wrk is not installed (make setup)")
@@ -48,15 +48,15 @@ def test_wrk_sends_locusts_bodies_and_paths():
 @needs_wrk
 @pytest.mark.harness
 def test_wrk_point_is_complete_and_its_writes_audited(tmp_path):
-    db = servers.prepare_database(tmp_path / "w.db")
+    db = databases.prepare_database(tmp_path / "w.db")
     server_cpus, gen_cpus = default_cpus()
     with servers.start_server("go-nethttp", db, profile="rails71", cpus=server_cpus,
                               log_path=tmp_path / "s.log") as srv:
         hello = wrk.run_point(srv, "hello", 4, tmp_path / "hello", duration=1, warmup=0.5, cpus=gen_cpus)
-        before = servers.table_counts(db)["items"]
+        before = databases.table_counts(db)["items"]
         post = wrk.run_point(srv, "mix", 4, tmp_path / "post", duration=1, warmup=0.5, cpus=gen_cpus,
-                             params={"write_share": 1.0, "payload_bytes": 100})
-        written = servers.table_counts(db)["items"] - before
+                             scenario_params={"write_share": 1.0, "payload_bytes": 100})
+        written = databases.table_counts(db)["items"] - before
     for p in (hello, post):
         assert p["requests"] > 0 and p["errors"] == 0 and p["generator"] == "wrk"
         assert p["rps"] == pytest.approx(p["requests"] / p["window_s"])
@@ -130,10 +130,10 @@ def test_tables_treat_an_influenced_peak_as_a_lower_bound():
     df = pd.DataFrame(rows)
     table = analysis.mix_table(df)
     assert table.set_index(["server", "users"]).loc[("ruby-puma", 32), "generator_influenced"]
-    assert "ruby-puma ≥ 1.5×" in analysis.stack_ratios(table)
+    assert "ruby-puma ≥ 1.5×" in findings.stack_ratios(table)
     pk = analysis.peak(analysis.seed_table(df)).set_index("server")
     assert pk.loc["ruby-puma", "peak_generator_bound"] and pk.loc["ruby-puma", "peak_limit"] == "generator-influenced"
-    assert "generator-influenced" in analysis.health_warnings(df.assign(influence="x"))
+    assert "generator-influenced" in findings.health(df.assign(influence="x"))
     fig = plots.throughput_chart(df)
     assert "generator-influenced" in fig.axes[0].get_legend_handles_labels()[1]
 
@@ -148,7 +148,7 @@ def test_sweep_remeasures_where_locust_set_the_pace_and_crosschecks_with_wrk(tmp
     wrk measures one level; every write of every generator is audited."""
     db = tmp_path / "results.db"
     df = sweep(notebook="test", servers=["go-nethttp"], profiles=["rails71"], scenario="mix",
-               params={"write_share": 1.0}, payload_bytes=200, seed_items=10, levels=[16],
+               scenario_params={"write_share": 1.0}, payload_bytes=200, seed_items=10, levels=[16],
                duration=1.5, warmup=0.5, confirm="loadgen", crosscheck=16, progress=False,
                results_db=db, runs_dir=tmp_path / "runs")
     every = results.load_points(db, headline_only=False)
@@ -186,7 +186,7 @@ def test_confirming_with_the_sweeps_own_generator_confirms_nothing(tmp_path):
     headline, nothing is re-measured, and the run records that there was no confirmation."""
     db = tmp_path / "results.db"
     df = sweep(notebook="test", servers=["go-nethttp"], profiles=["rails71"], scenario="mix",
-               params={"write_share": 1.0}, seed_items=10, levels=[4, 16], duration=1.0, warmup=0.3,
+               scenario_params={"write_share": 1.0}, seed_items=10, levels=[4, 16], duration=1.0, warmup=0.3,
                generator="loadgen", confirm="loadgen", progress=False, results_db=db,
                runs_dir=tmp_path / "runs")
     every = results.load_points(db, headline_only=False)

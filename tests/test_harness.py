@@ -22,7 +22,7 @@ import psutil
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from sqlitelab import config, load, results, servers
+from sqlitelab import config, databases, load, results, servers
 from sqlitelab.sweep import sweep
 
 pytestmark = pytest.mark.harness
@@ -175,7 +175,7 @@ def assert_hey_accounting(p: dict, level_dir: Path) -> None:
 
 
 def test_window_count_matches_server_count_and_means_agree(tmp_path):
-    db = servers.prepare_database(tmp_path / "h.db")
+    db = databases.prepare_database(tmp_path / "h.db")
     with servers.start_server(STACK, db, profile="rails71", cpus="0") as srv:
         load.prime(srv)
         p = load.run_level(srv, "hello", 4, tmp_path / "level", duration=4, warmup=1, cpus="1")
@@ -203,7 +203,7 @@ def test_window_count_matches_server_count_and_means_agree(tmp_path):
 
 
 def test_a_window_with_no_warm_up_opens_when_the_users_run(tmp_path):
-    db = servers.prepare_database(tmp_path / "w.db")
+    db = databases.prepare_database(tmp_path / "w.db")
     with servers.start_server(STACK, db, profile="rails71", cpus="0") as srv:
         load.prime(srv)
         p = load.run_level(srv, "hello", 4, tmp_path / "level", duration=2, warmup=0, cpus="1")
@@ -214,15 +214,16 @@ def test_a_window_with_no_warm_up_opens_when_the_users_run(tmp_path):
     assert p["hey_results"] >= p["requests"]
 
 
-def test_locust_without_keepalive_opens_a_connection_per_request(tmp_path):
-    """LAB_KEEPALIVE=0 in Locust, counted at a relay in front of a real server. (Not
+@pytest.mark.parametrize("generator, stack", [("locust", "go-nethttp"), ("loadgen", "python-fastapi")])
+def test_without_keepalive_a_generator_opens_a_connection_per_request(tmp_path, generator, stack):
+    """LAB_KEEPALIVE=0, counted at a relay in front of a real server. (Locust not against
     python-fastapi: uvicorn sends a 302's body after its head, and geventhttpclient, which
     follows the redirect before that body has arrived, then closes the kept-alive connection
     now and then, so "one connection per user" would not hold exactly there.)"""
-    db = servers.prepare_database(tmp_path / "k.db")
-    with servers.start_server("go-nethttp", db, profile="rails71", cpus="0") as srv:
+    db = databases.prepare_database(tmp_path / "k.db")
+    with servers.start_server(stack, db, profile="rails71", cpus="0") as srv:
         load.prime(srv)
-        levels = connections_per_request(srv, tmp_path, "locust")
+        levels = connections_per_request(srv, tmp_path, generator)
     assert_new_connection_per_request(levels)
     for keepalive, (p, _) in levels.items():
         assert_hey_accounting(p, tmp_path / f"ka{int(keepalive)}")
@@ -232,23 +233,23 @@ def test_bad_keepalive_is_refused_before_anything_starts(tmp_path):
     srv = SimpleNamespace(url="http://127.0.0.1:9")  # never reached
     with pytest.raises(ValueError, match="keepalive must be True or False"):
         load.run_level(srv, "hello", 1, tmp_path / "l", keepalive="no")
-    with pytest.raises(ValueError, match="not params"):
-        load.run_level(srv, "hello", 1, tmp_path / "l", params={"KEEPALIVE": 0})
+    with pytest.raises(ValueError, match="not scenario_params"):
+        load.run_level(srv, "hello", 1, tmp_path / "l", scenario_params={"KEEPALIVE": 0})
     assert not (tmp_path / "l").exists()
 
 
 def test_level_by_request_count_is_exact(tmp_path):
-    db = servers.prepare_database(tmp_path / "c.db", items=100)
+    db = databases.prepare_database(tmp_path / "c.db", items=100)
     with servers.start_server(STACK, db, profile="single-writer", cpus="0") as srv:
         p = load.run_level(srv, "mix", 8, tmp_path / "level", warmup=0.5, requests=1500,
-                           max_duration=60, cpus="1", params={"items": 100, "write_share": 0.5})
-        after = servers.table_counts(db)
+                           max_duration=60, cpus="1", scenario_params={"items": 100, "write_share": 0.5})
+        after = databases.table_counts(db)
     assert p["requests"] == 1500
     assert p["acked_writes"] == after["items"] - 100 > 0
 
 
 def test_locust_processes_are_merged(tmp_path):
-    db = servers.prepare_database(tmp_path / "m.db")
+    db = databases.prepare_database(tmp_path / "m.db")
     with servers.start_server(STACK, db, cpus="0") as srv:
         p = load.run_level(srv, "hello", 4, tmp_path / "level", duration=3, warmup=1,
                            processes=2, cpus="1")
@@ -301,15 +302,14 @@ def test_a_sweep_of_several_scenarios_shares_one_file_per_server(lab_dirs):
 
 def test_audit_mismatch_is_loud(lab_dirs, monkeypatch):
     """If acknowledgements and rows disagree, the point says so and a warning is raised."""
-    from sqlitelab import sweep as sweep_module
-    real = sweep_module.count_rows
+    real = databases.count_rows
     calls = {"n": 0}
 
     def undercount(path, counter):  # pretend one acknowledged row is missing from the file
         c = real(path, counter)
         calls["n"] += 1
         return c - 1 if calls["n"] % 2 == 0 else c
-    monkeypatch.setattr(sweep_module, "count_rows", undercount)
+    monkeypatch.setattr(databases, "count_rows", undercount)
     with pytest.warns(UserWarning, match="AUDIT FAILED"):
         df = sweep(notebook="test", servers=[STACK], profiles=["rails71"],
                    scenario="rails-writes-noredirect", levels=[2], duration=1, warmup=0.2,
@@ -370,7 +370,7 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
 
 
 def test_server_that_will_not_start_shows_its_log(tmp_path):
-    db = servers.prepare_database(tmp_path / "bad.db")
+    db = databases.prepare_database(tmp_path / "bad.db")
     with pytest.raises(servers.ServerStartError, match=r"lab: LAB_TXN_MODE"):
         servers.start_server(STACK, db, txn_mode="sometimes")
     assert not servers.our_processes()

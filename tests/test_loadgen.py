@@ -10,9 +10,9 @@ import subprocess
 
 import psutil
 import pytest
-from test_harness import assert_hey_accounting, assert_new_connection_per_request, connections_per_request
+from test_harness import assert_hey_accounting
 
-from sqlitelab import config, load, scenarios, servers
+from sqlitelab import config, databases, load, scenarios, servers
 from sqlitelab.sweep import sweep
 
 pytestmark = pytest.mark.harness
@@ -20,12 +20,12 @@ pytestmark = pytest.mark.harness
 
 @pytest.fixture(scope="module", autouse=True)
 def built():
-    return servers.build_loadgen()
+    return load.build_loadgen()
 
 
 @pytest.mark.parametrize("stack", ["go-nethttp", "python-fastapi"])
 def test_window_count_matches_server_count_and_means_agree(tmp_path, stack):
-    db = servers.prepare_database(tmp_path / "h.db")
+    db = databases.prepare_database(tmp_path / "h.db")
     with servers.start_server(stack, db, profile="rails71", cpus="0") as srv:
         load.prime(srv)
         p = load.run_level(srv, "hello", 8, tmp_path / "level", duration=3, warmup=0.5, cpus="1",
@@ -45,24 +45,13 @@ def test_window_count_matches_server_count_and_means_agree(tmp_path, stack):
     assert proc["run_max_us"] >= max(v for v, _ in proc["hist_values"])  # exact values here
 
 
-def test_loadgen_without_keepalive_opens_a_connection_per_request(tmp_path):
-    """LAB_KEEPALIVE=0 in loadgen, counted at a relay in front of a real server."""
-    db = servers.prepare_database(tmp_path / "k.db")
-    with servers.start_server("python-fastapi", db, profile="rails71", cpus="0") as srv:
-        load.prime(srv)
-        levels = connections_per_request(srv, tmp_path, "loadgen")
-    assert_new_connection_per_request(levels)
-    for keepalive, (p, _) in levels.items():
-        assert_hey_accounting(p, tmp_path / f"ka{int(keepalive)}")
-
-
 def test_level_by_request_count_is_exact_and_writes_are_audited(tmp_path):
-    db = servers.prepare_database(tmp_path / "c.db", items=100)
+    db = databases.prepare_database(tmp_path / "c.db", items=100)
     with servers.start_server("rust-axum", db, profile="single-writer", cpus="0") as srv:
         p = load.run_level(srv, "mix", 16, tmp_path / "level", warmup=0.3, requests=3000,
-                           max_duration=60, cpus="1", params={"items": 100, "write_share": 0.5},
+                           max_duration=60, cpus="1", scenario_params={"items": 100, "write_share": 0.5},
                            generator="loadgen")
-        after = servers.table_counts(db)
+        after = databases.table_counts(db)
     assert p["requests"] == 3000
     assert p["acked_writes"] == after["items"] - 100 > 0
     posts = sum(v for k, v in json.loads(p["run_counts"]).items() if k.startswith("POST"))
@@ -126,7 +115,7 @@ def test_bad_generator_choices_are_refused_before_anything_starts(tmp_path):
 
 def test_loadgen_unit_tests_pass():
     """The generator's own Go tests (in-process servers: redirects, timeouts, signals, targets)."""
-    env = {**os.environ, "PATH": os.pathsep.join([os.environ.get("PATH", ""), *servers.GO_BIN_DIRS])}
+    env = {**os.environ, "PATH": os.pathsep.join([os.environ.get("PATH", ""), *load.GO_BIN_DIRS])}
     r = subprocess.run(["go", "test", "-count=1", "."], cwd=config.LOADGEN_DIR, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sqlitelab import config, load, scenarios, servers, sweep, wrk
+from sqlitelab import config, databases, load, scenarios, servers, sweep, wrk
 
 REQUESTS = 24  # per generator and scenario: enough that a 50 % draw shows both requests
 ENV = {"LAB_USERS_ROWS": "3", "LAB_ITEMS": "2", "LAB_PAYLOAD_BYTES": "5", "LAB_WRITE_SHARE": "0.5",
@@ -57,23 +57,17 @@ class Recorder(BaseHTTPRequestHandler):
     do_GET = do_POST = _handle
 
 
-@pytest.fixture(scope="module")
-def recorder():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+def recorder() -> ThreadingHTTPServer:
+    """A recording server of its own (its own list of requests seen), on a loopback port."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("OwnRecorder", (Recorder,), {"seen": []}))
     httpd.daemon_threads = True
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
 
 
-def sent(generator: str, scenario: str, url: str, tmp_path) -> list[tuple]:
-    """What `generator` sent for REQUESTS requests of `scenario` (2 users), as recorded."""
-    out = tmp_path / f"{generator}-{scenario}"
-    out.mkdir()
+def command(generator: str, scenario: str, url: str, out) -> tuple[list, dict]:
+    """The command line and environment that make `generator` send REQUESTS requests of
+    `scenario` with 2 users."""
     spec = scenarios.write_spec(scenario, ENV, out / "scenario.json")
     env = {**os.environ, **ENV, "LAB_SPEC": str(spec), "LAB_OUT_DIR": str(out), "LAB_T0": "0",
            "LAB_T1": repr(time.time() + 60), "LAB_TARGET": str(REQUESTS)}
@@ -84,15 +78,35 @@ def sent(generator: str, scenario: str, url: str, tmp_path) -> list[tuple]:
     else:
         cmd = [str(config.LOADGEN_BIN), "-spec", str(spec), "-users", "2", "-host", url,
                "-max-seconds", "30"]
-    Recorder.seen = []
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return cmd, env
+
+
+@pytest.fixture(scope="module")
+def sent(tmp_path_factory) -> dict:
+    """What each generator sent for each scenario, as recorded: every (generator, scenario)
+    runs at once, each against a recorder of its own (Locust's start-up dominates, so one at a
+    time would take half a minute). Every process is stopped by its group, also on failure."""
+    load.build_loadgen()
+    runs = {}
     try:
-        log, _ = proc.communicate(timeout=60)
+        for generator in load.GENERATORS:
+            for scenario in scenarios.SCENARIOS:
+                out = tmp_path_factory.mktemp(f"{generator}-{scenario}")
+                httpd = recorder()
+                cmd, env = command(generator, scenario, f"http://127.0.0.1:{httpd.server_address[1]}", out)
+                proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+                runs[generator, scenario] = (httpd, proc)
+        got = {}
+        for key, (httpd, proc) in runs.items():
+            log, _ = proc.communicate(timeout=90)
+            got[key] = (proc.returncode, log.decode()[-2000:], list(httpd.RequestHandlerClass.seen))
+        return got
     finally:
-        servers.stop_process_group(proc)
-    assert proc.returncode == 0, log.decode()[-2000:]
-    return list(Recorder.seen)
+        for httpd, proc in runs.values():
+            servers.stop_process_group(proc)
+            httpd.shutdown()
+            httpd.server_close()
 
 
 def shape(request: tuple) -> tuple:
@@ -100,15 +114,12 @@ def shape(request: tuple) -> tuple:
     return method, re.sub(r"\d+", "N", path), body and re.sub(r"\d+", "N", body), ctype
 
 
-@pytest.fixture(scope="module")
-def loadgen_built():
-    servers.build_loadgen()
-
-
 @pytest.mark.parametrize("scenario", list(scenarios.SCENARIOS))
-def test_locust_and_loadgen_send_the_same_requests(scenario, recorder, loadgen_built, tmp_path):
-    url = f"http://127.0.0.1:{recorder.server_address[1]}"
-    got = {g: sent(g, scenario, url, tmp_path) for g in load.GENERATORS}
+def test_locust_and_loadgen_send_the_same_requests(scenario, sent):
+    got = {}
+    for g in load.GENERATORS:
+        returncode, log, got[g] = sent[g, scenario]
+        assert returncode == 0, (g, log)
     shapes = {g: {shape(r) for r in reqs} for g, reqs in got.items()}
     assert shapes["locust"] == shapes["loadgen"], shapes
     spec = scenarios.compile(scenario, ENV)
@@ -131,7 +142,7 @@ def test_registry_declares_each_scenario_once_and_compiles():
         spec = scenarios.compile(name, {})
         names = [f"{r['method']} {r['name']}" for r in spec["requests"]]
         assert sc.write is None or sc.write in names
-        assert sc.counter is None or sc.counter in sweep.COUNTERS
+        assert sc.counter is None or sc.counter in databases.COUNTERS
     mix = scenarios.compile("mix", {"LAB_PAYLOAD_BYTES": "3", "LAB_WRITE_SHARE": "0.25"})
     assert mix["requests"][0]["body"] == [{"lit": json.dumps({"payload": "ppp"})}]  # json.dumps' form
     assert mix["requests"][0]["share"] == 0.25 and mix["max_id"] == 1000

@@ -9,7 +9,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from sqlitelab import analysis, plots, scales, servers
+from sqlitelab import analysis, databases, findings, plots, scales, servers
 from sqlitelab.failures import failure_kind
 
 
@@ -82,7 +82,7 @@ def test_seed_table_and_findings():
     assert pk.loc["python-fastapi", "peak_users"] == 4
     assert pk.loc["python-fastapi", "errors_from_users"] == 8
     assert pk.loc["rust-axum", "peak_generator_bound"]
-    text = analysis.linear_writes_findings(t)
+    text = findings.linear_writes(t)
     assert "302 writes/s" in text and "begin at 8 users" in text and "generator-bound" in text
 
 
@@ -135,7 +135,7 @@ def test_a_level_with_no_completions_is_a_stall_not_a_success():
 def test_findings_read_well_when_some_series_never_err():
     df = synthetic_points()
     df.loc[df.server == "rust-axum", "errors"] = 0
-    text = analysis.linear_writes_findings(analysis.seed_table(df))
+    text = findings.linear_writes(analysis.seed_table(df))
     assert "nan" not in text.lower() and "+" not in text
     assert "no errors at any level" in text and "begin at 8 users" in text
 
@@ -143,50 +143,49 @@ def test_findings_read_well_when_some_series_never_err():
 def test_stack_ratios_mark_generator_bound_peaks_as_lower_bounds():
     df = synthetic_points()  # python peaks at 4 users (~301 rps); rust-axum's peak is generator-bound
     t = analysis.mix_table(df)
-    text = analysis.stack_ratios(t)
+    text = findings.stack_ratios(t)
     rust = t[t.server == "rust-axum"]["rps"].max() / t[t.server == "python-fastapi"]["rps"].max()
     assert f"rust-axum ≥ {rust:.1f}×" in text and "generator-bound" in text
     df["generator_bound"] = False
-    assert "≥" not in analysis.stack_ratios(analysis.mix_table(df))
+    assert "≥" not in findings.stack_ratios(analysis.mix_table(df))
 
 
 def test_write_path_and_ceiling_and_single_machine_findings():
     paths = pd.DataFrame([{"server": "s", "write_path": w, "rps": r}
                           for w, r in (("pool", 100.0), ("writer", 200.0), ("batch", 500.0))])
-    assert "group commit 2.5× the single writer, 5.0× the pool" in analysis.write_path_findings(paths)
+    assert "group commit 2.5× the single writer, 5.0× the pool" in findings.write_path(paths)
     t = analysis.seed_table(synthetic_points())
     raw = {"commits_per_s": 1000.0, "reads_per_s": 5000.0}
-    text = analysis.ceiling_findings(t, raw)
+    text = findings.ceiling(t, raw)
     assert "1,000 one-row transactions/s" in text and "python-fastapi 30%" in text
     sm = pd.DataFrame([{"server": "a", "scenario": "hello", "rps": 12000.0, "mbit_s": 8.0,
                         "server_rss_mb": 20.0, "generator_bound": True},
                        {"server": "b", "scenario": "hello", "rps": 3000.0, "mbit_s": 2.0,
                         "server_rss_mb": 30.0, "generator_bound": False}])
-    text = analysis.single_machine_findings(sm, raw, yahoo_rps=1388.9)
+    text = findings.single_machine(sm, raw, yahoo_rps=1388.9)
     assert "best a at 12,000 req/s (generator-bound" in text and "2.0× Twitter" in text
     assert "8.6× Yahoo's 1,389 req/s" in text and "5,000 point reads/s" in text
 
 
 def test_health_warnings_say_what_went_wrong():
     df = synthetic_points()
-    ok = analysis.health_warnings(df)
+    ok = findings.health(df)
     assert "Audit ok at all" in ok and "generator-bound" in ok and "FAILED" not in ok
     df.loc[0, "audit_ok"] = False
     df["generator_bound"] = False
-    bad = analysis.health_warnings(df)
+    bad = findings.health(df)
     assert "AUDIT FAILED" in bad and "generator-bound" not in bad and "Audit ok" not in bad
 
 
 def test_seeded_templates_are_reused_and_pruned(tmp_path):
-    from sqlitelab import servers as stacks
-    a, cached = stacks.seeded_template(users=10, items=3, payload_bytes=16, directory=tmp_path)
-    assert not cached and stacks.table_counts(a)["users"] == 10 and stacks.table_counts(a)["items"] == 3
-    again, cached = stacks.seeded_template(users=10, items=3, payload_bytes=16, directory=tmp_path)
+    a, cached = databases.seeded_template(users=10, items=3, payload_bytes=16, directory=tmp_path)
+    assert not cached and databases.table_counts(a)["users"] == 10 and databases.table_counts(a)["items"] == 3
+    again, cached = databases.seeded_template(users=10, items=3, payload_bytes=16, directory=tmp_path)
     assert cached and again == a
-    for n in range(stacks.TEMPLATES_KEPT + 1):
-        other, cached = stacks.seeded_template(users=n, directory=tmp_path)
+    for n in range(databases.TEMPLATES_KEPT + 1):
+        other, cached = databases.seeded_template(users=n, directory=tmp_path)
         assert not cached
-    assert not a.exists() and len(list(tmp_path.glob("*.db"))) == stacks.TEMPLATES_KEPT
+    assert not a.exists() and len(list(tmp_path.glob("*.db"))) == databases.TEMPLATES_KEPT
     assert not list(tmp_path.glob("*.part"))
 
 
@@ -205,10 +204,10 @@ def test_busy_summary_counts_stalls_and_busy_errors_outside_the_window():
     assert s.loc[("deferred", 3), "run_busy_errors"] == 40 and s.loc[("deferred", 3), "stalled_repeats"] == 0
     assert s.loc[("immediate", 3), "stalled_repeats"] == 2 and s.loc[("immediate", 3), "run_busy_errors"] == 3
     assert s.loc[("immediate", 1), "stalled_repeats"] == 0
-    text = analysis.txn_mode_findings(s.reset_index())
+    text = findings.txn_mode(s.reset_index())
     assert "30 busy errors with deferred" in text and "0 with immediate" in text
     assert "stalled** in 2 of 3 repeats" in text and "3 busy errors came outside the windows" in text
-    assert "stalls** from 3 user(s)" in analysis.busy_findings(s.reset_index())
+    assert "stalls** from 3 user(s)" in findings.busy(s.reset_index())
 
 
 def test_every_series_has_its_own_colour():
@@ -252,7 +251,7 @@ def test_buffer_findings_name_the_variant_total_and_each_skip_once():
     for rpt in (10, 25):
         rows.append({"method": "article", "variant": "as_published", "rows_per_txn": rpt, "total": 50_000_000,
                      "skipped": f"needs ~30.8 GiB of memory, {rpt} GiB available", "error": None})
-    text = analysis.buffer_findings(pd.DataFrame(rows), ref)
+    text = findings.buffer(pd.DataFrame(rows), ref)
     assert "at 1,000,000 records (the article: ~0.05): as_published 0.50; one_connection 0.50" in text
     assert text.count("Not run:") == 1 and "(10, 25 rows per transaction)" in text
     assert "84× and 15× as long" in text
@@ -310,7 +309,8 @@ def test_time_budget_sums_the_phases(tmp_path):
             "time_window_s": 10.0, "time_shutdown_s": 0.2, "time_merge_s": 0.05, "time_counts_s": 0.01,
             "time_cache_s": 0.01, "time_pause_s": 0.1, "time_level_s": 10.8, "time_point_s": 10.92}
            for u, g in ((1, "locust"), (2, "locust"), (2, "loadgen"))]
-    run = {"run_id": "r1/a", "notebook": "nb", "calibration_seconds": 1.0, "seed_seconds": 0.5,
+    run = {"run_id": "r1/a", "notebook": "nb", "notebook_run": "r1", "experiment": "a",
+           "calibration_seconds": 1.0, "seed_seconds": 0.5,
            "server_timing": [{"server": "s", "profile": "p", "scenario": "x", "copy_s": 2.0,
                               "start_s": 0.3, "prime_s": 0.01, "levels_s": 32.76, "crosscheck_s": 0.0,
                               "confirm_s": 0.0, "stop_s": 0.1, "integrity_s": 0.4}],
