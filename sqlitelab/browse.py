@@ -111,6 +111,9 @@ COLUMNS = {
                    f"load.SERVER_SATURATED_CPU = {load.SERVER_SATURATED_CPU:g} it counts as saturated.",
     "generator_pinning": "CPU list the generator was pinned to (taskset), or empty when unpinned.",
     "server_pinning": "CPU list the server was pinned to, or empty when unpinned.",
+    "layout_note": "Where the CPU layout the notebook asked for (e.g. its article's server "
+                   "cores) did not fit this machine, and what the run did instead "
+                   "(sqlitelab.layout); empty when it fitted.",
     "generator_bound": "1 when the generator, not the server, was the limit: its CPU at or above "
                        f"load.GENERATOR_BOUND_CPU ({load.GENERATOR_BOUND_CPU:.0%}) of its cores, or "
                        "Locust's own CPU warning, while the server was below "
@@ -207,7 +210,7 @@ TABLES: dict[str, dict] = {
                       "machine", "window_s", "requests", "rps", "mean_ms", "p50_ms", "p90_ms",
                       "p95_ms", "p99_ms", "p999_ms", "max_ms", "errors", "timeouts",
                       "bytes_per_s", "gen_cpu_pct", "gen_cpus", "server_cpu_pct", "server_util",
-                      "generator_pinning", "server_pinning", "generator_bound",
+                      "generator_pinning", "server_pinning", "layout_note", "generator_bound",
                       "generator_influenced", "influence", "rows_written", "audit_rule",
                       "audit_ok", "integrity", "sqlite_version"),
             "processes": "Locust processes driving the level (loadgen: 1).",

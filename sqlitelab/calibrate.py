@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import config, databases, load, results, servers, wrk
+from . import config, databases, layout, load, results, servers, wrk
 
 DELAY_MS = 10
 TOLERANCE = 0.10       # throughput below wrk's by more than this: drift
@@ -166,13 +166,11 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
               levels=DELAY_LEVELS, duration: float = DURATION, warmup: float = WARMUP,
               path=None, target: str | None = None) -> dict:
     """Measure `generator` against wrk (see the module's docstring) and store it."""
-    from .sweep import default_cpus
     load.check_generator(generator)
     if not wrk.available():
         raise load.LoadError("wrk is not installed (make setup installs Debian's package)")
-    auto_server, auto_gen = default_cpus()
-    server_cpus = auto_server if server_cpus == "auto" else server_cpus
-    generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
+    lay = layout.resolve(server_cpus, generator_cpus, 1)
+    server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
     if generator == "loadgen":
         load.build_loadgen()
     calib_id = results.new_run_id(f"calibration-{generator}")
@@ -276,10 +274,8 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
     """The same level from wrk, loadgen and Locust, each run on a fresh copy of the database
     and a freshly started server, in shuffled order, `repeats` runs each: rps, latency, the
     generator's and the server's CPU, and the lab's flags for the lab's generators."""
-    from .sweep import default_cpus
-    auto_server, auto_gen = default_cpus()
-    server_cpus = auto_server if server_cpus == "auto" else server_cpus
-    generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
+    lay = layout.resolve(server_cpus, generator_cpus, 1)
+    server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
     scenario_params = {"write_share": 1.0, **(scenario_params or {})}
     reads_items = "LAB_ITEMS" in load.SCENARIOS[scenario].env  # the items the template holds
     if reads_items:
@@ -320,7 +316,7 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
                     why_ = load.influence(p, cals[gen]["onset_util"])
                     flags = {"generator_bound": p["generator_bound"],
                              "generator_influenced": why_ is not None, "influence": why_}
-            server_util = p["server_cpu_pct"] / 100 / len(servers.parse_cpus(server_cpus) or servers.available_cpus())
+            server_util = p["server_cpu_pct"] / 100 / len(layout.parse_cpus(server_cpus) or layout.available_cpus())
             rows.append({"run_id": run_id, "order": i + 1, "server": stack, "generator": gen,
                          "repeat": rep, "scenario": scenario, "users": users, "rps": p["rps"],
                          "p50_ms": p["p50_ms"], "p99_ms": p["p99_ms"], "errors": p["errors"],
@@ -371,8 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ruby-threads", type=int, default=3,
                     help="compare: ruby-puma as 1 process × this many threads")
     args = ap.parse_args(argv)
-    from .sweep import default_cpus
-    server_cpus, generator_cpus = default_cpus()
+    lay = layout.plan()
+    server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
     if args.command == "compare":
         knobs = {"ruby-puma": {"processes": 1, "threads": args.ruby_threads}}
         df = compare(args.servers, users=args.users, repeats=args.repeats, duration=args.duration,

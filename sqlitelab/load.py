@@ -48,7 +48,7 @@ from pathlib import Path
 import psutil
 from hdrh.histogram import HdrHistogram
 
-from . import config, scenarios, servers
+from . import config, layout, scenarios, servers
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 GENERATORS = ("locust", "loadgen")
@@ -376,9 +376,9 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     # Throughput adds up over processes, each over its own window.
     rps = sum(p["count"] / max(p["t1"] - t0, 1e-9) for p in procs)
     cpu = sampler.between(t0, max(t1s))
-    gen_cpus = len(servers.parse_cpus(pinned)) if pinned else len(servers.available_cpus())
+    gen_cpus = len(layout.parse_cpus(pinned)) if pinned else len(layout.available_cpus())
     gen_util = cpu["gen_cpu_s"] / (cpu["span"] * gen_cpus)
-    server_cpus = servers.parse_cpus(server.pinned) if server.pinned else servers.available_cpus()
+    server_cpus = layout.parse_cpus(server.pinned) if server.pinned else layout.available_cpus()
     server_util = cpu["server_cpu_s"] / (cpu["span"] * len(server_cpus))
     locust_warned = "CPU usage above 90%" in log_text or "CPU usage was too high" in log_text
     spawned = [p["spawned_at"] for p in procs if p["spawned_at"]]

@@ -567,8 +567,12 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     gens = sorted(set(df["generator"].fillna("locust")), key=lambda g: g != "locust") \
         if "generator" in df else ["locust"]
     gen = " + ".join(names.get(g, g) for g in gens)
+    procs = int(df["processes"].max()) if "processes" in df and df["processes"].notna().any() else 1
     parts.append(f"server CPU {first.get('server_pinning') or 'unpinned'}, "
-                 f"{gen} CPU {first.get('generator_pinning') or 'unpinned'}")
+                 f"{gen} CPU {first.get('generator_pinning') or 'unpinned'}"
+                 + (f" ({procs} Locust processes)" if procs > 1 else ""))
+    notes = sorted({n for n in df.get("layout_note", pd.Series(dtype=object)).dropna() if n})
+    parts.extend(notes)
     if "txn_mode" in df:
         profiles = sorted({f"{r.profile} ({r.txn_mode}, {r.busy}, {r.write_path})"
                            for r in df.itertuples()})

@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config
+from . import config, layout
 
 # One line per stack: the contract suite and the notebooks take their list from here.
 STACKS: dict[str, dict] = {
@@ -99,36 +99,11 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def available_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0))
-
-
-def parse_cpus(spec: str | None) -> list[int] | None:
-    """'0', '0-1', '0,2' -> [..]; None stays None."""
-    if spec is None:
-        return None
-    out: list[int] = []
-    for part in str(spec).split(","):
-        part = part.strip()
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
-    if not out:
-        raise ValueError(f"empty CPU set {spec!r}")
-    bad = sorted(set(out) - set(available_cpus()))
-    if bad:
-        raise ValueError(f"CPU set {spec!r} names CPUs {bad} this process cannot use "
-                         f"(available: {available_cpus()})")
-    return out
-
-
 def pin_command(cmd: list[str], cpus: str | None) -> tuple[list[str], str | None]:
     """Prefix `taskset -c` when a CPU set is asked and taskset exists; return what was applied."""
     if cpus is None:
         return cmd, None
-    parse_cpus(cpus)
+    layout.parse_cpus(cpus)
     taskset = shutil.which("taskset")
     if taskset is None:
         return cmd, None
@@ -274,6 +249,17 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
+def follow_cpus(stack: str, env: dict[str, str], cpus: str | None) -> dict[str, str]:
+    """A multi-process stack (python-fastapi, ruby-puma) pinned to k CPUs runs k processes,
+    unless a profile or knob sets LAB_PROCESSES or its write path is one process by design
+    (`writer`, `batch`). rust-axum and go-nethttp follow their CPU set by themselves: tokio's
+    workers and GOMAXPROCS read the process's affinity. One CPU: one process, the default."""
+    if (cpus is None or not STACKS[stack]["multiprocess"] or "LAB_PROCESSES" in env
+            or env.get("LAB_WRITE_PATH", "pool") != "pool"):
+        return {}
+    return {"LAB_PROCESSES": str(len(layout.parse_cpus(cpus)))}
+
+
 def start_server(stack: str, db: Path | str, *, profile: str | None = None,
                  cpus: str | None = None, port: int | None = None,
                  log_path: Path | str | None = None, timeout: float = 60.0,
@@ -283,6 +269,7 @@ def start_server(stack: str, db: Path | str, *, profile: str | None = None,
         raise ValueError(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
     env = knob_env(profile, **knobs)
     env.update(extra_env or {})
+    env.update(follow_cpus(stack, env, cpus))
     db = Path(db)
     log_path = Path(log_path) if log_path else db.with_suffix(f".{stack}.log")
     srv = Server(stack=stack, db=db, port=port or free_port(), env=env,

@@ -38,21 +38,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import calibrate, config, databases, load, results, scenarios, wrk
+from . import calibrate, config, databases, layout, load, methods, results, scenarios, wrk
 from . import servers as stacks
 
 
 class AuditWarning(UserWarning):
     """Rows written differ from acknowledged writes, or the database failed its check."""
-
-
-def default_cpus() -> tuple[str | None, str | None]:
-    """Server on the first CPU, generator on the rest; no pinning on a 1-CPU machine."""
-    cpus = stacks.available_cpus()
-    if len(cpus) < 2:
-        return None, None
-    rest = cpus[1:]
-    return str(cpus[0]), (f"{rest[0]}-{rest[-1]}" if len(rest) > 1 else str(rest[0]))
 
 
 def _check_args(server_list, profile_list, scenario, levels, repeats):
@@ -77,7 +68,7 @@ def _check_args(server_list, profile_list, scenario, levels, repeats):
 def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | None = None, profiles: list[str] | None = None,
           scenario: str | list[str] = "rails-writes", levels: list[int] = (1, 2, 4), repeats: int = 1,
           duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
-          max_duration: float = 300.0, pause: float = 0.1, processes: int = 1,
+          max_duration: float = 300.0, pause: float = 0.1, processes: int | str = "auto",
           server_cpus: str | None = "auto", generator_cpus: str | None = "auto",
           knobs: dict | None = None, server_knobs: dict[str, dict] | None = None,
           seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,
@@ -99,7 +90,9 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     wrk's duration, the sweep's `duration` by default). `calibration=False` skips the
     generator calibration: no point is then marked influenced by its CPU. `server_repeats`:
     repeats per stack where they differ from `repeats` (e.g. the article's stack three times,
-    the others once)."""
+    the others once). `server_cpus`, `generator_cpus`, `processes`: "auto" takes the machine's
+    CPU layout (sqlitelab.layout: the server half, the generator half, one Locust process per
+    generator CPU; on 2 CPUs: 0, 1 and one process)."""
     t_run = time.perf_counter()
     spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
     return _run(spec, t_run)
@@ -135,6 +128,7 @@ class Spec:
     processes: int
     server_cpus: str | None
     generator_cpus: str | None
+    layout_note: str        # where the CPU layout asked for did not fit (layout.Layout.note)
     generator: str
     confirm: str | None
     keepalive: bool
@@ -163,6 +157,12 @@ class Spec:
         server_repeats = dict(server_repeats or {})
         for stack, n in server_repeats.items():
             _check_args([stack], profile_list, scenario, levels, n)
+        # the machine's layout, or the split the notebook's article used where it fits
+        lay = layout.resolve(server_cpus, generator_cpus, processes,
+                             server=methods.server_split(notebook))
+        if processes == "auto":  # Locust: one process per generator CPU; loadgen is one process
+            processes = lay.processes if generator == "locust" else 1
+        server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
         load.check_generator(generator, processes)
         if confirm is not None:
             load.check_generator(confirm)
@@ -172,10 +172,6 @@ class Spec:
             raise ValueError(f"crosscheck must be a number of users >= 1, not {crosscheck!r}")
         if crosscheck is not None and not wrk.available():
             raise load.LoadError("crosscheck needs wrk (make setup installs Debian's package)")
-        auto_server, auto_gen = default_cpus()
-        server_cpus = auto_server if server_cpus == "auto" else server_cpus
-        generator_cpus = auto_gen if generator_cpus == "auto" else generator_cpus
-        stacks.parse_cpus(server_cpus), stacks.parse_cpus(generator_cpus)
         scenario_list = [scenario] if isinstance(scenario, str) else list(scenario)
         # what the database holds, for the scenarios that read it (scenarios.toml's [env])
         seeded = {"LAB_ITEMS": seed_items, "LAB_PAYLOAD_BYTES": payload_bytes,
@@ -198,7 +194,7 @@ class Spec:
             levels=tuple(levels), repeats=repeats, server_repeats=server_repeats,
             duration=duration, warmup=warmup, requests=requests, max_duration=max_duration,
             pause=pause, processes=processes, server_cpus=server_cpus,
-            generator_cpus=generator_cpus, generator=generator, confirm=confirm,
+            generator_cpus=generator_cpus, layout_note=lay.note, generator=generator, confirm=confirm,
             keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
             calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
             seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
@@ -235,6 +231,7 @@ class Spec:
                 "levels": list(self.levels), "repeats": self.repeats,
                 "server_repeats": self.server_repeats, "duration": self.duration,
                 "warmup": self.warmup, "requests": self.requests, "processes": self.processes,
+                "layout_note": self.layout_note,
                 "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
                 "crosscheck": self.crosscheck, "knobs": self.knobs,
                 "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
@@ -471,7 +468,7 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: Path, counts: "Count
                 "db_mib": cache_before[1] / 2**20 if cache_before else None,
                 "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
                 "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
-                "server_pinning": srv.pinned,
+                "server_pinning": srv.pinned, "layout_note": spec.layout_note or None,
                 "knobs": json.dumps(health["knobs"], sort_keys=True),
                 "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
                 "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),

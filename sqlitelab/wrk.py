@@ -31,7 +31,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import load, scenarios, servers
+from . import layout, load, scenarios, servers
 
 BINARY = "wrk"
 TIMEOUT_S = load.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
@@ -175,7 +175,7 @@ def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     lua = out_dir / "wrk.lua"
     lua.write_text(script(scenario, scenario_params))
     log = out_dir / "wrk.log"
-    ncpu = len(servers.parse_cpus(cpus)) if cpus else len(servers.available_cpus())
+    ncpu = len(layout.parse_cpus(cpus)) if cpus else len(layout.available_cpus())
     threads = max(1, min(users, ncpu))
     warm = None
     if warmup > 0:

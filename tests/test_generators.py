@@ -13,8 +13,8 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from sqlitelab import analysis, calibrate, config, databases, findings, load, plots, results, servers, wrk
-from sqlitelab.sweep import default_cpus, sweep
+from sqlitelab import analysis, calibrate, config, databases, findings, layout, load, plots, results, servers, wrk
+from sqlitelab.sweep import sweep
 
 needs_wrk = pytest.mark.skipif(not wrk.available(), reason="wrk is not installed (make setup)")
 
@@ -49,7 +49,8 @@ def test_wrk_sends_locusts_bodies_and_paths():
 @pytest.mark.harness
 def test_wrk_point_is_complete_and_its_writes_audited(tmp_path):
     db = databases.prepare_database(tmp_path / "w.db")
-    server_cpus, gen_cpus = default_cpus()
+    lay = layout.plan()
+    server_cpus, gen_cpus = lay.server_cpus, lay.generator_cpus
     with servers.start_server("go-nethttp", db, profile="rails71", cpus=server_cpus,
                               log_path=tmp_path / "s.log") as srv:
         hello = wrk.run_point(srv, "hello", 4, tmp_path / "hello", duration=1, warmup=0.5, cpus=gen_cpus)
@@ -162,7 +163,7 @@ def test_sweep_remeasures_where_locust_set_the_pace_and_crosschecks_with_wrk(tmp
     # the calibrations it used are stored, and consistent with their own points
     cal, pts = calibrate.load_calibrations()
     for gen in ("locust", "loadgen"):
-        c = calibrate.current(gen, default_cpus()[1])
+        c = calibrate.current(gen, layout.plan().generator_cpus)
         assert c is not None and c["target"] in calibrate.CANDIDATES
         mine = pts[pts["calib_id"] == c["calib_id"]]
         assert (mine["wrk_rps"] > 0).all() and (mine["rps"] > 0).all()

@@ -9,7 +9,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from sqlitelab import analysis, databases, findings, plots, scales, servers
+from sqlitelab import analysis, databases, findings, layout, plots, scales, servers
 from sqlitelab.failures import failure_kind
 
 
@@ -30,11 +30,11 @@ def test_every_profile_names_only_known_knobs():
 
 
 def test_cpu_sets():
-    cpus = servers.available_cpus()
-    assert servers.parse_cpus(str(cpus[0])) == [cpus[0]]
-    assert servers.parse_cpus(None) is None
+    cpus = layout.available_cpus()
+    assert layout.parse_cpus(str(cpus[0])) == [cpus[0]]
+    assert layout.parse_cpus(None) is None
     with pytest.raises(ValueError, match="CPU set"):
-        servers.parse_cpus("4096")
+        layout.parse_cpus("4096")
     cmd, applied = servers.pin_command(["x"], str(cpus[0]))
     assert applied == str(cpus[0]) and cmd[-1] == "x"
 
