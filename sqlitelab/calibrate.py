@@ -169,8 +169,11 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
     load.check_generator(generator)
     if not wrk.available():
         raise load.LoadError("wrk is not installed (make setup installs Debian's package)")
-    lay = layout.resolve(server_cpus, generator_cpus, 1)
+    # Locust as a sweep runs it by default: one process per generator CPU (sqlitelab.layout),
+    # so that the onset found here is the one a sweep's points are judged by
+    lay = layout.resolve(server_cpus, generator_cpus, "auto")
     server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
+    processes = lay.processes if generator == "locust" else 1
     if generator == "loadgen":
         load.build_loadgen()
     calib_id = results.new_run_id(f"calibration-{generator}")
@@ -192,7 +195,8 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
                 scenario_params = {"delay_ms": DELAY_MS} if endpoint == "delay" else {}
                 g = load.run_level(srv, endpoint, users, out / f"{endpoint}-u{users:04d}-{generator}",
                                    duration=duration, warmup=warmup, cpus=generator_cpus,
-                                   scenario_params=scenario_params, generator=generator)
+                                   scenario_params=scenario_params, generator=generator,
+                                   processes=processes)
                 r = wrk.run_point(srv, endpoint, users, out / f"{endpoint}-u{users:04d}-wrk",
                                   duration=duration, warmup=warmup, cpus=generator_cpus,
                                   scenario_params=scenario_params)
