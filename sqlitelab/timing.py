@@ -16,7 +16,6 @@ process's start and end (`process_*`), the files' removal and the whole point
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 
