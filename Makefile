@@ -12,6 +12,9 @@ LOCK   := requirements.lock
 UV_VERSION := 0.13.9
 UV     := $(VENV)/bin/uv
 LAB_PORT ?= 8888
+# pytest-xdist workers for the fast tier: one per CPU, at most 4 (each collects the suite;
+# the other tiers pin servers and generators to CPUs, so they run in one process).
+FAST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 BROWSE_PORT ?= 8001
 # Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here; util-linux's
 # fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation;
@@ -61,8 +64,8 @@ servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server and the Go loa
 test: setup ## run the whole test suite: fast, contract, harness and notebook tiers
 	$(PY) -m pytest -q
 
-test-fast: setup ## the fast tier: no server, no load (tests/conftest.py keeps it so)
-	$(PY) -m pytest -q -m "not contract and not harness and not notebook"
+test-fast: setup ## the fast tier: no server, no load (tests/conftest.py keeps it so), on up to 4 CPUs
+	$(PY) -m pytest -q -n $(FAST_WORKERS) -m "not contract and not harness and not notebook"
 
 test-contract: setup ## the contract tier: every stack started against the contract, no load
 	$(PY) -m pytest -q -m contract
