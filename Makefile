@@ -19,8 +19,10 @@ BROWSE_PORT ?= 8001
 # Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here; util-linux's
 # fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation;
 # wrk, the reference client the load generators are calibrated and cross-checked against;
-# chromium, the browser the JupyterLab test drives through Playwright).
-APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium
+# chromium, the browser the JupyterLab test drives through Playwright; iproute2 for network
+# namespaces, openssh-client for the ssh runner; openssh-server: see $(STAMP)/sshd).
+APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium iproute2 \
+                openssh-client
 
 .PHONY: help setup test test-fast test-contract test-harness test-notebooks run seed lab browse lock servers calibrate clean distclean
 
@@ -28,7 +30,7 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-setup: $(STAMP)/apt $(STAMP)/venv $(STAMP)/kernel servers ## install everything the lab needs (idempotent; quick the second time)
+setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel servers ## install everything the lab needs (idempotent; quick the second time)
 
 $(STAMP)/apt: Makefile
 	@mkdir -p $(STAMP)
@@ -37,6 +39,26 @@ $(STAMP)/apt: Makefile
 	  echo "setup: installing Debian packages: $$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@touch $@
+
+# openssh-server is there for one test only: the ssh runner against a throw-away sshd that the
+# test starts in a network namespace. Installed without starting or enabling its service
+# (a policy-rc.d that refuses for the install, then `systemctl disable --now` under systemd).
+$(STAMP)/sshd: $(STAMP)/apt
+	@if ! dpkg -s openssh-server >/dev/null 2>&1; then \
+	  echo "setup: installing openssh-server for the ssh runner's test (its service stays off)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  guard=""; \
+	  if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    guard=1; printf '#!/bin/sh\nexit 101\n' | $$SUDO tee /usr/sbin/policy-rc.d >/dev/null; \
+	    $$SUDO chmod +x /usr/sbin/policy-rc.d; \
+	  fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssh-server >/dev/null; \
+	  rc=$$?; \
+	  if [ -n "$$guard" ]; then $$SUDO rm -f /usr/sbin/policy-rc.d; fi; \
+	  if [ -d /run/systemd/system ]; then $$SUDO systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true; fi; \
+	  exit $$rc; \
 	fi
 	@touch $@
 
@@ -58,7 +80,7 @@ $(STAMP)/kernel: $(STAMP)/venv
 	@$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sqlitelab)" >/dev/null
 	@touch $@
 
-servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server and the Go load generator (cached)
+servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load generator and the link's delay proxy (cached)
 	@$(PY) -m sqlitelab.servers build
 
 test: setup ## run the whole test suite: fast, contract, harness and notebook tiers
@@ -100,4 +122,5 @@ clean: ## remove results, runs and scratch databases (keeps the environment)
 	rm -rf data/results.db* data/runs data/tmp
 
 distclean: clean ## also remove the environment and server builds
-	rm -rf $(VENV) $(STAMP) servers/rust-axum/target servers/go-nethttp/bin sqlitelab/loadgen/bin
+	rm -rf $(VENV) $(STAMP) servers/rust-axum/target servers/go-nethttp/bin sqlitelab/loadgen/bin \
+	  sqlitelab/delayproxy/target

@@ -375,3 +375,40 @@ def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+
+
+# --------------------------------------------------------------------------- network delay
+
+def link_label(delay_us) -> str:
+    """A point's path from generator to server: `direct`, or `link <n> µs` (each way)."""
+    if delay_us is None or delay_us != delay_us:  # None or NaN: no link
+        return "direct"
+    return f"link {int(delay_us)} µs"
+
+
+def network_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per stack, path (direct or a link of n µs each way) and users: throughput and latency
+    over repeats, and Little's law two ways. In a closed loop without think time, users = rps ×
+    response time, so `little_rps` = users / mean latency checks the measurement against itself.
+    `bound_rps` is the asymptotic bound the link should allow: users / (S + added round trip),
+    capped by the stack's best direct rate, where S is the direct mean latency at the fewest
+    users (the service time with no queue) and the added round trip is 2 × (delay + the link's
+    measured lateness). `of_bound` = rps / bound_rps."""
+    d = df.assign(link=df["link_delay_us"].map(link_label) if "link_delay_us" in df else "direct",
+                  delay_us=df["link_delay_us"].fillna(0) if "link_delay_us" in df else 0.0,
+                  late_us=df["link_late_mean_us"].fillna(0) if "link_late_mean_us" in df else 0.0)
+    t = over_repeats(d, ["server", "link", "users"],
+                     ["rps", "mean_ms", "p50_ms", "p99_ms", "errors", "gen_cpu_pct",
+                      "server_cpu_pct", "delay_us", "late_us"],
+                     delay_us=("delay_us", "first"), late_us=("late_us", "mean"))
+    direct = t[t["link"] == "direct"]
+    service = direct.loc[direct.groupby("server")["users"].idxmin()].set_index("server")["mean_ms"]
+    best = direct.groupby("server")["rps"].max()
+    t["little_rps"] = t["users"] / (t["mean_ms"] / 1000)
+    t["added_rtt_ms"] = 2 * (t["delay_us"] + t["late_us"]) / 1000
+    t["service_ms"] = t["server"].map(service)
+    t["bound_rps"] = (t["users"] / ((t["service_ms"] + t["added_rtt_ms"]) / 1000)).clip(upper=t["server"].map(best))
+    t["of_bound"] = t["rps"] / t["bound_rps"]
+    order = {"direct": -1.0}
+    t["_o"] = t["link"].map(lambda s: order.get(s, float(s.split()[1]) if s != "direct" else -1))
+    return t.sort_values(["server", "_o", "users"]).drop(columns="_o").reset_index(drop=True)

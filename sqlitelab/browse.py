@@ -114,6 +114,18 @@ COLUMNS = {
     "layout_note": "Where the CPU layout the notebook asked for (e.g. its article's server "
                    "cores) did not fit this machine, and what the run did instead "
                    "(sqlitelab.layout); empty when it fitted.",
+    "server_host": "Where the server ran (sqlitelab.hosts): `local` (loopback) or "
+                   "`netns:<name>` (a network namespace on this machine).",
+    "generator_hosts": "The hosts of Locust's workers when it ran distributed (its master on "
+                       "the notebook's machine), comma-separated; empty: Locust on this machine.",
+    "link_delay_us": "Delay added in each direction between generator and server, µs "
+                     "(sqlitelab.link's delayproxy; 0: the proxy alone); empty: the generator reached the "
+                     "server directly.",
+    "link_connections": "TCP connections the delayed link carried during the level.",
+    "link_chunks": "Chunks of bytes the link forwarded (both directions).",
+    "link_late_mean_us": "How late past its due time the link forwarded a chunk, on average, µs "
+                         "(the delay applied is link_delay_us plus this).",
+    "link_late_max_us": "The latest chunk's lateness, µs.",
     "generator_bound": "1 when the generator, not the server, was the limit: its CPU at or above "
                        f"load.GENERATOR_BOUND_CPU ({load.GENERATOR_BOUND_CPU:.0%}) of its cores, or "
                        "Locust's own CPU warning, while the server was below "
@@ -210,8 +222,9 @@ TABLES: dict[str, dict] = {
                       "machine", "window_s", "requests", "rps", "mean_ms", "p50_ms", "p90_ms",
                       "p95_ms", "p99_ms", "p999_ms", "max_ms", "errors", "timeouts",
                       "bytes_per_s", "gen_cpu_pct", "gen_cpus", "server_cpu_pct", "server_util",
-                      "generator_pinning", "server_pinning", "layout_note", "generator_bound",
-                      "generator_influenced", "influence", "rows_written", "audit_rule",
+                      "generator_pinning", "server_pinning", "layout_note", "server_host",
+                      "generator_hosts", "link_delay_us", "link_connections", "link_chunks",
+                      "link_late_mean_us", "link_late_max_us", "generator_bound", "generator_influenced", "influence", "rows_written", "audit_rule",
                       "audit_ok", "integrity", "sqlite_version"),
             "processes": "Locust processes driving the level (loadgen: 1).",
             "hist_mean_ms": "Mean latency from the merged HdrHistogram, ms (a check on mean_ms).",

@@ -306,3 +306,26 @@ def capacity(cap: pd.DataFrame, requests_per_user: float = 35,
                      f"each, {r.slo_active_users:,.0f} active users at one request per "
                      f"{seconds_between_requests:g} s.")
     return "\n".join(lines)
+
+
+def network(table: pd.DataFrame) -> str:
+    """What the delayed links did to each level: throughput against the direct path, latency,
+    and how close each came to Little's-law bound (analysis.network_table)."""
+    lines = []
+    for (server, users), g in table.groupby(["server", "users"], sort=True):
+        base = g[g["link"] == "direct"]
+        if base.empty:
+            continue
+        b = base.iloc[0]
+        parts = []
+        for r in g[g["link"] != "direct"].itertuples():
+            note = f", {limit_note(r._asdict())}" if limited(r._asdict()) else ""
+            parts.append(f"{r.link}: {r.rps:,.0f} req/s ({r.rps / b.rps:.0%} of direct), mean "
+                         f"{r.mean_ms:.2f} ms, {r.of_bound:.0%} of the bound{note}")
+        lines.append(f"- **{server}, {users} users** — direct {b.rps:,.0f} req/s, mean "
+                     f"{b.mean_ms:.2f} ms; " + "; ".join(parts) + ".")
+    check = (table["little_rps"] / table["rps"]).dropna()
+    if len(check):
+        lines.append(f"- Little's law as a check of the measurement: users ÷ mean latency is "
+                     f"within {(check - 1).abs().max():.1%} of the measured rate at every level.")
+    return "\n".join(lines)

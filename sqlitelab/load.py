@@ -48,7 +48,7 @@ from pathlib import Path
 import psutil
 from hdrh.histogram import HdrHistogram
 
-from . import config, layout, scenarios, servers
+from . import config, hosts, layout, scenarios, servers
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 GENERATORS = ("locust", "loadgen")
@@ -91,9 +91,9 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def tree_cpu_seconds(pid: int) -> float:
+def tree_cpu_seconds(pid: "int | list[int]") -> float:
     total = 0.0
-    for p in _tree(pid):
+    for p in (q for one in ([pid] if isinstance(pid, int) else pid) for q in _tree(one)):
         try:
             t = p.cpu_times()
             total += t.user + t.system
@@ -118,7 +118,7 @@ class Sampler(threading.Thread):
     t0 = t1 = None, `window()` is asked every few milliseconds until it returns (t0, t1): a
     window the generator opens after its users have spawned (run_level)."""
 
-    def __init__(self, server: servers.Server, gen_pid: int, t0: float | None, t1: float | None,
+    def __init__(self, server: servers.Server, gen_pid: "int | list[int]", t0: float | None, t1: float | None,
                  every=0.25, window=None):
         super().__init__(daemon=True)
         self.server, self.gen_pid, self.t0, self.t1, self.every = server, gen_pid, t0, t1, every
@@ -203,6 +203,36 @@ def locust_command(scenario: str, users: int, url: str, run_time: float, process
     return servers.pin_command(cmd, cpus)
 
 
+def locust_master_command(users: int, url: str, run_time: float, workers: int, bind: str,
+                          port: int, out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
+    """Locust's master (distributed mode): no users of its own, `workers` worker processes
+    expected on the generator hosts before it starts them all."""
+    cmd, pinned = locust_command("", users, url, run_time, 1, out_dir, cpus)
+    cmd = cmd[:-1] + ["--master", "--master-bind-host", bind, "--master-bind-port", str(port),
+                      "--expect-workers", str(workers),
+                      "--expect-workers-max-wait", str(int(SPAWN_BOUND)), "LabScenario"]
+    return cmd, pinned
+
+
+def locust_worker_command(master: str, port: int, processes: int,
+                          cpus: str | None) -> tuple[list[str], str | None]:
+    """One generator host's Locust worker(s): `processes` of them (Locust's --processes)."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
+           "--master-host", master, "--master-port", str(port), "--loglevel", "WARNING"]
+    if processes > 1:
+        cmd += ["--processes", str(processes)]
+    return servers.pin_command(cmd, cpus)
+
+
+def worker_processes(processes: int, workers: list[hosts.Host],
+                     cpus_of=lambda h: int(h.run(["nproc"]).strip())) -> dict[hosts.Host, int]:
+    """Locust processes per generator host: hosts on this machine share its `processes` (at
+    least one each); a machine of its own runs one per CPU it has (`nproc` there)."""
+    here = [h for h in workers if h.same_machine]
+    return {h: (max(1, processes // len(here)) if h.same_machine else max(1, cpus_of(h)))
+            for h in workers}
+
+
 def loadgen_command(spec: Path, users: int, url: str, run_time: float,
                     cpus: str | None) -> tuple[list[str], str | None]:
     cmd = [str(config.LOADGEN_BIN), "-spec", str(spec), "-users", str(users), "-host", url,
@@ -243,13 +273,20 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
               duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
               max_duration: float = 300.0, processes: int = 1, cpus: str | None = None,
               scenario_params: dict | None = None, startup: float | None = None,
-              generator: str = "locust", keepalive: bool = True) -> dict:
+              generator: str = "locust", keepalive: bool = True,
+              workers: "list[str | hosts.Host] | None" = None,
+              link_delay_us: int | None = None) -> dict:
     """Drive `users` closed-loop users of `scenario` at `server` and measure one window.
 
     The window opens `warmup` seconds after all users should have spawned and closes after
     `duration` seconds, or (when `requests` is given) once that many requests have been
     recorded, bounded by `max_duration`. Returns the merged measurement. `keepalive=False`:
     a new connection per request (`oha --disable-keepalive`, see the module's docstring).
+    `workers`: generator hosts (sqlitelab.hosts): Locust runs distributed, its master here and
+    worker processes on each host (`worker_processes` per host); none: this machine alone.
+    `link_delay_us`: the generator reaches the server through a link (sqlitelab.link's proxy,
+    on the generator's CPUs) that holds each direction that many µs (0: the proxy alone);
+    None: directly. The point records what the link applied.
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
@@ -261,8 +298,20 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     scenario_params = scenario_params or {}
     if any(k.lower() == "keepalive" for k in scenario_params):
         raise ValueError("pass keepalive=True/False, not scenario_params['keepalive']")
-    if not server.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
-        raise ValueError(f"load goes to loopback only, not {server.url}")
+    from urllib.parse import urlsplit
+    hosts.check_target(urlsplit(server.url).hostname or "", server.runner)
+    workers = [hosts.Host.parse(h) for h in (workers or [])]
+    if workers and generator != "locust":
+        raise ValueError("generator hosts run Locust workers: use generator='locust'")
+    for h in workers:
+        h.check()
+    from . import link as links
+    if link_delay_us is not None:
+        links.check_delay(link_delay_us)
+    if link_delay_us is not None and workers:
+        raise ValueError("a delayed link is for a generator on this machine, not for workers")
+    per_host = worker_processes(processes, workers) if workers else {}
+    total = sum(per_host.values()) if workers else processes
     out_dir.mkdir(parents=True, exist_ok=True)
     length = max_duration if requests else duration
     # One Locust process opens the window `warmup` s after its last user has spawned (its
@@ -270,18 +319,18 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     # --processes (or an explicit `startup`) the window is fixed in advance: Locust spawns
     # ~0.5 s after launch, more with --processes; loadgen at once. A late spawn is caught by
     # `ramp_in_window`.
-    after_spawn = generator == "locust" and processes == 1 and startup is None
+    after_spawn = generator == "locust" and total == 1 and not workers and startup is None
     if startup is None:
         startup = (SPAWN_BOUND if after_spawn else
-                   1.2 + 0.8 * (processes - 1) + users / 1000 if generator == "locust"
-                   else 0.2 + users / 5000)
+                   1.2 + 0.8 * (total - 1) + (1.0 if workers else 0.0) + users / 1000
+                   if generator == "locust" else 0.2 + users / 5000)
     if generator == "loadgen":
         build_loadgen()  # seconds the first time, a stat() after
     launch = time.time()
     t0 = launch + startup + warmup   # after_spawn: the latest it can open
     t1 = t0 + length
     env = {**os.environ, "LAB_OUT_DIR": str(out_dir),
-           "LAB_TARGET": str(math.ceil(requests / processes)) if requests else "0",
+           "LAB_TARGET": str(math.ceil(requests / total)) if requests else "0",
            **scenarios.lab_env(scenario_params),
            "LAB_KEEPALIVE": "1" if keepalive else "0"}
     if after_spawn:
@@ -294,26 +343,55 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     # what every user sends, compiled once for both generators (a bad LAB_* value fails here)
     spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
     env["LAB_SPEC"] = str(spec)
-    if generator == "locust":
-        cmd, pinned = locust_command(scenario, users, server.url, t1 - launch + 5, processes,
-                                     out_dir, cpus)
-    else:
-        cmd, pinned = loadgen_command(spec, users, server.url,
-                                      t1 - launch + 5 + STOP_TIMEOUT, cpus)
-    with open(out_dir / f"{generator}.log", "wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+    started: list[hosts.Started] = []  # the generator (or Locust's master) first, then workers
     sampler = None
-    try:  # from the moment the generator exists: an interrupt anywhere below still stops it
-        if after_spawn:
-            sampler = Sampler(server, proc.pid, None, None, window=lambda: spawn_window(out_dir))
+    ln = None
+    back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
+    try:  # from the moment a link or generator process exists: an interrupt below still stops it
+        if link_delay_us is not None:
+            ln = links.DelayLink(server.url, link_delay_us, cpus, out_dir).__enter__()
+        target = ln.url if ln else server.url
+        worker_cmds = []
+        if workers:
+            port = servers.free_port()
+            bind = next(iter(set(back.values()))) if len(set(back.values())) == 1 else "*"
+            cmd, pinned = locust_master_command(users, target, t1 - launch + 5, total, bind, port,
+                                                out_dir, cpus)
+            # a worker on its own machine: not pinned here, its CPU reported by itself
+            worker_cmds = [locust_worker_command(back[h], port, per_host[h],
+                                                 cpus if h.same_machine else None)[0] for h in workers]
+            for h in workers:
+                hosts.push(h, spec)  # an ssh host reads the level's spec at the same path
+        elif generator == "locust":
+            cmd, pinned = locust_command(scenario, users, target, t1 - launch + 5, processes,
+                                         out_dir, cpus)
         else:
-            sampler = Sampler(server, proc.pid, t0, t1)
+            cmd, pinned = loadgen_command(spec, users, target,
+                                          t1 - launch + 5 + STOP_TIMEOUT, cpus)
+        local = hosts.Host("local")
+        started.append(hosts.start(local, cmd, env, out_dir / f"{generator}.log"))
+        proc = started[0].popen
+        for i, (h, wcmd) in enumerate(zip(workers, worker_cmds)):
+            wenv = env if h.same_machine else {**env, "LAB_REMOTE_HOST": str(h)}
+            started.append(hosts.start(h, wcmd, wenv, out_dir / f"{generator}-worker{i + 1}.log"))
+        # sampled here: every process on this machine, and the link (the generator's side)
+        pids = [p.popen.pid for p in started if p.host.same_machine] + ([ln.pid] if ln else [])
+        if after_spawn:
+            sampler = Sampler(server, pids, None, None, window=lambda: spawn_window(out_dir))
+        else:
+            sampler = Sampler(server, pids, t0, t1)
         sampler.start()
         proc.wait(timeout=t1 - launch + 90)
+        for w in started[1:]:  # workers quit at the window's close, before the master
+            w.popen.wait(timeout=STOP_TIMEOUT + 10)
         exited = time.time()
-    finally:  # also on a timeout or KeyboardInterrupt: stop the generator by its PID
-        servers.stop_process_group(proc)
+        for h in workers:  # an ssh host's measurement files, into the level's folder
+            hosts.fetch(h, out_dir, "proc-*.json")
+    finally:  # also on a timeout or KeyboardInterrupt: stop every generator process by its PID
+        for p in started:
+            hosts.stop(p)
+        if ln is not None:
+            ln.stop()
         if sampler is not None and sampler.ident is not None:
             sampler.stop()
     if after_spawn:
@@ -322,8 +400,13 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
             raise LoadError(f"locust never spawned its users (exit {proc.returncode}); its log:\n"
                             + servers.log_tail(out_dir / "locust.log"))
         t0, t1 = window
-    point = merge_level(out_dir, sampler, server, scenario, users, processes, pinned,
+    point = merge_level(out_dir, sampler, server, scenario, users, total, pinned,
                         requests, (t0, t1), proc.returncode, generator, keepalive)
+    point["generator_hosts"] = ",".join(map(str, workers)) or None
+    stats = ln.stats() if ln else {}
+    point.update({"link_delay_us": link_delay_us, "link_connections": stats.get("connections"),
+                  "link_chunks": stats.get("chunks"), "link_late_mean_us": stats.get("late_mean_us"),
+                  "link_late_max_us": stats.get("late_max_us")})
     point.update(level_timing(out_dir, launch, t0, warmup, exited, time.time()))
     return point
 
@@ -354,7 +437,7 @@ def level_timing(out_dir: Path, launch: float, t0: float, warmup: float, exited:
 def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,
                 window, returncode, generator: str = "locust", keepalive: bool = True) -> dict:
     files = sorted(out_dir.glob("proc-*.json"))
-    log_text = (out_dir / f"{generator}.log").read_text(errors="replace")
+    log_text = "\n".join(f.read_text(errors="replace") for f in sorted(out_dir.glob(f"{generator}*.log")))
     if not files:
         raise LoadError(f"{generator} wrote no measurements (exit {returncode}); its log:\n"
                         + "\n".join(log_text.splitlines()[-25:]))
@@ -378,6 +461,12 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     cpu = sampler.between(t0, max(t1s))
     gen_cpus = len(layout.parse_cpus(pinned)) if pinned else len(layout.available_cpus())
     gen_util = cpu["gen_cpu_s"] / (cpu["span"] * gen_cpus)
+    # workers on other machines report their own CPU over the window: the generator's share is
+    # its busiest host's, its CPU% and CPUs the sums over every host
+    remote = remote_cpu(procs)
+    gen_cpu_pct = 100 * (cpu["gen_cpu_s"] / cpu["span"] + sum(r["cpu_s"] / win for r in remote.values()))
+    gen_util = max([gen_util, *(r["cpu_s"] / win / r["cpus"] for r in remote.values())])
+    gen_cpus += sum(r["cpus"] for r in remote.values())
     server_cpus = layout.parse_cpus(server.pinned) if server.pinned else layout.available_cpus()
     server_util = cpu["server_cpu_s"] / (cpu["span"] * len(server_cpus))
     locust_warned = "CPU usage above 90%" in log_text or "CPU usage was too high" in log_text
@@ -413,7 +502,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "server_cpu_pct": 100 * cpu["server_cpu_s"] / cpu["span"],
         "cpu_span_s": cpu["span"],  # what the CPU shares are averaged over (>= the window)
         "server_rss_mb": cpu["server_rss_max"] / 2**20,
-        "gen_cpu_pct": 100 * gen_util * gen_cpus,
+        "gen_cpu_pct": gen_cpu_pct,
         "gen_cpus": gen_cpus,
         # the generator saturated while the server was not: the generator was the limit (a
         # server busy on its own cores, SERVER_SATURATED_CPU, sets the pace whatever the other)
@@ -436,6 +525,21 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         **_hey_run(procs),
     }
     return point
+
+
+def remote_cpu(procs: list[dict]) -> dict[str, dict]:
+    """Per ssh host: the CPU seconds its Locust processes reported over the window, and its
+    CPUs (the largest affinity any of them had)."""
+    out: dict[str, dict] = {}
+    for p in procs:
+        host = p.get("remote_host")
+        if not host:
+            continue
+        r = out.setdefault(host, {"cpu_s": 0.0, "cpus": 1})
+        if p.get("cpu_t0") is not None and p.get("cpu_t1") is not None:
+            r["cpu_s"] += p["cpu_t1"] - p["cpu_t0"]
+        r["cpus"] = max(r["cpus"], int(p.get("cpus") or 1))
+    return out
 
 
 def _hey_run(procs: list[dict]) -> dict:

@@ -54,6 +54,9 @@ if os.environ.get("LAB_WINDOW_AFTER_SPAWN"):
                          "'<warm-up>,<length>' in seconds")
     T0 = T1 = UNKNOWN
 TARGET = int(os.environ.get("LAB_TARGET", "0"))
+# A worker on another machine (ssh host): its CPU is not sampled from here, so it reports its
+# own over the window (os.times at the window's open and close) and its CPU count.
+REMOTE_HOST = os.environ.get("LAB_REMOTE_HOST") or None
 OUT_DIR = Path(os.environ.get("LAB_OUT_DIR", "."))
 if not os.environ.get("LAB_SPEC"):
     raise ValueError("LAB_SPEC must name a compiled scenario (python -m sqlitelab.scenarios NAME > spec.json)")
@@ -72,7 +75,7 @@ window_failures: Counter = Counter()
 run_counts: Counter = Counter()  # "name status" -> n over the whole run (the audit's acks)
 state = {"count": 0, "bytes": 0, "sum_us": 0, "first_start": None, "last_end": None,
          "t1": None, "stopping": False, "spawned_at": None, "max_id": SPEC["max_id"],
-         "locust_window": None, "overran": 0, "max_overrun_s": 0.0}
+         "locust_window": None, "overran": 0, "max_overrun_s": 0.0, "cpu_t0": None, "cpu_t1": None}
 # The whole run as `hey` counts it (rakyll/hey requester/report.go): `results` is every
 # finished request whatever its outcome (hey's numRes, transport errors included); `ok` those
 # with an HTTP status (not a transport error), over which the latency sum and maximum are
@@ -160,10 +163,18 @@ def end_at_window_close(environment, **kw):
 
     def stopper():
         while not state["stopping"] and time.time() < T1:
+            if state["cpu_t0"] is None and time.time() >= T0:
+                state["cpu_t0"] = _cpu_seconds()
             gevent.sleep(0.02)
+        state["cpu_t1"] = _cpu_seconds()
         state["stopping"] = True
         environment.runner.quit()
     gevent.spawn(stopper)
+
+
+def _cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 @events.quitting.add_listener
@@ -183,6 +194,8 @@ def dump(environment, **kw):
         "run_first_start": run["first_start"], "run_last_end": run["last_end"],
         "run_results": run["results"], "run_ok": run["ok"], "run_sum_us": run["sum_us"],
         "run_max_us": run["max_us"],
+        "remote_host": REMOTE_HOST, "cpu_t0": state["cpu_t0"], "cpu_t1": state["cpu_t1"],
+        "cpus": len(os.sched_getaffinity(0)),
     }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / f"proc-{os.getpid()}.json").write_text(json.dumps(out))
@@ -242,10 +255,18 @@ def _join(pieces: list[dict]) -> str:
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 
+def _fixed(pieces: list[dict] | None) -> str | None:
+    """The text of pieces that are all literal (joined once, not per request), else None."""
+    if pieces is None or any("lit" not in p for p in pieces):
+        return None
+    return "".join(p["lit"] for p in pieces)
+
+
 class LabScenario(LabUser):
     """Each task sends one request of the spec: the first whose cumulative share exceeds a
     uniform draw, else the last."""
-    spec_requests = SPEC["requests"]
+    spec_requests = [{**r, "fixed_path": _fixed(r["path"]), "fixed_body": _fixed(r["body"])}
+                     for r in SPEC["requests"]]
     spec_shared = [r for r in spec_requests if r["share"] is not None]
 
     @task
@@ -259,8 +280,8 @@ class LabScenario(LabUser):
                 if draw < cum:
                     req = r
                     break
-        path = _join(req["path"])
-        body = _join(req["body"]) if req["body"] is not None else None
+        path = req["fixed_path"] or _join(req["path"])
+        body = (req["fixed_body"] or _join(req["body"])) if req["body"] is not None else None
         r = self.client.request(req["method"], path, name=req["name"], data=body,
                                 headers=JSON_HEADERS if req["json"] else None,
                                 allow_redirects=req["follow"])

@@ -252,6 +252,23 @@ def stack_knob(stack: str, knob: str) -> Callable:
     return get
 
 
+def link_paths(run: RunView) -> list[str]:
+    """09: the paths the run measured: `direct`, `link <n> µs`."""
+    from .analysis import link_label
+    if "link_delay_us" not in run.points:
+        raise NotRecorded("col:link_delay_us")
+    return sorted({link_label(v) for v in run.points["link_delay_us"]}, key=_sort_key)
+
+
+def link_lateness(run: RunView) -> str:
+    """09: how late the links forwarded bytes past their delay, on average and at worst."""
+    pts = run.points[run.points["link_delay_us"].notna()] if "link_delay_us" in run.points else run.points
+    if pts.empty or "link_late_mean_us" not in pts or pts["link_late_mean_us"].isna().all():
+        raise NotRecorded("col:link_late_mean_us")
+    return (f"mean {pts['link_late_mean_us'].mean():,.0f} µs, worst "
+            f"{pts['link_late_max_us'].max():,.0f} µs past the delay")
+
+
 def mean_at(column: str, users: int, unit: str = "ms") -> Callable:
     def get(run: RunView):
         r = run.where(users=users)
@@ -485,6 +502,24 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
         Detail("database file", "one users.sqlite for every test, a server program per endpoint",
                recorded("db_mib", ONE_FILE), expect=ONE_FILE,
                why="the run used another arrangement"),
+    )),
+    Article("09-network-delay", "000, 002, 004", "the articles' loopback runs, over a network", (
+        Detail("path from load to server", "loopback on one machine (000, 004: the same laptop; "
+               "002: the same machine, other cores)", link_paths, expect=["direct"],
+               why="this notebook's question: the same load over links that delay each direction"),
+        Detail("how the delay is made", "no delay", lambda r: "a user-space TCP proxy holding each "
+               "chunk n µs each way (sqlitelab.link); the kernel has no netem", expect=None,
+               why="Toxiproxy's latency toxic takes whole milliseconds, and Go's timers round "
+                   "sub-millisecond sleeps up to ~1 ms, so 0.1 and 0.5 ms need the lab's own proxy"),
+        Detail("delay applied", "none", link_lateness, expect=None,
+               why="a sleep wakes late by a few µs to tens of µs; measured by the proxy per level "
+                   "and added to the Little's-law bound"),
+        Detail("connections", "kept alive by every tool (hey, oha, the author's client)",
+               "col:keepalive", expect=[True], why="a new connection per request"),
+        Detail("load tool", "hey (000); a Python/asyncio client (002); not stated (004)",
+               "col:generator", expect=None, why=GEN_WHY),
+        Detail("server CPUs", "the whole machine", "cpus:server_pinning", expect=None, why=PIN_WHY),
+        Detail("machine", "the authors' laptops and servers", "col:machine", why=MACHINE_WHY),
     )),
     Article("06-capacity", "000, 002, 004", "the articles' napkin math", (
         Detail("peak hours", "seed 000: a day's requests packed into 4 peak hours (1 M/day ≈ 70/s)",

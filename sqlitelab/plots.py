@@ -499,6 +499,12 @@ READING: dict[tuple[str, str], str] = {
     ("06-capacity", "capacity"):
         "In each panel, the gap between a stack's two bars is what the latency objective costs "
         "against the naive peak.",
+    ("09-network-delay", "throughput"):
+        "Look for where the delayed lines leave the direct one: few users lose throughput to every "
+        "microsecond of delay (Little's law, dotted), many users hide it until the server is busy.",
+    ("09-network-delay", "latency"):
+        "Each link adds its round trip to every request: compare the gap between lines with "
+        "twice the link's delay.",
     ("06-capacity", "dau-sensitivity"):
         "Read across at your app's requests per user per day to see how many daily users each "
         "measured rate serves.",
@@ -735,7 +741,9 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
         mark_limits(ax, flags, x, y)
     if reference:
         draw_reference(ax, **reference)
-    if logx:
+    if x == "users":  # ticks at the levels measured, as in every users axis
+        _users_axis(ax, df, logx, xlabel=None)
+    elif logx:
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")

@@ -19,6 +19,8 @@ on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fi
 - 05 at seed scale with loadgen (`generator`): the article states no load tool, and Locust was
   the limit at 45 of 05's 48 seed levels (2026-11-22), each then measured again with loadgen,
   which is what was reported; `quick` keeps Locust (and its loadgen confirmation);
+- 09 (no article: the readers' question of a network between load and server) once per level
+  at seed scale, 10-s windows, so that `make seed` keeps within its 90 minutes;
 - 04 above 10 M records (`large`): the lab's writer at the article's own settings there (25 and
   100 rows per transaction, synchronous FULL; the article ran 10 rows only up to 10 M, and NORMAL
   never), without the consumer (the article has none).
@@ -69,6 +71,12 @@ SCALES: dict[str, dict[str, dict]] = {
         "seed": {"users_rows": 5_000_000, "user_bytes": 700, "levels": [16, 64, 256],
                  "duration": 10.0, "warmup": 0.0, "repeats": 1, "crosscheck_users": 64,
                  "generator": "loadgen", "ceiling_seconds": 2.0},
+    },
+    "09-network-delay": {
+        "quick": {"levels": [1, 8, 64], "duration": 2.0, "warmup": 0.5, "repeats": 1,
+                  "delays_us": [100, 500]},
+        "seed": {"levels": [1, 8, 64], "duration": 10.0, "warmup": 1.0, "repeats": 1,
+                 "delays_us": [100, 500]},
     },
     "06-capacity": {
         "quick": {"slo_p99_ms": 100.0},

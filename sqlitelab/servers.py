@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config, layout
+from . import config, hosts, layout
 
 # One line per stack: the contract suite and the notebooks take their list from here.
 STACKS: dict[str, dict] = {
@@ -154,6 +154,7 @@ class Server:
     proc: subprocess.Popen | None = field(default=None, repr=False)
     pinned: str | None = None
     health: dict | None = None
+    runner: hosts.Host = field(default_factory=lambda: hosts.Host("local"))  # where it runs
 
     @property
     def url(self) -> str:
@@ -168,16 +169,17 @@ class Server:
         run = config.SERVERS_DIR / self.stack / "run"
         if not run.exists():
             raise ServerStartError(f"unknown stack {self.stack!r}: {run} does not exist")
+        if self.runner.kind == "ssh":
+            raise ServerStartError(f"{self.runner}: a server over ssh is not supported yet "
+                                   "(local and netns hosts are)")
         cmd, self.pinned = pin_command([str(run)], self.cpus)
         env = {**os.environ, **self.env, "LAB_HOST": self.host, "LAB_PORT": str(self.port),
                "LAB_DB": str(self.db)}
         env.pop("LAB_BUILD_ONLY", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        # Own session: the server and any workers it forks form a group we can signal.
-        self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
+        # Own session: the server and any workers it forks form a group we can signal (in a
+        # namespace too: `ip netns exec` execs it, the same PID).
+        self.proc = hosts.start(self.runner, cmd, env, self.log_path).popen
         _LIVE[self.proc.pid] = self
         try:
             self.health = self.wait_healthy(timeout)
@@ -263,8 +265,18 @@ def follow_cpus(stack: str, env: dict[str, str], cpus: str | None) -> dict[str, 
 def start_server(stack: str, db: Path | str, *, profile: str | None = None,
                  cpus: str | None = None, port: int | None = None,
                  log_path: Path | str | None = None, timeout: float = 60.0,
-                 extra_env: dict[str, str] | None = None, **knobs) -> Server:
-    """Start `stack` on a free loopback port with a profile and knob overrides; wait for /health."""
+                 extra_env: dict[str, str] | None = None, host: "str | hosts.Host" = "local",
+                 listen: str | None = None, **knobs) -> Server:
+    """Start `stack` on a free port with a profile and knob overrides; wait for /health. On
+    loopback by default; `host="netns:<name>"` starts it in that namespace, listening on the
+    namespace's own address (sqlitelab.hosts); `listen`: another address of this machine (one
+    its Locust workers on other machines reach)."""
+    runner = hosts.Host.parse(host)
+    runner.check()
+    if listen is not None:
+        if not runner.is_local:
+            raise ValueError("listen= is for a server on this machine (a host listens on its own address)")
+        hosts.check_target(listen, runner)
     if stack not in STACKS:
         raise ValueError(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
     env = knob_env(profile, **knobs)
@@ -273,7 +285,7 @@ def start_server(stack: str, db: Path | str, *, profile: str | None = None,
     db = Path(db)
     log_path = Path(log_path) if log_path else db.with_suffix(f".{stack}.log")
     srv = Server(stack=stack, db=db, port=port or free_port(), env=env,
-                 log_path=log_path, cpus=cpus)
+                 log_path=log_path, cpus=cpus, host=listen or runner.address(), runner=runner)
     return srv.start(timeout=timeout)
 
 
@@ -293,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("db")
     pr.add_argument("--users", type=int, default=0)
     pr.add_argument("--items", type=int, default=0)
-    b = sub.add_parser("build", help="build stacks and the Go load generator (all when none named)")
+    b = sub.add_parser("build", help="build stacks, the Go load generator and the link's delay "
+                                    "proxy (all when none named)")
     b.add_argument("stacks", nargs="*")
     args = p.parse_args(argv)
     if args.cmd == "prepare":
@@ -301,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         databases.prepare_database(args.db, users=args.users, items=args.items)
         print(f"{args.db}: {databases.table_counts(args.db)} in {time.perf_counter() - t:.1f} s")
     elif args.cmd == "build":
-        for stack in [s for s in args.stacks if s != "loadgen"] if args.stacks else list(STACKS):
+        for stack in [s for s in args.stacks if s not in ("loadgen", "delayproxy")] if args.stacks else list(STACKS):
             t = time.perf_counter()
             build_server(stack)
             print(f"{stack}: built in {time.perf_counter() - t:.1f} s")
@@ -309,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             load.build_loadgen()
             print(f"loadgen: built in {time.perf_counter() - t:.1f} s")
+        if not args.stacks or "delayproxy" in args.stacks:
+            from . import link
+            t = time.perf_counter()
+            link.build()
+            print(f"delayproxy: built in {time.perf_counter() - t:.1f} s")
     return 0
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import calibrate, config, databases, layout, load, methods, results, scenarios, wrk
+from . import calibrate, config, databases, hosts, layout, load, methods, results, scenarios, wrk
 from . import servers as stacks
 
 
@@ -78,7 +78,9 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           run_id: str | None = None, generator: str = "locust",
           keepalive: bool = True, confirm: str | None = None, crosscheck: int | None = None,
           crosscheck_seconds: float | None = None, calibration: bool = True,
-          server_repeats: dict[str, int] | None = None) -> pd.DataFrame:
+          server_repeats: dict[str, int] | None = None, server_host: str = "local",
+          generator_hosts: list[str] | None = None,
+          link_delay_us: int | None = None) -> pd.DataFrame:
     """Run a sweep and return its headline points (one row per server, profile, scenario, level
     and repeat), each carrying its notebook, notebook run (`run_id`: the notebook's; None: a
     new one), experiment, scale, machine and commit (results.describe). `scenario`: one name,
@@ -92,7 +94,13 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     repeats per stack where they differ from `repeats` (e.g. the article's stack three times,
     the others once). `server_cpus`, `generator_cpus`, `processes`: "auto" takes the machine's
     CPU layout (sqlitelab.layout: the server half, the generator half, one Locust process per
-    generator CPU; on 2 CPUs: 0, 1 and one process)."""
+    generator CPU; on 2 CPUs: 0, 1 and one process). `server_host`, `generator_hosts`: where
+    the server and the Locust workers run (sqlitelab.hosts: `local`, `netns:<name>`, and for
+    workers `ssh:<host>` too); with generator hosts Locust runs distributed, its master here
+    (`load.run_level`).
+    `link_delay_us`: the generator reaches the server through a link that holds each direction
+    that many µs (sqlitelab.link; 0: the link's proxy alone), a new one for each level; None:
+    directly."""
     t_run = time.perf_counter()
     spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
     return _run(spec, t_run)
@@ -130,6 +138,9 @@ class Spec:
     generator_cpus: str | None
     layout_note: str        # where the CPU layout asked for did not fit (layout.Layout.note)
     generator: str
+    server_host: hosts.Host
+    generator_hosts: tuple[hosts.Host, ...]  # none: Locust on this machine, as always
+    link_delay_us: int | None  # µs each way through sqlitelab.link's proxy (None: direct)
     confirm: str | None
     keepalive: bool
     crosscheck: int | None
@@ -149,7 +160,8 @@ class Spec:
            warmup, requests, max_duration, pause, processes, server_cpus, generator_cpus, knobs,
            server_knobs, seed_users, seed_items, payload_bytes, seed_user_bytes, scenario_params,
            parameters, progress, results_db, runs_dir, run_id, generator, keepalive, confirm,
-           crosscheck, crosscheck_seconds, calibration, server_repeats) -> "Spec":
+           crosscheck, crosscheck_seconds, calibration, server_repeats, server_host,
+           generator_hosts, link_delay_us) -> "Spec":
         server_list = list(servers or ["python-fastapi"])
         profile_list = list(profiles or ["rails71"])
         levels = list(levels)
@@ -164,6 +176,26 @@ class Spec:
             processes = lay.processes if generator == "locust" else 1
         server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
         load.check_generator(generator, processes)
+        server_host = hosts.Host.parse(server_host)
+        if server_host.kind == "ssh":
+            raise ValueError("a server over ssh is not supported yet (local and netns hosts are)")
+        if isinstance(generator_hosts, str):
+            raise ValueError("generator_hosts is a list of hosts, e.g. ['netns:gen1']")
+        generator_hosts = tuple(hosts.Host.parse(h) for h in (generator_hosts or ()))
+        if any(h.is_local for h in generator_hosts):
+            raise ValueError("generator_hosts names other hosts; leave it empty for this machine")
+        if generator_hosts and (generator != "locust" or confirm not in (None, "locust")):
+            raise ValueError("generator hosts run Locust workers: generator='locust', no confirmation")
+        if (generator_hosts or not server_host.is_local) and crosscheck is not None:
+            raise ValueError("crosscheck (wrk) runs on this machine: not with other hosts")
+        for h in (server_host, *generator_hosts):
+            h.check()
+        from . import link
+        if link_delay_us is not None:
+            link.check_delay(link_delay_us)
+        if link_delay_us is not None and (generator_hosts or crosscheck is not None):
+            raise ValueError("a delayed link is between this machine's generator and the server: "
+                             "not with generator hosts or a wrk cross-check (which go direct)")
         if confirm is not None:
             load.check_generator(confirm)
             if confirm == generator:  # nothing to confirm with: the generator itself
@@ -194,7 +226,9 @@ class Spec:
             levels=tuple(levels), repeats=repeats, server_repeats=server_repeats,
             duration=duration, warmup=warmup, requests=requests, max_duration=max_duration,
             pause=pause, processes=processes, server_cpus=server_cpus,
-            generator_cpus=generator_cpus, layout_note=lay.note, generator=generator, confirm=confirm,
+            generator_cpus=generator_cpus, layout_note=lay.note, generator=generator,
+            server_host=server_host, generator_hosts=generator_hosts,
+            link_delay_us=link_delay_us, confirm=confirm,
             keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
             calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
             seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
@@ -231,7 +265,9 @@ class Spec:
                 "levels": list(self.levels), "repeats": self.repeats,
                 "server_repeats": self.server_repeats, "duration": self.duration,
                 "warmup": self.warmup, "requests": self.requests, "processes": self.processes,
-                "layout_note": self.layout_note,
+                "layout_note": self.layout_note, "server_host": str(self.server_host),
+                "generator_hosts": [str(h) for h in self.generator_hosts],
+                "link_delay_us": self.link_delay_us,
                 "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
                 "crosscheck": self.crosscheck, "knobs": self.knobs,
                 "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
@@ -434,8 +470,12 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: Path, counts: "Count
     onsets = onsets or {}
     machine = results.machine_label()
     t = time.perf_counter()
+    # a server here with workers on other machines listens where they reach this machine
+    far = [h for h in spec.generator_hosts if not h.same_machine]
+    listen = far[0].reach_back() if far and spec.server_host.is_local else None
     srv = stacks.start_server(stack, db, profile=profile, cpus=spec.server_cpus, log_path=log,
-                              timeout=300, **spec.knobs_for(stack))
+                              timeout=300, host=spec.server_host, listen=listen,
+                              **spec.knobs_for(stack))
     st["start_s"] = time.perf_counter() - t
     with srv:
         health = srv.health
@@ -456,7 +496,8 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: Path, counts: "Count
                                max_duration=spec.max_duration,
                                processes=spec.processes if gen == "locust" else 1,
                                cpus=spec.generator_cpus, scenario_params=scenario_params, generator=gen,
-                               keepalive=spec.keepalive)
+                               keepalive=spec.keepalive, workers=list(spec.generator_hosts),
+                               link_delay_us=spec.link_delay_us)
             written = counts.after(sc.counter) - before
             t = time.perf_counter()
             cache_after = databases.page_cache(db)
@@ -469,6 +510,7 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: Path, counts: "Count
                 "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
                 "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
                 "server_pinning": srv.pinned, "layout_note": spec.layout_note or None,
+                "server_host": str(spec.server_host),
                 "knobs": json.dumps(health["knobs"], sort_keys=True),
                 "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
                 "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),

@@ -27,6 +27,8 @@ SMOKE = {
     "05-single-machine": {"servers": ["go-nethttp", "python-fastapi"], "users_rows": 2000, "levels": [4],
                           "duration": 1.0, "warmup": 0.3, "repeats": 1},
     "06-capacity": {},
+    "09-network-delay": {"server": "go-nethttp", "levels": [1, 4], "delays_us": [500], "duration": 1.0,
+                         "warmup": 0.3, "repeats": 1},
 }
 STORES = {  # where each notebook's measurements land
     "04-sqlite-as-buffer": "buffer_points",
