@@ -375,8 +375,6 @@ def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-
-
 # --------------------------------------------------------------------------- network delay
 
 def link_label(delay_us) -> str:
@@ -409,6 +407,5 @@ def network_table(df: pd.DataFrame) -> pd.DataFrame:
     t["service_ms"] = t["server"].map(service)
     t["bound_rps"] = (t["users"] / ((t["service_ms"] + t["added_rtt_ms"]) / 1000)).clip(upper=t["server"].map(best))
     t["of_bound"] = t["rps"] / t["bound_rps"]
-    order = {"direct": -1.0}
-    t["_o"] = t["link"].map(lambda s: order.get(s, float(s.split()[1]) if s != "direct" else -1))
+    t["_o"] = t["delay_us"].where(t["link"] != "direct", -1)  # direct first, then by delay
     return t.sort_values(["server", "_o", "users"]).drop(columns="_o").reset_index(drop=True)

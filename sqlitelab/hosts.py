@@ -70,6 +70,10 @@ class Host:
 
     # ------------------------------------------------------------------ commands
 
+    def ssh(self, script: str) -> list[str]:
+        """The ssh command line that runs a shell `script` on this (ssh) host."""
+        return ["ssh", *SSH_OPTIONS, *self.ssh_options, self.name, script]
+
     def command(self, cmd: list[str], env: dict[str, str] | None = None,
                 cwd: str | None = None) -> list[str]:
         """`cmd` as run on this host. Local and netns processes inherit `env` from Popen;
@@ -87,12 +91,11 @@ class Host:
         script = f"{launch} </dev/null & echo LABPID $!; wait $!"
         if cwd:
             script = f"cd {shlex.quote(cwd)} && {{ {script}; }}"
-        return ["ssh", *SSH_OPTIONS, *self.ssh_options, self.name, script]
+        return self.ssh(script)
 
     def run(self, cmd: list[str], timeout: float = 60, check: bool = True) -> str:
         """Run a short command on the host and return its standard output."""
-        full = (["ssh", *SSH_OPTIONS, *self.ssh_options, self.name, shlex.join(cmd)]
-                if self.kind == "ssh" else self.command(cmd))
+        full = self.ssh(shlex.join(cmd)) if self.kind == "ssh" else self.command(cmd)
         proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
         if check and proc.returncode != 0:
@@ -208,10 +211,8 @@ def stop(proc: Started, grace: float = 10.0) -> int | None:
 
 def _alive(proc: Started) -> bool:
     """The remote group still has a process (`kill -0` succeeds)."""
-    full = ["ssh", *SSH_OPTIONS, *proc.host.ssh_options, proc.host.name,
-            f"kill -0 -- -{proc.remote_pid} 2>/dev/null && echo alive"]
-    out = subprocess.run(full, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
-    return "alive" in out.stdout
+    return "alive" in proc.host.run(
+        ["sh", "-c", f"kill -0 -- -{proc.remote_pid} 2>/dev/null && echo alive"], timeout=20, check=False)
 
 
 def push(host: Host, path) -> None:
@@ -223,8 +224,7 @@ def push(host: Host, path) -> None:
     path = Path(path)
     d, f = shlex.quote(str(path.parent)), shlex.quote(str(path))
     script = f"mkdir -p {d} && cat > {f}.tmp-$$ && mv {f}.tmp-$$ {f}"
-    proc = subprocess.run(["ssh", *SSH_OPTIONS, *host.ssh_options, host.name, script],
-                          input=path.read_bytes(), capture_output=True, timeout=60)
+    proc = subprocess.run(host.ssh(script), input=path.read_bytes(), capture_output=True, timeout=60)
     if proc.returncode != 0:
         raise HostError(f"{host}: could not copy {path} there: {proc.stderr.decode(errors='replace').strip()[-300:]}")
 
@@ -241,8 +241,7 @@ def fetch(host: Host, directory, pattern: str) -> list:
     directory = Path(directory)
     script = (f"cd {shlex.quote(str(directory))} && find . -maxdepth 1 -name {shlex.quote(pattern)} "
               "-print0 | tar cf - --null -T -")
-    proc = subprocess.run(["ssh", *SSH_OPTIONS, *host.ssh_options, host.name, script],
-                          capture_output=True, timeout=120)
+    proc = subprocess.run(host.ssh(script), capture_output=True, timeout=120)
     if proc.returncode != 0:
         raise HostError(f"{host}: could not fetch {directory}/{pattern}: "
                         f"{proc.stderr.decode(errors='replace').strip()[-300:]}")

@@ -154,7 +154,8 @@ def round_trip(url: str, n: int = 300) -> dict:
 def paths(delays_us: list[int], proxy_alone: bool = True) -> list[int | None]:
     """The paths a comparison measures: direct (None), the proxy alone (0) when asked, then
     each delay (µs each way)."""
-    return [None, *([0] if proxy_alone else []), *[check_delay(d) for d in delays_us if d or not proxy_alone]]
+    out: list[int | None] = [None, 0] if proxy_alone else [None]
+    return out + [d for d in map(check_delay, delays_us) if d not in out]
 
 
 def experiment(delay_us: int | None) -> str:

@@ -49,6 +49,7 @@ import psutil
 from hdrh.histogram import HdrHistogram
 
 from . import config, hosts, layout, scenarios, servers
+from . import link as links
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 GENERATORS = ("locust", "loadgen")
@@ -298,14 +299,12 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     scenario_params = scenario_params or {}
     if any(k.lower() == "keepalive" for k in scenario_params):
         raise ValueError("pass keepalive=True/False, not scenario_params['keepalive']")
-    from urllib.parse import urlsplit
-    hosts.check_target(urlsplit(server.url).hostname or "", server.runner)
+    hosts.check_target(server.host, server.runner)
     workers = [hosts.Host.parse(h) for h in (workers or [])]
     if workers and generator != "locust":
         raise ValueError("generator hosts run Locust workers: use generator='locust'")
     for h in workers:
         h.check()
-    from . import link as links
     if link_delay_us is not None:
         links.check_delay(link_delay_us)
     if link_delay_us is not None and workers:

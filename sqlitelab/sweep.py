@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import calibrate, config, databases, hosts, layout, load, methods, results, scenarios, wrk
+from . import calibrate, config, databases, hosts, layout, link, load, methods, results, scenarios, wrk
 from . import servers as stacks
 
 
@@ -190,7 +190,6 @@ class Spec:
             raise ValueError("crosscheck (wrk) runs on this machine: not with other hosts")
         for h in (server_host, *generator_hosts):
             h.check()
-        from . import link
         if link_delay_us is not None:
             link.check_delay(link_delay_us)
         if link_delay_us is not None and (generator_hosts or crosscheck is not None):

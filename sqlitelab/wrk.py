@@ -169,8 +169,7 @@ def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         raise load.LoadError("wrk is not installed (make setup installs Debian's package)")
     if users < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users must be >= 1, duration > 0, warmup >= 0")
-    from urllib.parse import urlsplit
-    hosts.check_target(urlsplit(server.url).hostname or "", server.runner)
+    hosts.check_target(server.host, server.runner)
     out_dir.mkdir(parents=True, exist_ok=True)
     lua = out_dir / "wrk.lua"
     lua.write_text(script(scenario, scenario_params))
