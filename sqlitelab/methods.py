@@ -512,12 +512,16 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
                why="Toxiproxy's latency toxic takes whole milliseconds, and Go's timers round "
                    "sub-millisecond sleeps up to ~1 ms, so 0.1 and 0.5 ms need the lab's own proxy"),
         Detail("delay applied", "none", link_lateness, expect=None,
-               why="a sleep wakes late by a few µs to tens of µs; measured by the proxy per level "
-                   "and added to the Little's-law bound"),
+               why="the proxy's threads wake late: tens of µs on a quiet core, a millisecond and "
+                   "more on average (single chunks far later: the worst is shown) when it shares a "
+                   "saturated core with the generator; measured by the proxy per level, the mean "
+                   "added to the Little's-law bound"),
         Detail("connections", "kept alive by every tool (hey, oha, the author's client)",
                "col:keepalive", expect=[True], why="a new connection per request"),
         Detail("load tool", "hey (000); a Python/asyncio client (002); not stated (004)",
-               "col:generator", expect=None, why=GEN_WHY),
+               "col:generator", expect=None,
+               why="one generator for every path (loadgen by default, calibrated against wrk), so "
+                   "that its own cost is the same in every row and leaves CPU to the link"),
         Detail("server CPUs", "the whole machine", "cpus:server_pinning", expect=None, why=PIN_WHY),
         Detail("machine", "the authors' laptops and servers", "col:machine", why=MACHINE_WHY),
     )),

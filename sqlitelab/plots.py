@@ -721,6 +721,13 @@ def _ref_line_labels(ax, ref_lines: dict[str, float]) -> None:
                                 "shrinkB": 0} if moved else None)
 
 
+class PlainLogFormatter(matplotlib.ticker.LogFormatter):
+    """A log axis's labels as plain numbers: thousands separated, small ones as %g."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:,.0f}" if x >= 100 else f"{x:g}"
+
+
 def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, xlabel: str,
                ylabel: str, caption: str | None = None, logx: bool = False, logy: bool = False,
                ref_lines: dict[str, float] | None = None, style_by: str | None = None,
@@ -747,6 +754,9 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
+        # plain numbers (0.6, 2, 1,000), not 6×10⁻¹: minor ticks labelled where few decades show
+        ax.yaxis.set_major_formatter(PlainLogFormatter())
+        ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     if ref_lines:
         _ref_line_labels(ax, ref_lines)
     ax.set_xlabel(xlabel)

@@ -201,10 +201,21 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
         store_rows(table, points, path)
 
 
+# Numeric columns that a run's first rows may leave empty (a direct path has no link): declared,
+# since a column first seen as None would be made TEXT and keep later numbers as text.
+COLUMN_TYPES = {"link_delay_us": int, "link_connections": int, "link_chunks": int,
+                "link_late_mean_us": float, "link_late_max_us": float}
+
+
 def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:
     """Rows of a run's side table (e.g. `crosschecks`), each carrying its run_id."""
     db = open_db(path)
-    db[table].insert_all(rows, alter=True)
+    types = {k: t for k, t in COLUMN_TYPES.items() if any(k in r for r in rows)}
+    if db[table].exists():
+        for name, kind in types.items():
+            if name not in db[table].columns_dict:
+                db[table].add_column(name, kind)
+    db[table].insert_all(rows, alter=True, columns=types)
     db[table].create_index(["run_id"], if_not_exists=True)
     db.conn.close()
 

@@ -99,3 +99,17 @@ def test_the_network_table_puts_each_path_against_littles_law():
     text = findings.network(t)
     assert "go-nethttp, 1 users" in text and "link 500 µs: 495 req/s (50% of direct)" in text
     assert "within 0.0%" in text
+
+
+def test_link_columns_stay_numbers_when_a_run_begins_with_the_direct_path(tmp_path):
+    from sqlitelab import results
+    db = tmp_path / "r.db"
+    direct = {"run_id": "r/direct", "link_delay_us": None, "link_late_mean_us": None}
+    linked = {"run_id": "r/link", "link_delay_us": 500, "link_late_mean_us": 9.5}
+    results.store_rows("points", [direct], db)
+    results.store_rows("points", [linked], db)
+    import sqlite3
+    con = sqlite3.connect(db)
+    got = con.execute("SELECT typeof(link_delay_us), typeof(link_late_mean_us) FROM points "
+                      "WHERE run_id = 'r/link'").fetchone()
+    assert got == ("integer", "real")
