@@ -20,9 +20,10 @@ BROWSE_PORT ?= 8001
 # fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation;
 # wrk, the reference client the load generators are calibrated and cross-checked against;
 # chromium, the browser the JupyterLab test drives through Playwright; iproute2 for network
-# namespaces, openssh-client for the ssh runner; openssh-server: see $(STAMP)/sshd).
+# namespaces, openssh-client for the ssh runner; openssh-server: see $(STAMP)/sshd; PostgreSQL 15
+# and Ruby's pg gem for the Postgres backend of issue 15).
 APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium iproute2 \
-                openssh-client
+                openssh-client postgresql ruby-pg
 
 .PHONY: help setup test test-fast test-contract test-harness test-notebooks run seed lab browse lock servers calibrate clean distclean
 

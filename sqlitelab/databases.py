@@ -89,16 +89,81 @@ def seeded_template(*, users: int = 0, items: int = 0, payload_bytes: int = 2048
     return path, cached
 
 
-def table_counts(path: Path | str) -> dict[str, int]:
-    """Every counter of COUNTERS (rows per table, the sum of users.updates), read from the file."""
+def table_counts(path) -> dict[str, int]:
+    """Every counter of COUNTERS (rows per table, the sum of users.updates), read from the file
+    (or from a running sqlitelab.postgres.Postgres)."""
     return {name: count_rows(path, name) for name in COUNTERS}
+
+
+def is_postgres(db) -> bool:
+    """A running sqlitelab.postgres.Postgres rather than a SQLite file (no import cycle)."""
+    return hasattr(db, "dsn") and hasattr(db, "count_rows")
+
+
+class OnHost:
+    """A SQLite file on an ssh host (a server's there): read there, by this module's command
+    line run with the lab at the same path (`python -m sqlitelab.databases count|integrity|
+    page-cache|size PATH`). `os.fspath` gives the path, as the server there knows it."""
+
+    def __init__(self, path: Path | str, host):
+        self.path, self.host = Path(path), host
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"OnHost({str(self.path)!r}, {str(self.host)!r})"
+
+    def ask(self, *args: str):
+        import json
+        import sys
+        out = self.host.run([sys.executable, "-m", "sqlitelab.databases", *args, str(self.path)],
+                            timeout=3600)
+        return json.loads(out)
+
+    def count_rows(self, counter: str) -> int:
+        return self.ask("count", counter)
+
+    def integrity_check(self) -> str:
+        return self.ask("integrity")
+
+    def page_cache(self):
+        got = self.ask("page-cache")
+        return tuple(got) if got else None
+
+    def size(self) -> int:
+        return self.ask("size")
+
+
+def size(db) -> int | None:
+    """Bytes of the database file where it is (None for Postgres)."""
+    if isinstance(db, OnHost):
+        return db.size()
+    if is_postgres(db):
+        return None
+    return Path(db).stat().st_size
+
+
+def row(db, sql: str, params=()) -> tuple | None:
+    """One row of a query with `?` placeholders, from a SQLite file or a Postgres (read-only
+    intent; the tests and notebooks read back what the servers wrote)."""
+    if is_postgres(db):
+        with db.connect() as con:
+            return con.execute(sql.replace("?", "%s"), params).fetchone()
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql, params).fetchone()
+    finally:
+        con.close()
 
 
 def page_cache(path: Path | str) -> tuple[int, int] | None:
     """(bytes of the file in the OS page cache, file size), by util-linux `fincore`;
     None where fincore is missing or fails."""
+    if isinstance(path, OnHost):
+        return path.page_cache()
     fincore = shutil.which("fincore")
-    if fincore is None or not Path(path).exists():
+    if is_postgres(path) or fincore is None or not Path(path).exists():
         return None
     out = subprocess.run([fincore, "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE",
                           str(path)], capture_output=True, text=True, timeout=60)
@@ -109,7 +174,10 @@ def page_cache(path: Path | str) -> tuple[int, int] | None:
     return min(cached, size), size
 
 
-def integrity_check(path: Path | str) -> str:
+def integrity_check(path) -> str:
+    """`PRAGMA integrity_check` ("ok"), or Postgres' amcheck over every index."""
+    if is_postgres(path) or isinstance(path, OnHost):
+        return path.integrity_check()
     con = sqlite3.connect(path)
     try:
         return ";".join(r[0] for r in con.execute("PRAGMA integrity_check"))
@@ -128,9 +196,40 @@ COUNTERS = {  # what a scenario's writes grow (scenarios.toml `counter`), read o
 
 
 def count_rows(db: Path | str, counter: str) -> int:
-    """One counter of COUNTERS, read from the file itself (read-only)."""
+    """One counter of COUNTERS, read from the file itself (read-only), or from a Postgres."""
+    if is_postgres(db) or isinstance(db, OnHost):
+        return db.count_rows(counter)
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return con.execute(COUNTERS[counter]).fetchone()[0]
     finally:
         con.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """What OnHost asks on the host that has the file; one JSON value on standard output.
+
+    python -m sqlitelab.databases count COUNTER PATH | integrity PATH | page-cache PATH | size PATH
+    """
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m sqlitelab.databases")
+    sub = ap.add_subparsers(dest="what", required=True)
+    c = sub.add_parser("count")
+    c.add_argument("counter", choices=sorted(COUNTERS))
+    c.add_argument("path")
+    for name in ("integrity", "page-cache", "size"):
+        sub.add_parser(name).add_argument("path")
+    a = ap.parse_args(argv)
+    if not Path(a.path).is_file():
+        ap.error(f"no database file {a.path}")
+    got = {"count": lambda: count_rows(a.path, getattr(a, "counter", "")),
+           "integrity": lambda: integrity_check(a.path),
+           "page-cache": lambda: page_cache(a.path),
+           "size": lambda: size(a.path)}[a.what]()
+    print(json.dumps(got))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -224,7 +224,10 @@ def push(host: Host, path) -> None:
     path = Path(path)
     d, f = shlex.quote(str(path.parent)), shlex.quote(str(path))
     script = f"mkdir -p {d} && cat > {f}.tmp-$$ && mv {f}.tmp-$$ {f}"
-    proc = subprocess.run(host.ssh(script), input=path.read_bytes(), capture_output=True, timeout=60)
+    # streamed (a database may be GBs): at least 60 s, and time for 20 MB/s
+    timeout = 60 + path.stat().st_size / 20e6
+    with open(path, "rb") as data:
+        proc = subprocess.run(host.ssh(script), stdin=data, capture_output=True, timeout=timeout)
     if proc.returncode != 0:
         raise HostError(f"{host}: could not copy {path} there: {proc.stderr.decode(errors='replace').strip()[-300:]}")
 
@@ -260,6 +263,16 @@ def fetch(host: Host, directory, pattern: str) -> list:
             here.write_bytes(data)
             got.append(here)
     return got
+
+
+def resolve(name: str) -> str:
+    """The IPv4 address a host name (or address) stands for here: what a server on an ssh host
+    binds to, the address this machine reaches it at."""
+    import socket
+    try:
+        return socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    except socket.gaierror as e:
+        raise HostError(f"cannot resolve {name!r}: {e}") from None
 
 
 def namespaces() -> list[str]:

@@ -113,6 +113,49 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+class RemoteTree:
+    """The CPU seconds and RSS of a server's process tree on an ssh host: this module's
+    `sample-tree` runs there and prints one line every `every` s into `log_path` here (through
+    the ssh client); `latest()` is the last whole line, read when the local sampler samples
+    (at most `every` s plus the link's delay old)."""
+
+    def __init__(self, server: servers.Server, log_path: Path, every: float = 0.05):
+        self.log_path = Path(log_path)
+        self.started = hosts.start(server.runner, [sys.executable, "-m", "sqlitelab.load", "sample-tree",
+                                                   str(server.pid), str(every)],
+                                   {}, self.log_path, cwd=str(config.PROJ_ROOT))
+        self.last = (0.0, 0)
+        deadline = time.monotonic() + 20
+        while self.latest() == (0.0, 0) and time.monotonic() < deadline:  # its first line
+            time.sleep(0.02)
+
+    def latest(self) -> tuple[float, int]:
+        with open(self.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            lines = f.read().decode(errors="replace").split("\n")[:-1]
+        for line in reversed(lines):
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "tree":
+                self.last = (float(parts[1]), int(parts[2]))
+                break
+        return self.last
+
+    def stop(self) -> None:
+        hosts.stop(self.started, grace=5)
+
+
+def sample_tree(pid: int, every: float) -> None:
+    """`python -m sqlitelab.load sample-tree PID EVERY`: `tree <cpu s> <rss bytes>` of PID's
+    process tree every EVERY s, until the tree is gone or stdout closes."""
+    while psutil.pid_exists(pid):
+        try:
+            print(f"tree {tree_cpu_seconds(pid):.4f} {tree_rss(pid)}", flush=True)
+        except BrokenPipeError:
+            return
+        time.sleep(every)
+
+
 class Sampler(threading.Thread):
     """Samples (time, server CPU s, server RSS, generator CPU s) every `every` seconds,
     and takes exact samples (with the server's own request counter) at t0 and t1. With
@@ -120,10 +163,11 @@ class Sampler(threading.Thread):
     window the generator opens after its users have spawned (run_level)."""
 
     def __init__(self, server: servers.Server, gen_pid: "int | list[int]", t0: float | None, t1: float | None,
-                 every=0.25, window=None):
+                 every=0.25, window=None, remote: "RemoteTree | None" = None):
         super().__init__(daemon=True)
         self.server, self.gen_pid, self.t0, self.t1, self.every = server, gen_pid, t0, t1, every
         self.window = window
+        self.remote = remote
         self.samples: list[tuple[float, float, int, float]] = []
         self.marks: dict[str, dict] = {}
         self.stop_event = threading.Event()
@@ -132,7 +176,11 @@ class Sampler(threading.Thread):
         gen_cpu = tree_cpu_seconds(self.gen_pid)
         if self.samples:  # a generator (or worker) already gone keeps the CPU it had used
             gen_cpu = max(gen_cpu, self.samples[-1][3])
-        s = (time.time(), tree_cpu_seconds(self.server.pid), tree_rss(self.server.pid), gen_cpu)
+        if self.remote is not None:  # a server on an ssh host: its own sampler's latest line
+            server_cpu, rss = self.remote.latest()
+        else:
+            server_cpu, rss = tree_cpu_seconds(self.server.pid), tree_rss(self.server.pid)
+        s = (time.time(), server_cpu, rss, gen_cpu)
         self.samples.append(s)
         return s
 
@@ -174,6 +222,8 @@ class Sampler(threading.Thread):
     def stop(self) -> None:
         self.stop_event.set()
         self.join(5)
+        if self.remote is not None:
+            self.remote.stop()
 
     def between(self, t0: float, t1: float) -> dict:
         """CPU seconds and peak RSS over the samples that bracket [t0, t1]: the last taken at or
@@ -325,6 +375,9 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
                    if generator == "locust" else 0.2 + users / 5000)
     if generator == "loadgen":
         build_loadgen()  # seconds the first time, a stat() after
+    back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
+    # a server on an ssh host: its CPU and RSS sampled there, started before the clock (~1 s)
+    remote = RemoteTree(server, out_dir / "server-cpu.log") if server.runner.kind == "ssh" else None
     launch = time.time()
     t0 = launch + startup + warmup   # after_spawn: the latest it can open
     t1 = t0 + length
@@ -340,12 +393,16 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t1)})
         env.pop("LAB_WINDOW_AFTER_SPAWN", None)
     # what every user sends, compiled once for both generators (a bad LAB_* value fails here)
-    spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
+    try:
+        spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
+    except BaseException:
+        if remote is not None:
+            remote.stop()
+        raise
     env["LAB_SPEC"] = str(spec)
     started: list[hosts.Started] = []  # the generator (or Locust's master) first, then workers
     sampler = None
     ln = None
-    back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
     try:  # from the moment a link or generator process exists: an interrupt below still stops it
         if link_delay_us is not None:
             ln = links.DelayLink(server.url, link_delay_us, cpus, out_dir).__enter__()
@@ -376,9 +433,10 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         # sampled here: every process on this machine, and the link (the generator's side)
         pids = [p.popen.pid for p in started if p.host.same_machine] + ([ln.pid] if ln else [])
         if after_spawn:
-            sampler = Sampler(server, pids, None, None, window=lambda: spawn_window(out_dir))
+            sampler = Sampler(server, pids, None, None, window=lambda: spawn_window(out_dir),
+                              remote=remote)
         else:
-            sampler = Sampler(server, pids, t0, t1)
+            sampler = Sampler(server, pids, t0, t1, remote=remote)
         sampler.start()
         proc.wait(timeout=t1 - launch + 90)
         for w in started[1:]:  # workers quit at the window's close, before the master
@@ -393,6 +451,8 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
             ln.stop()
         if sampler is not None and sampler.ident is not None:
             sampler.stop()
+        elif remote is not None:
+            remote.stop()
     if after_spawn:
         window = spawn_window(out_dir)
         if window is None:
@@ -466,8 +526,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     gen_cpu_pct = 100 * (cpu["gen_cpu_s"] / cpu["span"] + sum(r["cpu_s"] / win for r in remote.values()))
     gen_util = max([gen_util, *(r["cpu_s"] / win / r["cpus"] for r in remote.values())])
     gen_cpus += sum(r["cpus"] for r in remote.values())
-    server_cpus = layout.parse_cpus(server.pinned) if server.pinned else layout.available_cpus()
-    server_util = cpu["server_cpu_s"] / (cpu["span"] * len(server_cpus))
+    server_util = cpu["server_cpu_s"] / (cpu["span"] * server.cpu_count)
     locust_warned = "CPU usage above 90%" in log_text or "CPU usage was too high" in log_text
     spawned = [p["spawned_at"] for p in procs if p["spawned_at"]]
     m0, m1 = sampler.marks.get("t0"), sampler.marks.get("t1")
@@ -640,3 +699,10 @@ def prime(server: servers.Server, n: int = 50) -> None:
     for _ in range(n):
         with urllib.request.urlopen(server.url + "/hello", timeout=5) as r:
             r.read()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "sample-tree":
+        sample_tree(int(sys.argv[2]), float(sys.argv[3]))
+    else:
+        raise SystemExit("usage: python -m sqlitelab.load sample-tree PID EVERY")

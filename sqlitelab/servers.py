@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config, hosts, layout
+from . import config, databases, hosts, layout, postgres
 
 # One line per stack: the contract suite and the notebooks take their list from here.
 STACKS: dict[str, dict] = {
@@ -47,6 +47,13 @@ KNOB_ENV = {
     "cache": "LAB_CACHE",
     "sql_log": "LAB_SQL_LOG",
 }
+
+
+# Knobs that only mean something to SQLite: with LAB_DATABASE=postgres a profile's are left out
+# (a servers' start-up error otherwise); its `synchronous` picks Postgres' durability instead
+# (sqlitelab.postgres.durability_for).
+SQLITE_ONLY_KNOBS = ("pragmas", "txn_mode", "busy", "cache", "sql_log")
+DATABASES = ("sqlite", "postgres")
 
 
 class ServerStartError(RuntimeError):
@@ -79,16 +86,26 @@ def pragmas_with(profile: str, **changes) -> str:
     return ",".join(f"{k}={v}" for k, v in out.items())
 
 
-def knob_env(profile: str | None = None, **knobs) -> dict[str, str]:
-    """LAB_* variables for a named profile, with knob overrides (None drops a knob)."""
+def knob_env(profile: str | None = None, *, database: str = "sqlite", **knobs) -> dict[str, str]:
+    """LAB_* variables for a named profile, with knob overrides (None drops a knob). With
+    `database="postgres"` the profile's SQLite-only knobs are left out; setting one is an error."""
+    if database not in DATABASES:
+        raise ValueError(f"database must be one of {'|'.join(DATABASES)}, not {database!r}")
     values: dict = {}
     if profile is not None:
         values.update(profile_knobs(profile))
     for k, v in knobs.items():
         if k not in KNOB_ENV:
             raise ValueError(f"unknown knob {k!r}; known: {', '.join(KNOB_ENV)}")
+        if database != "sqlite" and k in SQLITE_ONLY_KNOBS and v is not None:
+            raise ValueError(f"knob {k!r} is SQLite's; it has no meaning with database={database!r}")
         values[k] = v
-    return {KNOB_ENV[k]: str(v) for k, v in values.items() if v is not None}
+    if database != "sqlite":
+        values = {k: v for k, v in values.items() if k not in SQLITE_ONLY_KNOBS}
+    env = {KNOB_ENV[k]: str(v) for k, v in values.items() if v is not None}
+    if database != "sqlite":
+        env["LAB_DATABASE"] = database
+    return env
 
 
 # --------------------------------------------------------------------------- processes
@@ -143,43 +160,65 @@ def build_server(stack: str, timeout: float = 900) -> None:
 
 @dataclass
 class Server:
-    """One running server process, started by `start_server`."""
+    """One running server process, started by `start_server`; `db` is a SQLite file or a
+    running sqlitelab.postgres.Postgres."""
     stack: str
-    db: Path
+    db: "Path | postgres.Postgres"
     port: int
     env: dict[str, str]
     log_path: Path
     cpus: str | None = None
     host: str = "127.0.0.1"
-    proc: subprocess.Popen | None = field(default=None, repr=False)
+    proc: subprocess.Popen | None = field(default=None, repr=False)  # here: the server, or its ssh client
     pinned: str | None = None
     health: dict | None = None
     runner: hosts.Host = field(default_factory=lambda: hosts.Host("local"))  # where it runs
+    started: "hosts.Started | None" = field(default=None, repr=False)
+    bind: str | None = None  # LAB_HOST when it is not `host` (an ssh host named by its name)
+    host_cpus: int | None = None  # CPUs of an ssh host (`nproc` there)
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     @property
+    def database(self) -> str:
+        return "postgres" if isinstance(self.db, postgres.Postgres) else "sqlite"
+
+    @property
     def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+        """The server's PID on its own host."""
+        assert self.started is not None
+        return self.started.pid
+
+    @property
+    def cpu_count(self) -> int:
+        """The CPUs it may use: its pinned set, or every CPU of its host."""
+        if self.pinned:
+            return len(layout.parse_cpus(self.pinned))
+        return self.host_cpus or len(layout.available_cpus())
 
     def start(self, timeout: float = 60.0) -> "Server":
         run = config.SERVERS_DIR / self.stack / "run"
         if not run.exists():
             raise ServerStartError(f"unknown stack {self.stack!r}: {run} does not exist")
-        if self.runner.kind == "ssh":
-            raise ServerStartError(f"{self.runner}: a server over ssh is not supported yet "
-                                   "(local and netns hosts are)")
         cmd, self.pinned = pin_command([str(run)], self.cpus)
-        env = {**os.environ, **self.env, "LAB_HOST": self.host, "LAB_PORT": str(self.port),
-               "LAB_DB": str(self.db)}
-        env.pop("LAB_BUILD_ONLY", None)
+        env = {**os.environ, **self.env, "LAB_HOST": self.bind or self.host, "LAB_PORT": str(self.port)}
+        for name in ("LAB_BUILD_ONLY", "LAB_DB", "LAB_DATABASE_URL"):
+            env.pop(name, None)
+        if self.database == "postgres":
+            env["LAB_DATABASE_URL"] = self.db.dsn
+        else:
+            env["LAB_DB"] = os.fspath(self.db)  # on an ssh host: the same path there
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # Own session: the server and any workers it forks form a group we can signal (in a
-        # namespace too: `ip netns exec` execs it, the same PID).
-        self.proc = hosts.start(self.runner, cmd, env, self.log_path).popen
+        # namespace too: `ip netns exec` execs it, the same PID; over ssh, the PID its shell
+        # reported, and the repository at the same path there builds and runs it).
+        if self.runner.kind == "ssh":
+            self.host_cpus = int(self.runner.run(["nproc"], timeout=20).strip())
+        self.started = hosts.start(self.runner, cmd, env, self.log_path,
+                                   cwd=str(config.PROJ_ROOT) if self.runner.kind == "ssh" else None)
+        self.proc = self.started.popen
         _LIVE[self.proc.pid] = self
         try:
             self.health = self.wait_healthy(timeout)
@@ -219,7 +258,7 @@ class Server:
         if proc is None:
             return None
         try:
-            return stop_process_group(proc, grace)
+            return hosts.stop(self.started, grace)
         finally:
             _LIVE.pop(proc.pid, None)
 
@@ -267,7 +306,9 @@ def start_server(stack: str, db: Path | str, *, profile: str | None = None,
                  log_path: Path | str | None = None, timeout: float = 60.0,
                  extra_env: dict[str, str] | None = None, host: "str | hosts.Host" = "local",
                  listen: str | None = None, **knobs) -> Server:
-    """Start `stack` on a free port with a profile and knob overrides; wait for /health. On
+    """Start `stack` on a free port with a profile and knob overrides; wait for /health. `db`:
+    a SQLite file made by sqlitelab.databases, or a running sqlitelab.postgres.Postgres
+    (LAB_DATABASE=postgres; the profile's SQLite-only knobs left out). On
     loopback by default; `host="netns:<name>"` starts it in that namespace, listening on the
     namespace's own address (sqlitelab.hosts); `listen`: another address of this machine (one
     its Locust workers on other machines reach)."""
@@ -279,13 +320,32 @@ def start_server(stack: str, db: Path | str, *, profile: str | None = None,
         hosts.check_target(listen, runner)
     if stack not in STACKS:
         raise ValueError(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
-    env = knob_env(profile, **knobs)
+    if isinstance(db, postgres.Postgres):
+        if not runner.same_machine:
+            raise ValueError("a server on Postgres runs on this machine (its Postgres does)")
+        if not db.alive():
+            raise ServerStartError(f"{stack}: its Postgres (port {db.port}) is not running")
+        env = knob_env(profile, database="postgres", **knobs)
+        default_log = Path(db.scratch) / f"{stack}.log"
+    else:
+        env = knob_env(profile, **knobs)
+        if runner.kind == "ssh":
+            if cpus is not None:
+                raise ValueError("a server over ssh has its machine's CPUs (cpus=None)")
+            if not isinstance(db, databases.OnHost):  # a file here: copied to the same path there
+                hosts.push(runner, db)
+                db = databases.OnHost(Path(db), runner)
+            default_log = db.path.with_suffix(f".{stack}.log")
+        else:
+            db = Path(db)
+            default_log = db.with_suffix(f".{stack}.log")
     env.update(extra_env or {})
     env.update(follow_cpus(stack, env, cpus))
-    db = Path(db)
-    log_path = Path(log_path) if log_path else db.with_suffix(f".{stack}.log")
-    srv = Server(stack=stack, db=db, port=port or free_port(), env=env,
-                 log_path=log_path, cpus=cpus, host=listen or runner.address(), runner=runner)
+    log_path = Path(log_path) if log_path else default_log
+    address = listen or runner.address()
+    bind = hosts.resolve(address) if runner.kind == "ssh" else None
+    srv = Server(stack=stack, db=db, port=port or free_port(), env=env, log_path=log_path,
+                 cpus=cpus, host=address, runner=runner, bind=bind)
     return srv.start(timeout=timeout)
 
 

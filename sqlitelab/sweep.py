@@ -169,6 +169,16 @@ class Spec:
         server_repeats = dict(server_repeats or {})
         for stack, n in server_repeats.items():
             _check_args([stack], profile_list, scenario, levels, n)
+        server_host = hosts.Host.parse(server_host)
+        far_note = ""
+        if server_host.kind == "ssh":  # the server has a machine of its own, the generator this one
+            if server_cpus not in ("auto", None):
+                raise ValueError("a server over ssh runs on every CPU of its machine: leave server_cpus 'auto'")
+            server_cpus = None
+            if generator_cpus == "auto":
+                generator_cpus = ",".join(map(str, layout.available_cpus()))
+            far_note = (f"server on {server_host}, unpinned on its own machine; "
+                        f"the generator on this machine's CPUs {generator_cpus}")
         # the machine's layout, or the split the notebook's article used where it fits
         lay = layout.resolve(server_cpus, generator_cpus, processes,
                              server=methods.server_split(notebook))
@@ -176,9 +186,6 @@ class Spec:
             processes = lay.processes if generator == "locust" else 1
         server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
         load.check_generator(generator, processes)
-        server_host = hosts.Host.parse(server_host)
-        if server_host.kind == "ssh":
-            raise ValueError("a server over ssh is not supported yet (local and netns hosts are)")
         if isinstance(generator_hosts, str):
             raise ValueError("generator_hosts is a list of hosts, e.g. ['netns:gen1']")
         generator_hosts = tuple(hosts.Host.parse(h) for h in (generator_hosts or ()))
@@ -225,7 +232,7 @@ class Spec:
             levels=tuple(levels), repeats=repeats, server_repeats=server_repeats,
             duration=duration, warmup=warmup, requests=requests, max_duration=max_duration,
             pause=pause, processes=processes, server_cpus=server_cpus,
-            generator_cpus=generator_cpus, layout_note=lay.note, generator=generator,
+            generator_cpus=generator_cpus, layout_note=far_note or lay.note, generator=generator,
             server_host=server_host, generator_hosts=generator_hosts,
             link_delay_us=link_delay_us, confirm=confirm,
             keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
@@ -425,6 +432,9 @@ def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
     t = time.perf_counter()
     db = spec.tmp_dir / f"{stack}-{profile}.db"
     shutil.copyfile(template, db)
+    if spec.server_host.kind == "ssh":  # copied to the same path there, read there from now on
+        hosts.push(spec.server_host, db)
+        db = databases.OnHost(db, spec.server_host)
     copy_s = time.perf_counter() - t
     counts = Counts(db)
     out: list[dict] = []
@@ -439,7 +449,7 @@ def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
     t = time.perf_counter()
     integrity = databases.integrity_check(db)
     timing[-1]["integrity_s"] = time.perf_counter() - t
-    timing[-1]["db_mib"] = db.stat().st_size / 2**20
+    timing[-1]["db_mib"] = databases.size(db) / 2**20
     for p in out:
         p["integrity"] = integrity
         p["audit_ok"] = bool(p["audit_ok"] and integrity == "ok")
@@ -449,7 +459,7 @@ def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
     return out, checks, timing
 
 
-def _one_scenario(spec: Spec, stack: str, profile: str, db: Path, counts: "Counts",
+def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.OnHost", counts: "Counts",
                   scenario: str, bar, onsets: dict) -> tuple[list[dict], list[dict], dict]:
     """One scenario on a fresh start of the server: the levels and repeats, the wrk
     cross-check, the confirmation of the levels the generator limited, each point audited."""

@@ -67,7 +67,7 @@ def test_workers_on_this_machine_share_its_generator_cpus(processes, workers, ea
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"server_host": "ssh:m1"}, "server over ssh is not supported yet"),
+    ({"server_host": "ssh:m1", "server_cpus": "0"}, "every CPU of its machine"),
     ({"generator_hosts": "netns:g"}, "list of hosts"),
     ({"generator_hosts": ["local"]}, "leave it empty"),
     ({"generator_hosts": ["netns:g"], "generator": "loadgen"}, "run Locust workers"),
@@ -280,3 +280,32 @@ def test_a_locust_worker_over_ssh_reports_its_own_measurements_and_cpu(net, tmp_
     assert {q["remote_host"] for q in ssh} == {str(gen1)} and all(q["count"] > 0 for q in ssh)
     assert all(q["cpu_t1"] > q["cpu_t0"] >= 0 and q["cpus"] >= 1 for q in ssh)
     assert p.gen_cpus == 1 + ssh[0]["cpus"]  # this machine's generator CPU, and the ssh host's
+
+
+@pytest.mark.harness
+def test_a_server_over_ssh_is_audited_and_sampled_on_its_host(net, tmp_path):
+    """The server behind a real sshd (in the server namespace): its database pushed to the same
+    path there, started by its own `run` with the remote PID, its CPU sampled there, the audit's
+    counts and integrity_check run there; a Locust worker in another namespace. Stopped by the
+    remote PID: nothing left in the namespace afterwards (the `net` fixture checks)."""
+    with running_sshd(net, "srv", tmp_path / "sshd") as srv_host:
+        df = sweep.sweep(notebook="test-hosts", servers=["go-nethttp"], profiles=["single-writer"],
+                         scenario="rails-writes-noredirect", levels=[8], duration=3, warmup=1,
+                         progress=False, results_db=tmp_path / "r.db", runs_dir=tmp_path / "runs",
+                         calibration=False, server_host=srv_host,
+                         generator_hosts=[str(net.host("gen1"))])
+        left = [open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+                for pid in netns.namespace_pids(net.namespace("srv")) if os.path.exists(f"/proc/{pid}")]
+    assert not [c for c in left if "go-nethttp" in c or "sample-tree" in c or "bin/server" in c], left
+    p = df.iloc[0]
+    assert p.server_host == str(srv_host) and p.server_pinning is None
+    assert p.audit_ok and p.integrity == "ok" and p.rows_written == p.acked_writes > 0
+    assert p.server_requests and abs(p.requests - p.server_requests) <= 0.01 * p.server_requests
+    assert p.server_cpu_pct > 0 and p.server_rss_mb > 0   # sampled on its host
+    assert p.server_util == pytest.approx(p.server_cpu_pct / 100 / os.cpu_count())  # `nproc` there
+    assert "unpinned on its own machine" in p.layout_note
+    level = next((tmp_path / "runs").rglob("u0008-r1"))
+    lines = [l for l in (level / "server-cpu.log").read_text().splitlines() if l.startswith("tree ")]
+    assert len(lines) >= 3 * 10  # every 50 ms through the 3-s window
+    server_log = next((tmp_path / "runs").rglob("server-go-nethttp-single-writer.log")).read_text()
+    assert server_log.startswith("LABPID ")  # started by the ssh runner, which reported its PID
