@@ -266,6 +266,9 @@ TABLES: dict[str, dict] = {
             "unacked_rows": "rows_written − expected_rows (0 when exact; > 0: rows committed "
                             "without an acknowledgement).",
             "db_mib": "Size of the server's database file before the level, MiB.",
+            "database": "The database the server ran on: sqlite (the file) or postgres (a real Postgres the sweep started beside it; its CPU and RSS are counted in server_cpu_pct / server_rss_mb).",
+            "database_version": "SQLite's version, or Postgres' server_version, as the server's /health reported it.",
+            "postgres_settings": "JSON: every setting the sweep's Postgres was started with (sqlitelab.postgres.settings: fixed, memory sized to the machine, durability matched to the profile's synchronous).",
             "db_cached_before": "Share of the database file in the OS page cache before the level "
                                 "(fincore; 0–1).",
             "db_cached_after": "Share of the database file in the OS page cache after the level.",

@@ -103,9 +103,9 @@ def tree_cpu_seconds(pid: "int | list[int]") -> float:
     return total
 
 
-def tree_rss(pid: int) -> int:
+def tree_rss(pid: "int | list[int]") -> int:
     total = 0
-    for p in _tree(pid):
+    for p in (q for one in ([pid] if isinstance(pid, int) else pid) for q in _tree(one)):
         try:
             total += p.memory_info().rss
         except psutil.Error:
@@ -179,7 +179,8 @@ class Sampler(threading.Thread):
         if self.remote is not None:  # a server on an ssh host: its own sampler's latest line
             server_cpu, rss = self.remote.latest()
         else:
-            server_cpu, rss = tree_cpu_seconds(self.server.pid), tree_rss(self.server.pid)
+            # the server's tree, and its Postgres' (SQLite's work is in the server's process)
+            server_cpu, rss = tree_cpu_seconds(self.server.pids), tree_rss(self.server.pids)
         s = (time.time(), server_cpu, rss, gen_cpu)
         self.samples.append(s)
         return s

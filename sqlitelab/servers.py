@@ -192,6 +192,12 @@ class Server:
         return self.started.pid
 
     @property
+    def pids(self) -> list[int]:
+        """What its CPU and memory are: its own process tree and, on Postgres, the database's
+        (SQLite's work happens inside the server's process; Postgres' in its backends)."""
+        return [self.pid] + ([self.db.pid] if self.database == "postgres" else [])
+
+    @property
     def cpu_count(self) -> int:
         """The CPUs it may use: its pinned set, or every CPU of its host."""
         if self.pinned:

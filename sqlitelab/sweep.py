@@ -28,6 +28,7 @@ The generator is never the story (see sqlitelab.calibrate and load.influence):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import calibrate, config, databases, hosts, layout, link, load, methods, results, scenarios, wrk
+from . import calibrate, config, databases, hosts, layout, link, load, methods, postgres, results, scenarios, wrk
 from . import servers as stacks
 
 
@@ -80,7 +81,7 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           crosscheck_seconds: float | None = None, calibration: bool = True,
           server_repeats: dict[str, int] | None = None, server_host: str = "local",
           generator_hosts: list[str] | None = None,
-          link_delay_us: int | None = None) -> pd.DataFrame:
+          link_delay_us: int | None = None, database: str = "sqlite") -> pd.DataFrame:
     """Run a sweep and return its headline points (one row per server, profile, scenario, level
     and repeat), each carrying its notebook, notebook run (`run_id`: the notebook's; None: a
     new one), experiment, scale, machine and commit (results.describe). `scenario`: one name,
@@ -100,7 +101,10 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     (`load.run_level`).
     `link_delay_us`: the generator reaches the server through a link that holds each direction
     that many µs (sqlitelab.link; 0: the link's proxy alone), a new one for each level; None:
-    directly."""
+    directly. `database="postgres"`: every server runs on a real Postgres the sweep starts for it
+    (sqlitelab.postgres: one cluster per server and profile, pinned to the server's CPUs, its
+    durability the profile's `synchronous`, seeded with the same rows), the profile's
+    SQLite-only knobs left out; the audit counts rows there."""
     t_run = time.perf_counter()
     spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
     return _run(spec, t_run)
@@ -141,6 +145,7 @@ class Spec:
     server_host: hosts.Host
     generator_hosts: tuple[hosts.Host, ...]  # none: Locust on this machine, as always
     link_delay_us: int | None  # µs each way through sqlitelab.link's proxy (None: direct)
+    database: str           # sqlite | postgres (servers.DATABASES)
     confirm: str | None
     keepalive: bool
     crosscheck: int | None
@@ -161,7 +166,7 @@ class Spec:
            server_knobs, seed_users, seed_items, payload_bytes, seed_user_bytes, scenario_params,
            parameters, progress, results_db, runs_dir, run_id, generator, keepalive, confirm,
            crosscheck, crosscheck_seconds, calibration, server_repeats, server_host,
-           generator_hosts, link_delay_us) -> "Spec":
+           generator_hosts, link_delay_us, database) -> "Spec":
         server_list = list(servers or ["python-fastapi"])
         profile_list = list(profiles or ["rails71"])
         levels = list(levels)
@@ -170,6 +175,16 @@ class Spec:
         for stack, n in server_repeats.items():
             _check_args([stack], profile_list, scenario, levels, n)
         server_host = hosts.Host.parse(server_host)
+        if database not in stacks.DATABASES:
+            raise ValueError(f"database must be one of {', '.join(stacks.DATABASES)}, not {database!r}")
+        if database == "postgres":
+            if not server_host.same_machine:
+                raise ValueError("database='postgres' runs its Postgres beside the server, on this machine")
+            for name in profile_list:  # each profile's durability has a Postgres equivalent
+                postgres.durability_for(stacks.profile_knobs(name).get("pragmas"))
+            for k in {*(knobs or {}), *(kk for v in (server_knobs or {}).values() for kk in v)}:
+                if k in stacks.SQLITE_ONLY_KNOBS:
+                    raise ValueError(f"knob {k!r} is SQLite's; it has no meaning with database='postgres'")
         far_note = ""
         if server_host.kind == "ssh":  # the server has a machine of its own, the generator this one
             if server_cpus not in ("auto", None):
@@ -234,7 +249,7 @@ class Spec:
             pause=pause, processes=processes, server_cpus=server_cpus,
             generator_cpus=generator_cpus, layout_note=far_note or lay.note, generator=generator,
             server_host=server_host, generator_hosts=generator_hosts,
-            link_delay_us=link_delay_us, confirm=confirm,
+            link_delay_us=link_delay_us, database=database, confirm=confirm,
             keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
             calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
             seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
@@ -273,7 +288,7 @@ class Spec:
                 "warmup": self.warmup, "requests": self.requests, "processes": self.processes,
                 "layout_note": self.layout_note, "server_host": str(self.server_host),
                 "generator_hosts": [str(h) for h in self.generator_hosts],
-                "link_delay_us": self.link_delay_us,
+                "link_delay_us": self.link_delay_us, "database": self.database,
                 "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
                 "crosscheck": self.crosscheck, "knobs": self.knobs,
                 "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
@@ -429,27 +444,35 @@ def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
     started afresh for each (seed 004 ran a server program per endpoint, all on one file),
     the file checked once at the end. Returns points, cross-checks and where the wall time
     went (one row per scenario, for sqlitelab.timing)."""
-    t = time.perf_counter()
-    db = spec.tmp_dir / f"{stack}-{profile}.db"
-    shutil.copyfile(template, db)
-    if spec.server_host.kind == "ssh":  # copied to the same path there, read there from now on
-        hosts.push(spec.server_host, db)
-        db = databases.OnHost(db, spec.server_host)
-    copy_s = time.perf_counter() - t
-    counts = Counts(db)
-    out: list[dict] = []
-    checks: list[dict] = []
-    timing: list[dict] = []
-    for scenario in spec.scenarios:
-        got, check, st = _one_scenario(spec, stack, profile, db, counts, scenario, bar, onsets)
-        out += got
-        checks += check
-        timing.append(st)
-    timing[0]["copy_s"] = copy_s
-    t = time.perf_counter()
-    integrity = databases.integrity_check(db)
-    timing[-1]["integrity_s"] = time.perf_counter() - t
-    timing[-1]["db_mib"] = databases.size(db) / 2**20
+    with contextlib.ExitStack() as stack_of:
+        t = time.perf_counter()
+        if spec.database == "postgres":  # its own cluster, seeded with the template's rows
+            pg = postgres.Postgres(spec.tmp_dir / f"{stack}-{profile}-pg", cpus=spec.server_cpus,
+                                   durability=postgres.durability_for(
+                                       stacks.profile_knobs(profile).get("pragmas")))
+            db = stack_of.enter_context(pg).prepare(**spec.seed)
+        else:
+            db = spec.tmp_dir / f"{stack}-{profile}.db"
+            shutil.copyfile(template, db)
+        if spec.server_host.kind == "ssh":  # copied to the same path there, read there from now on
+            hosts.push(spec.server_host, db)
+            db = databases.OnHost(db, spec.server_host)
+        copy_s = time.perf_counter() - t
+        counts = Counts(db)
+        out: list[dict] = []
+        checks: list[dict] = []
+        timing: list[dict] = []
+        for scenario in spec.scenarios:
+            got, check, st = _one_scenario(spec, stack, profile, db, counts, scenario, bar, onsets)
+            out += got
+            checks += check
+            timing.append(st)
+        timing[0]["copy_s"] = copy_s
+        t = time.perf_counter()
+        integrity = databases.integrity_check(db)
+        timing[-1]["integrity_s"] = time.perf_counter() - t
+        size = databases.size(db)
+        timing[-1]["db_mib"] = size / 2**20 if size is not None else None
     for p in out:
         p["integrity"] = integrity
         p["audit_ok"] = bool(p["audit_ok"] and integrity == "ok")
@@ -524,6 +547,10 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                 "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
                 "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
                 "sqlite_version": health.get("sqlite_version"),
+                "database": health.get("database", "sqlite"),
+                "database_version": health.get("database_version", health.get("sqlite_version")),
+                "postgres_settings": (json.dumps(db.settings(), sort_keys=True)
+                                      if databases.is_postgres(db) else None),
                 "server_processes": health["knobs"].get("processes"),
                 "server_threads": health["knobs"].get("threads"),
                 "write_path": health["knobs"].get("write_path"),

@@ -138,7 +138,7 @@ def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Pa
     cmd, _ = servers.pin_command([BINARY, "-t", str(threads), "-c", str(users), "-d", f"{seconds}s",
                                   "--timeout", f"{TIMEOUT_S}s", "-s", str(lua), server.url], cpus)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    s0, w0 = load.tree_cpu_seconds(server.pid), time.perf_counter()
+    s0, w0 = load.tree_cpu_seconds(server.pids), time.perf_counter()
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -147,7 +147,7 @@ def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Pa
         finally:  # also on a timeout or an interrupt: stop wrk by its PID
             servers.stop_process_group(proc)
     wall = time.perf_counter() - w0
-    s1 = load.tree_cpu_seconds(server.pid)
+    s1 = load.tree_cpu_seconds(server.pids)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     text = stdout.decode(errors="replace")
