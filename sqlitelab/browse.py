@@ -267,6 +267,9 @@ TABLES: dict[str, dict] = {
                             "without an acknowledgement).",
             "db_mib": "Size of the server's database file before the level, MiB.",
             "database": "The database the server ran on: sqlite (the file) or postgres (a real Postgres the sweep started beside it; its CPU and RSS are counted in server_cpu_pct / server_rss_mb).",
+            "db_link_delay_us": "µs each way of the link between the server and its Postgres (sweep's db_link_delay_us: a database on a host of its own); empty: the unix socket, or SQLite.",
+            "db_link_late_mean_us": "How late past its delay the server-to-Postgres link forwarded chunks, mean µs, from its start to this point.",
+            "db_link_late_max_us": "The latest single chunk of the server-to-Postgres link so far, µs past its delay.",
             "database_version": "SQLite's version, or Postgres' server_version, as the server's /health reported it.",
             "postgres_settings": "JSON: every setting the sweep's Postgres was started with (sqlitelab.postgres.settings: fixed, memory sized to the machine, durability matched to the profile's synchronous).",
             "db_cached_before": "Share of the database file in the OS page cache before the level "

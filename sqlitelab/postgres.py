@@ -146,6 +146,7 @@ class Postgres:
     socket_dir: Path | None = None
     version: str | None = None
     pinned: str | None = None
+    link: object | None = field(default=None, repr=False)  # a link.DelayLink the servers go through
 
     data_dir: Path | None = None
 
@@ -161,6 +162,15 @@ class Postgres:
     @property
     def tcp_dsn(self) -> str:
         return f"host=127.0.0.1 port={self.port} user={USER} dbname={DBNAME}"
+
+    @property
+    def server_dsn(self) -> str:
+        """What a server connects to: the unix socket, or, with a `link` (a database on a host
+        of its own, sqlitelab.link), the link's loopback port in front of the TCP port."""
+        if self.link is None:
+            return self.dsn
+        host, _, port = self.link.url.removeprefix("http://").rpartition(":")
+        return f"host={host} port={port} user={USER} dbname={DBNAME}"
 
     @property
     def pid(self) -> int:

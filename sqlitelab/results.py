@@ -204,7 +204,8 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
 # Numeric columns that a run's first rows may leave empty (a direct path has no link): declared,
 # since a column first seen as None would be made TEXT and keep later numbers as text.
 COLUMN_TYPES = {"link_delay_us": int, "link_connections": int, "link_chunks": int,
-                "link_late_mean_us": float, "link_late_max_us": float}
+                "link_late_mean_us": float, "link_late_max_us": float,
+                "db_link_delay_us": int, "db_link_late_mean_us": float, "db_link_late_max_us": float}
 
 
 def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:

@@ -213,7 +213,7 @@ class Server:
         for name in ("LAB_BUILD_ONLY", "LAB_DB", "LAB_DATABASE_URL"):
             env.pop(name, None)
         if self.database == "postgres":
-            env["LAB_DATABASE_URL"] = self.db.dsn
+            env["LAB_DATABASE_URL"] = self.db.server_dsn
         else:
             env["LAB_DB"] = os.fspath(self.db)  # on an ssh host: the same path there
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -81,7 +81,8 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           crosscheck_seconds: float | None = None, calibration: bool = True,
           server_repeats: dict[str, int] | None = None, server_host: str = "local",
           generator_hosts: list[str] | None = None,
-          link_delay_us: int | None = None, database: str = "sqlite") -> pd.DataFrame:
+          link_delay_us: int | None = None, database: str = "sqlite",
+          db_link_delay_us: int | None = None) -> pd.DataFrame:
     """Run a sweep and return its headline points (one row per server, profile, scenario, level
     and repeat), each carrying its notebook, notebook run (`run_id`: the notebook's; None: a
     new one), experiment, scale, machine and commit (results.describe). `scenario`: one name,
@@ -104,7 +105,9 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     directly. `database="postgres"`: every server runs on a real Postgres the sweep starts for it
     (sqlitelab.postgres: one cluster per server and profile, pinned to the server's CPUs, its
     durability the profile's `synchronous`, seeded with the same rows), the profile's
-    SQLite-only knobs left out; the audit counts rows there."""
+    SQLite-only knobs left out; the audit counts rows there. `db_link_delay_us`: the server
+    reaches that Postgres over TCP through a link holding each direction that many µs (a
+    database on a host of its own; the link pinned with the generator, as `link_delay_us`'s)."""
     t_run = time.perf_counter()
     spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
     return _run(spec, t_run)
@@ -146,6 +149,7 @@ class Spec:
     generator_hosts: tuple[hosts.Host, ...]  # none: Locust on this machine, as always
     link_delay_us: int | None  # µs each way through sqlitelab.link's proxy (None: direct)
     database: str           # sqlite | postgres (servers.DATABASES)
+    db_link_delay_us: int | None  # µs each way between the server and its Postgres (None: its socket)
     confirm: str | None
     keepalive: bool
     crosscheck: int | None
@@ -166,7 +170,7 @@ class Spec:
            server_knobs, seed_users, seed_items, payload_bytes, seed_user_bytes, scenario_params,
            parameters, progress, results_db, runs_dir, run_id, generator, keepalive, confirm,
            crosscheck, crosscheck_seconds, calibration, server_repeats, server_host,
-           generator_hosts, link_delay_us, database) -> "Spec":
+           generator_hosts, link_delay_us, database, db_link_delay_us) -> "Spec":
         server_list = list(servers or ["python-fastapi"])
         profile_list = list(profiles or ["rails71"])
         levels = list(levels)
@@ -185,6 +189,11 @@ class Spec:
             for k in {*(knobs or {}), *(kk for v in (server_knobs or {}).values() for kk in v)}:
                 if k in stacks.SQLITE_ONLY_KNOBS:
                     raise ValueError(f"knob {k!r} is SQLite's; it has no meaning with database='postgres'")
+        if db_link_delay_us is not None:
+            if database != "postgres":
+                raise ValueError("db_link_delay_us puts a link between a server and its Postgres: "
+                                 "database='postgres' only (SQLite is in the server's process)")
+            link.check_delay(db_link_delay_us)
         far_note = ""
         if server_host.kind == "ssh":  # the server has a machine of its own, the generator this one
             if server_cpus not in ("auto", None):
@@ -249,7 +258,8 @@ class Spec:
             pause=pause, processes=processes, server_cpus=server_cpus,
             generator_cpus=generator_cpus, layout_note=far_note or lay.note, generator=generator,
             server_host=server_host, generator_hosts=generator_hosts,
-            link_delay_us=link_delay_us, database=database, confirm=confirm,
+            link_delay_us=link_delay_us, database=database, db_link_delay_us=db_link_delay_us,
+            confirm=confirm,
             keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
             calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
             seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
@@ -289,6 +299,7 @@ class Spec:
                 "layout_note": self.layout_note, "server_host": str(self.server_host),
                 "generator_hosts": [str(h) for h in self.generator_hosts],
                 "link_delay_us": self.link_delay_us, "database": self.database,
+                "db_link_delay_us": self.db_link_delay_us,
                 "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
                 "crosscheck": self.crosscheck, "knobs": self.knobs,
                 "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
@@ -451,6 +462,10 @@ def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
                                    durability=postgres.durability_for(
                                        stacks.profile_knobs(profile).get("pragmas")))
             db = stack_of.enter_context(pg).prepare(**spec.seed)
+            if spec.db_link_delay_us is not None:  # the database on a host of its own
+                pg.link = stack_of.enter_context(link.DelayLink(
+                    f"http://127.0.0.1:{pg.port}", spec.db_link_delay_us, spec.generator_cpus,
+                    spec.tmp_dir / f"{stack}-{profile}-dblink"))
         else:
             db = spec.tmp_dir / f"{stack}-{profile}.db"
             shutil.copyfile(template, db)
@@ -551,6 +566,8 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                 "database_version": health.get("database_version", health.get("sqlite_version")),
                 "postgres_settings": (json.dumps(db.settings(), sort_keys=True)
                                       if databases.is_postgres(db) else None),
+                "db_link_delay_us": spec.db_link_delay_us,
+                **_db_link_stats(db),
                 "server_processes": health["knobs"].get("processes"),
                 "server_threads": health["knobs"].get("threads"),
                 "write_path": health["knobs"].get("write_path"),
@@ -622,6 +639,14 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
         t = time.perf_counter()
     st["stop_s"] = time.perf_counter() - t
     return out, checks, st
+
+
+def _db_link_stats(db) -> dict:
+    """How late the server-to-Postgres link ran so far (its proxy's counters since the server's
+    database started; None without one)."""
+    stats = db.link.stats() if getattr(db, "link", None) is not None else {}
+    return {"db_link_late_mean_us": stats.get("late_mean_us"),
+            "db_link_late_max_us": stats.get("late_max_us")}
 
 
 def _crosscheck(srv, counts, sc, scenario, users, scenario_params, keepalive, out_dir, seconds, warmup,
