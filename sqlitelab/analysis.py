@@ -409,3 +409,62 @@ def network_table(df: pd.DataFrame) -> pd.DataFrame:
     t["of_bound"] = t["rps"] / t["bound_rps"]
     t["_o"] = t["delay_us"].where(t["link"] != "direct", -1)  # direct first, then by delay
     return t.sort_values(["server", "_o", "users"]).drop(columns="_o").reset_index(drop=True)
+
+
+def store_label(database, db_link_delay_us=None) -> str:
+    """`sqlite`, `postgres`, or `postgres, link 100 µs` (its own host, sweep's db_link_delay_us)."""
+    if db_link_delay_us is None or pd.isna(db_link_delay_us):
+        return str(database)
+    return f"{database}, link {int(db_link_delay_us)} µs"
+
+
+def versus_table(df: pd.DataFrame, slo_p99_ms: float = 100.0) -> pd.DataFrame:
+    """Notebook 07: per workload, endpoint (scenario), stack and store (sqlite, postgres, postgres
+    behind a link): the best level's throughput and that level's p99 (repeats averaged, p99 the
+    worst repeat), how it must be read (generator-bound...), and the capacity at the SLO (the
+    best level with p99 ≤ SLO and no errors, capacity.capacity_at_slo)."""
+    from . import capacity, versus
+    if df.empty:
+        return pd.DataFrame()
+    links = df["db_link_delay_us"] if "db_link_delay_us" in df else pd.Series(None, index=df.index)
+    d = df.assign(workload=df["experiment"].map(versus.workload_of),
+                  store=[store_label(db, l) for db, l in zip(df["database"], links)])
+    keys = ["workload", "scenario", "server", "store"]
+    lv = over_repeats(d, keys + ["users"], ["rps", "p99_ms", "errors", "server_cpu_pct"], p99_ms="max")
+    best = lv.loc[lv.groupby(keys)["rps"].idxmax()].copy()
+    best["limit"] = [limit_note(r) for r in best.to_dict("records")]
+    best["generator_bound"] = best["limit"] == "generator-bound"
+    best["generator_influenced"] = best["limit"] == "generator-influenced"
+    cap = capacity.capacity_at_slo(d, slo_p99_ms, by=tuple(keys))[keys + ["slo_rps", "slo_users"]]
+    out = best.merge(cap, on=keys, how="left")
+    out = out.rename(columns={"users": "best_users", "rps": "best_rps", "p99_ms": "best_p99_ms"})
+    return out[keys + ["best_users", "best_rps", "best_p99_ms", "errors", "server_cpu_pct", "limit",
+                       "generator_bound", "generator_influenced", "slo_rps", "slo_users",
+                       "audit_ok"]].sort_values(keys).reset_index(drop=True)
+
+
+def versus_ratios(table: pd.DataFrame, against: str = "postgres") -> pd.DataFrame:
+    """SQLite against `against` (a store of versus_table) per workload, endpoint and stack:
+    throughput and p99 at each one's best level, their ratios (SQLite / Postgres: above 1, SQLite
+    serves more; a p99 ratio below 1, SQLite answers faster), and both capacities at the SLO."""
+    if table.empty:
+        return pd.DataFrame()
+    keys = ["workload", "scenario", "server"]
+    a = table[table["store"] == "sqlite"].set_index(keys)
+    b = table[table["store"] == against].set_index(keys)
+    both = a.index.intersection(b.index)
+    a, b = a.loc[both], b.loc[both]
+    out = pd.DataFrame({
+        "sqlite_rps": a["best_rps"], "postgres_rps": b["best_rps"],
+        "rps_ratio": a["best_rps"] / b["best_rps"],
+        "sqlite_p99_ms": a["best_p99_ms"], "postgres_p99_ms": b["best_p99_ms"],
+        "p99_ratio": a["best_p99_ms"] / b["best_p99_ms"],
+        "sqlite_slo_rps": a["slo_rps"], "postgres_slo_rps": b["slo_rps"],
+        "limits": [", ".join(x for x in (f"sqlite {la}" if la else "", f"postgres {lb}" if lb else "") if x)
+                   for la, lb in zip(a["limit"], b["limit"])],
+        # either side's generator set the pace: the ratio is a bound, not a measurement
+        "generator_bound": a["generator_bound"] | b["generator_bound"],
+        "generator_influenced": a["generator_influenced"] | b["generator_influenced"],
+        "audit_ok": a["audit_ok"].astype(bool) & b["audit_ok"].astype(bool),
+    }, index=both)
+    return out.reset_index().sort_values(keys).reset_index(drop=True)

@@ -16,8 +16,14 @@ from pathlib import Path
 from . import config, results
 
 
+# Notebooks that read the newest runs of the others (06: capacity from every load notebook):
+# a batch runs them after the rest, whatever their number.
+READS_THE_OTHERS = ("06-capacity",)
+
+
 def notebooks(only: list[str] | None = None) -> list[Path]:
-    found = sorted(p for p in config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
+    found = sorted(config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"),
+                   key=lambda p: (p.stem in READS_THE_OTHERS, p.stem))
     if only:
         found = [p for p in found if any(p.stem.startswith(o) for o in only)]
     return found

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import versus
+
 SECONDS_PER_HOUR = 3600
 DAY = 24 * SECONDS_PER_HOUR
 
@@ -107,9 +109,13 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
 
 # The notebooks whose measurements notebook 06 reads, and for each the experiments that
 # reproduce its article (the others are the "beyond" sweeps: write shares, write paths...).
-COLLECTION = ("01-linear-writes", "02-busy-errors", "03-read-write-mix", "05-single-machine")
-HEADLINE_EXPERIMENTS = {"02-busy-errors": {"profiles"}, "03-read-write-mix": {"article"}}
-GROUP = ("notebook", "experiment", "server", "profile", "scenario")
+COLLECTION = ("01-linear-writes", "02-busy-errors", "03-read-write-mix", "05-single-machine",
+              "07-sqlite-vs-postgres")
+HEADLINE_EXPERIMENTS = {"02-busy-errors": {"profiles"}, "03-read-write-mix": {"article"},
+                        # 07: each workload on each database, not Postgres behind a link
+                        "07-sqlite-vs-postgres": versus.experiments()}
+# `database`: sqlite, or postgres (07); points stored before issue 15 have none and are SQLite's
+GROUP = ("notebook", "experiment", "server", "profile", "scenario", "database")
 
 
 def latest_runs(points: pd.DataFrame, scale: str | None = None,
@@ -138,7 +144,9 @@ def estimate(points: pd.DataFrame, slo_p99_ms: float = 100.0, requests_per_user:
               seconds_between_requests=seconds_between_requests)
     if points.empty:
         return pd.DataFrame(columns=list(GROUP) + ["peak_rps", "slo_rps"])
-    pts = points.assign(experiment=points["experiment"].fillna(""))
+    pts = points.assign(experiment=points["experiment"].fillna(""),
+                        database=(points["database"].fillna("sqlite") if "database" in points
+                                  else "sqlite"))
     cap = capacity_at_slo(pts, slo_p99_ms, by=GROUP)
     for col in ("peak", "slo"):
         rps = cap[f"{col}_rps"]
@@ -159,8 +167,9 @@ def headline(cap: pd.DataFrame) -> pd.DataFrame:
     h = cap[keep]
     if h.empty:
         return h
-    best = h.loc[h.groupby(["notebook", "scenario", "server"])["slo_rps"].idxmax()]
-    return best.sort_values(["notebook", "scenario", "server"]).reset_index(drop=True)
+    by = ["notebook", "scenario", "server"] + (["database"] if "database" in h else [])
+    best = h.loc[h.groupby(by)["slo_rps"].idxmax()]
+    return best.sort_values(by).reset_index(drop=True)
 
 
 def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
@@ -173,6 +182,8 @@ def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
                              "notebook": [None], "scenario": [None], "server": [None], "profile": [None],
                              "generator_bound": [False], "generator_influenced": [False]})
     what = h["scenario"] + " · " + h["server"] + " (" + h["profile"] + ")"
+    if "database" in h:  # 07's Postgres rows, named as such
+        what = what + h["database"].map(lambda d: "" if d in (None, "sqlite") else f" · {d}")
     ids = {"what": what, "notebook": h["notebook"], "scenario": h["scenario"], "server": h["server"],
            "profile": h["profile"]}
     return pd.concat([

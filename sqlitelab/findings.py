@@ -329,3 +329,41 @@ def network(table: pd.DataFrame) -> str:
         lines.append(f"- Little's law as a check of the measurement: users ÷ mean latency is "
                      f"within {(check - 1).abs().max():.1%} of the measured rate at every level.")
     return "\n".join(lines)
+
+
+def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
+    """Notebook 07: SQLite against Postgres per workload and stack (analysis.versus_ratios), where
+    Postgres won, and what a link to a database on its own host cost (analysis.versus_table)."""
+    if ratios.empty:
+        return "- No workload ran on both databases."
+    lines = []
+    for (workload, scenario), g in ratios.groupby(["workload", "scenario"], sort=True):
+        parts = [f"{r.server} {r.sqlite_rps:,.0f} vs {r.postgres_rps:,.0f} req/s "
+                 f"(×{r.rps_ratio:.2f}; p99 {r.sqlite_p99_ms:.1f} vs {r.postgres_p99_ms:.1f} ms"
+                 + (f"; {r.limits}" if r.limits else "") + ")" for r in g.itertuples()]
+        lines.append(f"- **{workload} · {scenario}** — SQLite vs Postgres at each one's best level: "
+                     + "; ".join(parts) + ".")
+    wins = ratios[ratios["rps_ratio"] < 1]
+    if len(wins):
+        lines.append("- **Where Postgres served more**: " + "; ".join(
+            f"{r.server} on {r.scenario} ({1 / r.rps_ratio:.2f}× SQLite's rate)" for r in wins.itertuples())
+            + ".")
+    else:
+        lines.append("- **Postgres served more nowhere**: SQLite's best rate was higher for every "
+                     "workload and stack measured.")
+    lines.append(f"- Median SQLite/Postgres throughput ratio over every workload and stack: "
+                 f"{ratios['rps_ratio'].median():.2f} (range {ratios['rps_ratio'].min():.2f}–"
+                 f"{ratios['rps_ratio'].max():.2f}).")
+    linked = table[table["store"].str.contains("link", na=False)]
+    for r in linked.itertuples():
+        base = table[(table["workload"] == r.workload) & (table["scenario"] == r.scenario)
+                     & (table["server"] == r.server) & (table["store"] == "postgres")]
+        if len(base):
+            b = base.iloc[0]
+            lines.append(f"- {r.server}, {r.scenario} with Postgres on its own host ({r.store}): "
+                         f"{r.best_rps:,.0f} req/s, {r.best_rps / b.best_rps:.0%} of Postgres over its "
+                         f"socket; p99 {r.best_p99_ms:.1f} ms (was {b.best_p99_ms:.1f}).")
+    bad = int((~ratios["audit_ok"]).sum())
+    lines.append("- Audits: every acknowledged write was in its database, on both databases."
+                 if bad == 0 else f"- **AUDIT FAILED** in {bad} workload/stack pair(s).")
+    return "\n".join(lines)

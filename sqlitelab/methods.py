@@ -260,6 +260,38 @@ def link_paths(run: RunView) -> list[str]:
     return sorted({link_label(v) for v in run.points["link_delay_us"]}, key=_sort_key)
 
 
+def stores(run: RunView) -> list[str]:
+    """07: the databases the run measured: `sqlite`, `postgres`, `postgres, link <n> µs`."""
+    from .analysis import store_label
+    if "database" not in run.points:
+        raise NotRecorded("col:database")
+    links = run.points["db_link_delay_us"] if "db_link_delay_us" in run.points else [None] * len(run.points)
+    return sorted({store_label(d, l) for d, l in zip(run.points["database"], links)}, key=_sort_key)
+
+
+def postgres_durability(run: RunView) -> list[str]:
+    """07: Postgres' commit durability beside each profile's SQLite `synchronous`."""
+    pts = run.points[run.points["database"] == "postgres"] if "database" in run.points else run.points
+    if pts.empty or "postgres_settings" not in pts:
+        raise NotRecorded("col:postgres_settings")
+    out = set()
+    for profile, settings in zip(pts["profile"], pts["postgres_settings"]):
+        got = json.loads(settings)
+        out.add(f"{profile}: synchronous={_profile_pragma(profile, 'synchronous')} → "
+                f"synchronous_commit={got['synchronous_commit']}, fsync={got['fsync']}")
+    return sorted(out)
+
+
+def postgres_memory(run: RunView) -> str:
+    """07: the memory settings the run's Postgres had."""
+    pts = run.points[run.points["database"] == "postgres"] if "database" in run.points else run.points
+    if pts.empty or "postgres_settings" not in pts:
+        raise NotRecorded("col:postgres_settings")
+    got = json.loads(pts["postgres_settings"].iloc[0])
+    return (f"shared_buffers {got['shared_buffers']}, effective_cache_size {got['effective_cache_size']}, "
+            f"max_connections {got['max_connections']}, wal_level {got['wal_level']}")
+
+
 def link_lateness(run: RunView) -> str:
     """09: how late the links forwarded bytes past their delay, on average and at worst."""
     pts = run.points[run.points["link_delay_us"].notna()] if "link_delay_us" in run.points else run.points
@@ -523,6 +555,40 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
                why="one generator for every path (loadgen by default, calibrated against wrk), so "
                    "that its own cost is the same in every row and leaves CPU to the link"),
         Detail("server CPUs", "the whole machine", "cpus:server_pinning", expect=None, why=PIN_WHY),
+        Detail("machine", "the authors' laptops and servers", "col:machine", why=MACHINE_WHY),
+    )),
+    Article("07-sqlite-vs-postgres", "000, 001, 002, 004", "the articles' workloads, on Postgres too", (
+        Detail("database", "SQLite only: every article argues against “just use Postgres” without "
+               "measuring it", stores, expect=["sqlite"],
+               why="this notebook's question: the same servers and load on a real Postgres 15 beside "
+                   "SQLite (sqlitelab.postgres), and Postgres on a host of its own (a delayed link)"),
+        Detail("application code", "each article's own server", "col:server", expect=None,
+               why="the lab's four servers, one code path per stack with a database seam: the same "
+                   "endpoints, statements, transactions and acknowledgements on both databases"),
+        Detail("durability", "SQLite's synchronous as each profile sets it (NORMAL for Rails, FULL "
+               "for seed 002's drivers, OFF for seed 004)", postgres_durability, expect=None,
+               why="Postgres has no `synchronous`: the commit durability that makes the same promise "
+                   "(synchronous_commit=off beside NORMAL: a crash may lose the last commits, never "
+                   "consistency; on beside FULL; fsync=off beside OFF)"),
+        Detail("Postgres memory", "—", postgres_memory, expect=None,
+               why="sized to the machine (a quarter of RAM for shared_buffers, at most 8 GB, half for "
+                   "effective_cache_size); every other setting Postgres' default but WAL for one "
+                   "machine (wal_level=minimal, no replicas, as SQLite's WAL)"),
+        Detail("connections to the database", "SQLite: in-process connections (Rails' pool, one "
+               "writer in seed 002)", "knob:readers", expect=None,
+               why="the same pool sizes on both: LAB_READERS connections per process (plus the writer's "
+                   "in writer/batch mode); Postgres over its unix socket (or TCP through the link)"),
+        Detail("where the database runs", "inside the server's process, on the server's CPUs",
+               "cpus:server_pinning", expect=None,
+               why="Postgres is pinned to the server's CPUs and its CPU counted with the server's, so "
+                   "both databases get the same cores"),
+        Detail("load tool", "hey (000), oha (001), a Python/asyncio client (002), not stated (004)",
+               "col:generator", expect=None,
+               why="one generator for every row (loadgen by default, calibrated against wrk), so its "
+                   "own cost is the same on both databases"),
+        Detail("windows", "000: 10 s; 001: 5 s; 002: 50,000 requests; 004: not stated",
+               "param:duration", expect=None,
+               why="one window length for every workload, so that each pair is measured alike"),
         Detail("machine", "the authors' laptops and servers", "col:machine", why=MACHINE_WHY),
     )),
     Article("06-capacity", "000, 002, 004", "the articles' napkin math", (

@@ -155,6 +155,9 @@ class SeriesStyles:
                         for i, t in enumerate(self.colour_values)}
         self._dash = {t: (profile_dash(t[0]) if dash == ["profile"] else DASHES[i % len(DASHES)])
                       for i, t in enumerate(self.dash_values)}
+        if dash == ["database"]:  # SQLite solid, another database dashed (and hollow: style_for)
+            others = [t for t in self.dash_values if t != ("sqlite",)]
+            self._dash = {("sqlite",): "-", **{t: DASHES[1 + i % (len(DASHES) - 1)] for i, t in enumerate(others)}}
 
     def _part(self, key, cols) -> tuple:
         d = dict(zip(self.series, key))
@@ -163,8 +166,11 @@ class SeriesStyles:
     def __call__(self, key) -> dict:
         """`ax.plot` keyword arguments of the series `key` (its values of `series`, in order)."""
         key = key if isinstance(key, tuple) else (key,)
-        return {**self._colour[self._part(key, self.colour_cols)],
-                "linestyle": self._dash[self._part(key, self.dash_cols)]}
+        out = {**self._colour[self._part(key, self.colour_cols)],
+               "linestyle": self._dash[self._part(key, self.dash_cols)]}
+        if dict(zip(self.series, key)).get("database", "sqlite") != "sqlite":
+            out["markerfacecolor"] = "white"  # another database than SQLite: hollow (style_for)
+        return out
 
     @staticmethod
     def label(key) -> str:
@@ -188,6 +194,8 @@ class SeriesStyles:
             only = None if many_c else self._colour[self.colour_values[0]]
             for t, dash in self._dash.items():
                 kw = {**only} if only else {"color": KEY_GREY}
+                if only and self.dash_cols == ["database"] and t != ("sqlite",):
+                    kw["markerfacecolor"] = "white"
                 out.append(Line2D([], [], **kw, linestyle=dash, label=self.label(t)))
         return out
 
@@ -505,6 +513,16 @@ READING: dict[tuple[str, str], str] = {
     ("09-network-delay", "latency"):
         "Each link adds its round trip to every request: compare the gap between lines with "
         "twice the link's delay.",
+    ("07-sqlite-vs-postgres", "ratio"):
+        "Bars above 1: SQLite served more requests per second than Postgres at each one's best level, "
+        "with the same server code on the same cores; below 1, Postgres did. Hatched: the generator "
+        "set the pace of one of the two, so that ratio is a bound.",
+    ("07-sqlite-vs-postgres", "throughput"):
+        "Solid lines SQLite, dashed Postgres, one colour per stack: where the two lines of a colour part, "
+        "the database (not the stack) sets the pace; where they run together, the application does.",
+    ("07-sqlite-vs-postgres", "db-link"):
+        "Each of seed 001's ten statements per request waits a round trip when Postgres has a host of "
+        "its own: the bars fall with the link's delay, which SQLite, inside the server, never pays.",
     ("06-capacity", "dau-sensitivity"):
         "Read across at your app's requests per user per day to see how many daily users each "
         "measured rate serves.",
@@ -791,12 +809,13 @@ def _bar_colours(sers: list, reference_series: str | None) -> dict:
 def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: str, ylabel: str,
               caption: str | None = None, ref_lines: dict[str, float] | None = None, logy: bool = False,
               hatch_col: str | None = "generator_bound", horizontal: bool = False,
-              reference_series: str | None = None):
+              reference_series: str | None = None, ref_format: str = "{:,.0f}/s"):
     """Grouped bars (mean over repeats), a stack's own colour when the series are stacks;
     hatched where `hatch_col` is true (generator-bound). `horizontal` puts the categories on
     the y axis, for long lists of labels. The series named `reference_series` (an article's own
     numbers) comes first, in dark grey. `ref_lines`: reference values, drawn over the bars and
-    named in the right margin (vertical bars) or in the legend (horizontal)."""
+    named in the right margin (vertical bars) or in the legend (horizontal, its value written by
+    `ref_format`)."""
     import numpy as np
     cats = list(dict.fromkeys(df[category]))
     sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _order(v)))
@@ -822,7 +841,7 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
         for k, (label, v) in enumerate((ref_lines or {}).items()):
             handles.append(ax.axvline(v, color="#555555", linewidth=1.2, zorder=4,
                                       linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
-                                      label=f"{label}: {v:,.0f}/s"))
+                                      label=f"{label}: {ref_format.format(v)}"))
     if horizontal:
         ax.set_yticks(range(len(cats)))
         ax.set_yticklabels([str(c) for c in cats], fontsize=8)
@@ -838,8 +857,8 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
     if logy:
         (ax.set_xscale if horizontal else ax.set_yscale)("log")
         axis = ax.xaxis if horizontal else ax.yaxis
-        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
-        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        axis.set_major_formatter(PlainLogFormatter())  # 0.5, 2, 1,000
+        axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     if ref_lines and not horizontal:
         _ref_line_labels(ax, ref_lines)
     ax.set_title(title)

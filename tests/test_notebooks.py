@@ -27,6 +27,10 @@ SMOKE = {
     "05-single-machine": {"servers": ["go-nethttp", "python-fastapi"], "users_rows": 2000, "levels": [4],
                           "duration": 1.0, "warmup": 0.3, "repeats": 1},
     "06-capacity": {},
+    "07-sqlite-vs-postgres": {"servers": ["rust-axum", "ruby-puma"], "workloads": ["001-metrics", "004-users"],
+                              "db_link_workloads": ["001-metrics"], "levels": [4], "duration": 1.0,
+                              "warmup": 0.3, "repeats": 1, "users_rows": 200, "db_delays_us": [500],
+                              "figure_workload": "001-metrics"},
     "09-network-delay": {"server": "go-nethttp", "levels": [1, 4], "delays_us": [500], "duration": 1.0,
                          "warmup": 0.3, "repeats": 1},
 }

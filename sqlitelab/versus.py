@@ -1,0 +1,105 @@
+"""SQLite or Postgres (notebook 07, issue 15): the seed workloads, declared once, each run on
+both databases by the same servers with the same load.
+
+Each workload is one of the collection's article workloads with the profile its notebook runs
+(01: seed 000's Rails writes; 02: seed 001's ten-statement request with the fixed Rails 8 set-up;
+03: seed 002's 90/10 mix through one writer; 05: seed 004's read, 100 KB page and update). On
+Postgres the profile's SQLite-only knobs (pragmas, transaction mode, busy handler) fall away and
+its `synchronous` picks Postgres' commit durability (sqlitelab.postgres.durability_for).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Workload:
+    seed: str                 # the article (seeds/000 ...)
+    notebook: str             # the notebook that reproduces it on SQLite
+    scenarios: tuple[str, ...]  # one sweep runs them in turn on one database per server
+    profile: str              # servers/profiles.toml
+    what: str                 # one line for tables and captions
+    scenario_params: dict = field(default_factory=dict)
+    seed_items: int = 0       # rows the database holds before the load
+    payload_bytes: int = 2048
+    seeds_users: bool = False  # seeded with the scale's `users_rows` wide users rows
+
+
+WORKLOADS: dict[str, Workload] = {
+    "000-writes": Workload("000", "01-linear-writes", ("rails-writes",), "rails71",
+                           "seed 000: POST /requests, one INSERT per request (Rails 7.1)"),
+    "001-metrics": Workload("001", "02-busy-errors", ("metrics-writes",), "rails8",
+                            "seed 001: POST /metrics, ten statements in one transaction (Rails 8)"),
+    "002-mix": Workload("002", "03-read-write-mix", ("mix",), "single-writer",
+                        "seed 002: 90 % GET /items, 10 % POST /items of 2 KB, one writer",
+                        scenario_params={"write_share": 0.1}, seed_items=1000),
+    "004-users": Workload("004", "05-single-machine", ("user-read", "user-page", "user-update"),
+                          "go-seed004", "seed 004: GET /users/{uid}, its 100 KB page, POST /users/{uid}",
+                          seeds_users=True),
+}
+
+
+def workload_of(experiment: str) -> str:
+    """The WORKLOADS key of a point's experiment (`002-mix/sqlite`, `004-users/postgres/user-read`,
+    `001-metrics/postgres-link-100us`)."""
+    head = str(experiment).split("/", 1)[0]
+    if head not in WORKLOADS:
+        raise ValueError(f"experiment {experiment!r} names no workload of {', '.join(WORKLOADS)}")
+    return head
+
+
+def experiment(workload: str, database: str, db_link_delay_us: int | None = None) -> str:
+    """A workload's run on one database (each its own run folder: the levels of two databases
+    never share one), `<workload>/<database>[-link-<n>us]`."""
+    return f"{workload}/{database}" + (f"-link-{db_link_delay_us}us" if db_link_delay_us is not None else "")
+
+
+def check(workloads: list[str]) -> list[str]:
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown or not workloads:
+        raise ValueError(f"workloads must name some of {', '.join(WORKLOADS)}, not {workloads!r}")
+    return list(workloads)
+
+
+def run(*, notebook: str, workloads: list[str], servers: list[str], levels: list[int],
+        duration: float, warmup: float, repeats: int, users_rows: int, user_bytes: int,
+        databases=("sqlite", "postgres"), db_link_workloads: list[str] = (),
+        db_delays_us: list[int] = (), **common):
+    """Every workload on every database (each a sweep: the database made, seeded and audited
+    per server and profile), then the workloads of `db_link_workloads` on Postgres behind a link
+    of each delay. `common`: the rest of sweep's arguments (generator, CPUs, run_id, ...).
+    Returns every headline point."""
+    import pandas as pd
+
+    from .sweep import sweep
+    check(workloads)
+    for w in db_link_workloads:
+        if w not in workloads:
+            raise ValueError(f"db_link_workloads: {w!r} is not among the workloads run")
+    frames = []
+
+    def one(name: str, database: str, delay: int | None = None):
+        w = WORKLOADS[name]
+        scenario = w.scenarios[0] if len(w.scenarios) == 1 else list(w.scenarios)
+        frames.append(sweep(notebook=notebook, experiment=experiment(name, database, delay), servers=servers,
+                            profiles=[w.profile], scenario=scenario, levels=levels,
+                            duration=duration, warmup=warmup, repeats=repeats,
+                            scenario_params=w.scenario_params or None, seed_items=w.seed_items,
+                            payload_bytes=w.payload_bytes,
+                            seed_users=users_rows if w.seeds_users else 0,
+                            seed_user_bytes=user_bytes if w.seeds_users else 0,
+                            database=database, db_link_delay_us=delay, **common))
+
+    for name in workloads:
+        for database in databases:
+            one(name, database)
+    for name in db_link_workloads:
+        for delay in db_delays_us:
+            one(name, "postgres", delay)
+    return pd.concat(frames, ignore_index=True)
+
+
+def experiments() -> set[str]:
+    """Every experiment a workload's run on a database is stored as (not the linked ones)."""
+    return {experiment(name, db) + ("" if len(w.scenarios) == 1 else f"/{s}")
+            for name, w in WORKLOADS.items() for s in w.scenarios for db in ("sqlite", "postgres")}
