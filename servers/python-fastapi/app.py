@@ -4,6 +4,9 @@ Configuration is the LAB_* environment (servers/README.md). Reads are plain `def
 handlers (FastAPI runs them in its thread pool, LAB_THREADS threads). Write handlers are
 `async def` only to read and validate the body; the transaction itself runs in the thread
 pool (`pool`) or on the one writer thread (`writer`, `batch`) — never on the event loop.
+With LAB_DATABASE=postgres the same handlers and transactions run on psycopg 3 and a
+psycopg_pool.ConnectionPool (PostgresDatabase: placeholders, connections, error mapping and
+new ids are the only differences).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import queue
 import random
 import re
 import shutil
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -78,12 +82,82 @@ def sqlite_uri(path: str, **params: str) -> str:
     return f"file:{urllib.parse.quote(os.path.abspath(path))}?{urllib.parse.urlencode(params)}"
 
 
+TABLES = ("requests", "metrics", "items", "users")  # servers/schema.sql, schema.postgres.sql
+# SQLite's own knobs: with LAB_DATABASE=postgres they must be unset or empty (null in /health).
+SQLITE_ONLY = ("LAB_PRAGMAS", "LAB_TXN_MODE", "LAB_BUSY", "LAB_CACHE", "LAB_SQL_LOG")
+
+
 def parse_config(env=os.environ) -> dict:
     cfg: dict = {}
     cfg["host"] = env.get("LAB_HOST") or "127.0.0.1"
     if not env.get("LAB_PORT"):
         raise ConfigError("LAB_PORT is required")
     cfg["port"] = _int_env(env, "LAB_PORT", None, 1, 65535)
+    cfg["database"] = _choice(env, "LAB_DATABASE", "sqlite", ("sqlite", "postgres"))
+    if cfg["database"] == "postgres":
+        _parse_postgres(env, cfg)
+    else:
+        if env.get("LAB_DATABASE_URL"):
+            raise ConfigError("LAB_DATABASE_URL is Postgres'; unset it with LAB_DATABASE=sqlite "
+                              "(or set LAB_DATABASE=postgres)")
+        _parse_sqlite(env, cfg)
+
+    cfg["write_path"] = path = _choice(env, "LAB_WRITE_PATH", "pool", ("pool", "writer", "batch"))
+    cfg["processes"] = _int_env(env, "LAB_PROCESSES", 1, 1, 256)
+    cfg["threads"] = _int_env(env, "LAB_THREADS", 4, 1, 1024)
+    cfg["readers"] = _int_env(env, "LAB_READERS", cfg["threads"], 1, 1024)
+    if path != "pool" and cfg["processes"] > 1:
+        raise ConfigError(f"LAB_WRITE_PATH={path} needs LAB_PROCESSES=1 "
+                          "(one writer thread serves one process)")
+
+    metrics_txn = _choice(env, "LAB_METRICS_TXN", "request", ("request", "record"))
+    if metrics_txn == "record" and path != "pool":
+        raise ConfigError("LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool "
+                          f"(got {path}: each record commits on the request's pooled connection)")
+    cfg["metrics_txn"] = metrics_txn
+    if cfg["database"] == "sqlite":
+        cfg["cache"] = _choice(env, "LAB_CACHE", "private", ("private", "shared"))
+        cfg["sql_log"] = _choice(env, "LAB_SQL_LOG", "off", ("off", "on"))
+    templates = Path(env.get("LAB_TEMPLATES") or Path(__file__).resolve().parent.parent / "templates")
+    cfg["templates"] = templates
+    return cfg
+
+
+def _parse_postgres(env, cfg: dict) -> None:
+    """LAB_DATABASE=postgres: LAB_DATABASE_URL (a libpq connection string, checked for syntax
+    here; main() connects); SQLite's knobs refused, reported as null. LAB_DB is not read."""
+    for name in SQLITE_ONLY:
+        if env.get(name):
+            raise ConfigError(f"{name} is SQLite's; unset it with LAB_DATABASE=postgres")
+    url = env.get("LAB_DATABASE_URL")
+    if not url:
+        raise ConfigError("LAB_DATABASE_URL is required with LAB_DATABASE=postgres (a libpq "
+                          "key=value string such as 'host=/tmp/pg port=5432 user=lab dbname=lab')")
+    try:
+        import psycopg.conninfo
+    except ImportError as e:
+        raise ConfigError(f"LAB_DATABASE=postgres needs psycopg and psycopg-pool "
+                          f"(servers/python-fastapi/requirements.txt): {e}")
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as e:
+        raise ConfigError(f"LAB_DATABASE_URL: {one_line(e)}")
+    # Defaults only where the URL says nothing: a host that never answers fails in 10 s, not
+    # never, and pg_stat_activity names the server.
+    defaults = {"connect_timeout": "10", "application_name": SERVER}
+    cfg["database_url"] = psycopg.conninfo.make_conninfo(
+        url, **{k: v for k, v in defaults.items() if k not in params})
+    cfg["db"] = None
+    cfg.update(pragmas=None, txn_mode=None, busy=None, busy_kind=None, busy_arg=None,
+               cache=None, sql_log=None)
+
+
+def one_line(e: BaseException) -> str:
+    """An error's message on one line (libpq's run over several)."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _parse_sqlite(env, cfg: dict) -> None:
     db = env.get("LAB_DB")
     if not db:
         raise ConfigError("LAB_DB is required (a database made from servers/schema.sql)")
@@ -95,7 +169,7 @@ def parse_config(env=os.environ) -> dict:
         con.close()
     except sqlite3.Error as e:
         raise ConfigError(f"LAB_DB={db!r} is not a readable SQLite database: {e}")
-    missing = {"requests", "metrics", "items", "users"} - tables
+    missing = set(TABLES) - tables
     if missing:
         raise ConfigError(f"LAB_DB={db!r} lacks tables {sorted(missing)} of servers/schema.sql")
     cfg["db"] = db
@@ -124,25 +198,6 @@ def parse_config(env=os.environ) -> dict:
     cfg["busy"] = busy
     cfg["busy_kind"], cfg["busy_arg"] = (m.group(1), int(m.group(2))) if m.group(1) else ("none", 0)
 
-    cfg["write_path"] = path = _choice(env, "LAB_WRITE_PATH", "pool", ("pool", "writer", "batch"))
-    cfg["processes"] = _int_env(env, "LAB_PROCESSES", 1, 1, 256)
-    cfg["threads"] = _int_env(env, "LAB_THREADS", 4, 1, 1024)
-    cfg["readers"] = _int_env(env, "LAB_READERS", cfg["threads"], 1, 1024)
-    if path != "pool" and cfg["processes"] > 1:
-        raise ConfigError(f"LAB_WRITE_PATH={path} needs LAB_PROCESSES=1 "
-                          "(one writer thread serves one process)")
-
-    metrics_txn = _choice(env, "LAB_METRICS_TXN", "request", ("request", "record"))
-    if metrics_txn == "record" and path != "pool":
-        raise ConfigError("LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool "
-                          f"(got {path}: each record commits on the request's pooled connection)")
-    cfg["metrics_txn"] = metrics_txn
-    cfg["cache"] = _choice(env, "LAB_CACHE", "private", ("private", "shared"))
-    cfg["sql_log"] = _choice(env, "LAB_SQL_LOG", "off", ("off", "on"))
-    templates = Path(env.get("LAB_TEMPLATES") or Path(__file__).resolve().parent.parent / "templates")
-    cfg["templates"] = templates
-    return cfg
-
 
 # ----------------------------------------------------------------------------- errors
 
@@ -162,6 +217,10 @@ def is_busy(exc: BaseException) -> bool:
 
 def busy_error() -> HTTPError:
     return HTTPError(503, "database is locked")
+
+
+def unavailable_error() -> HTTPError:
+    return HTTPError(503, "database unavailable")
 
 
 # ----------------------------------------------------------------------------- database
@@ -249,8 +308,20 @@ class Tx:
         busy, self.fresh = self.fresh, False
         return self.db.execute(self.con, sql, params, busy=busy, fetch=fetch)
 
+    def insert(self, sql: str, params) -> int:
+        """An INSERT; the new row's id."""
+        busy, self.fresh = self.fresh, False
+        return self.db.insert(self.con, sql, params, busy=busy)
+
 
 class Database:
+    """SQLite (the stdlib sqlite3). PostgresDatabase overrides the seam: connect/checkout/
+    checkin, execute (placeholders), insert (new ids), in_transaction, classify (errors), broken."""
+    name = "sqlite"
+    Error: type | tuple = sqlite3.Error
+    JOB_ERRORS: tuple = ()  # errors a batch job is rolled back to its savepoint for (beside HTTPError)
+    SAVEPOINT, RELEASE, ROLLBACK_TO = "SAVEPOINT job", "RELEASE job", "ROLLBACK TO job"
+
     def __init__(self, cfg: dict):
         self.cfg = cfg
         self.policy = BusyPolicy(cfg["busy_kind"], cfg["busy_arg"])
@@ -261,6 +332,7 @@ class Database:
             self.pool.put(self.connect())
         self.writer = Writer(self, batch=cfg["write_path"] == "batch") \
             if cfg["write_path"] != "pool" else None
+        self.version = sqlite3.sqlite_version
 
     def connect(self) -> sqlite3.Connection:
         # mode=rw: open an existing database, never create one; LAB_CACHE=shared adds
@@ -294,6 +366,25 @@ class Database:
         finally:
             self.log.statement(sql, params, time.perf_counter() - started)
 
+    def insert(self, con, sql: str, params, busy: bool = False) -> int:
+        return self.execute(con, sql, params, busy=busy).lastrowid
+
+    def in_transaction(self, con) -> bool:
+        return con.in_transaction
+
+    def classify(self, exc: BaseException) -> HTTPError | None:
+        """The HTTP answer a database error maps to (None: a 500)."""
+        return busy_error() if is_busy(exc) else None
+
+    def broken(self, con) -> bool:
+        return False
+
+    def checkout(self):
+        return self.pool.get()
+
+    def checkin(self, con) -> None:
+        self.pool.put(con)
+
     def read(self, sql: str, params=()):
         return self.with_connection(lambda con: self.read_on(con, sql, params))
 
@@ -303,13 +394,13 @@ class Database:
 
     def with_connection(self, fn):
         """`fn(con)` on a pooled connection; busy/locked that escapes becomes a 503."""
-        con = self.pool.get()
+        con = self.checkout()
         try:
             return fn(con)
-        except sqlite3.Error as e:
-            raise busy_error() if is_busy(e) else e
+        except self.Error as e:
+            raise self.classify(e) or e
         finally:
-            self.pool.put(con)
+            self.checkin(con)
 
     def transaction(self, con: sqlite3.Connection, work):
         self.execute(con, self.begin, busy=True)
@@ -318,7 +409,7 @@ class Database:
             self.execute(con, "COMMIT", busy=True)
             return result
         except BaseException:
-            if con.in_transaction:
+            if self.in_transaction(con):
                 self.execute(con, "ROLLBACK")
             raise
 
@@ -349,6 +440,98 @@ class Database:
             self.log.close()
 
 
+class PostgresDatabase(Database):
+    """LAB_DATABASE=postgres: psycopg 3 on a psycopg_pool.ConnectionPool of LAB_READERS
+    autocommit connections (all opened before the server listens), plus the writer's own
+    connection with `writer`/`batch`. The transactions are the SQLite path's, statement for
+    statement: `BEGIN` (READ COMMITTED), the work, `COMMIT` / `ROLLBACK`, sent as plain
+    statements on autocommit connections; `?` becomes `%s`, ids come from `RETURNING id`."""
+    name = "postgres"
+    SAVEPOINT, RELEASE, ROLLBACK_TO = "SAVEPOINT job", "RELEASE SAVEPOINT job", "ROLLBACK TO SAVEPOINT job"
+    LOCKED = ("40001", "40P01", "55P03")  # serialization failure, deadlock, lock not available
+    UNAVAILABLE = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (and class 08)
+
+    def __init__(self, cfg: dict):
+        import psycopg
+        import psycopg_pool
+        from psycopg.pq import TransactionStatus
+        self.psycopg = psycopg
+        self.Error = psycopg.Error
+        # A job's own bad data (a NUL in a string, a constraint) fails that job alone in `batch`.
+        self.JOB_ERRORS = (psycopg.DataError, psycopg.IntegrityError)
+        self.open_states = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
+        self.cfg = cfg
+        self.policy = BusyPolicy("none", 0)  # Postgres waits for row locks itself
+        self.begin = "BEGIN"
+        self.log = None
+        self.statements: dict[str, str] = {}
+        self.pool = psycopg_pool.ConnectionPool(
+            cfg["database_url"], min_size=cfg["readers"], max_size=cfg["readers"],
+            kwargs={"autocommit": True}, open=False, name=f"{SERVER}-{os.getpid()}")
+        try:
+            self.pool.open()
+            self.pool.wait(timeout=30.0)
+            self.version = self.with_connection(
+                lambda con: self.execute(con, "SHOW server_version", fetch=True)[0])
+            self.writer = Writer(self, batch=cfg["write_path"] == "batch") \
+                if cfg["write_path"] != "pool" else None
+        except (psycopg.Error, HTTPError) as e:
+            self.pool.close()
+            hint = f" (a pool of {cfg['readers']} connections, LAB_READERS; Postgres' max_connections?)" \
+                if isinstance(e, psycopg_pool.PoolTimeout) else ""
+            raise ConfigError(f"LAB_DATABASE_URL: cannot connect: {one_line(e)}{hint}")
+
+    def connect(self):
+        """The writer's connection (the pool makes the others)."""
+        return self.psycopg.connect(self.cfg["database_url"], autocommit=True)
+
+    def checkout(self):
+        try:
+            return self.pool.getconn()  # PoolTimeout after 30 s: 503 database unavailable
+        except self.Error as e:
+            raise self.classify(e) or e
+
+    def checkin(self, con) -> None:
+        self.pool.putconn(con)  # the pool replaces a connection that broke
+
+    def execute(self, con, sql: str, params=(), busy: bool = False, fetch: bool = False):
+        """The SQLite path's statement with `%s` for `?` (no busy policy, no SQL log)."""
+        query = self.statements.get(sql)
+        if query is None:
+            query = self.statements[sql] = sql.replace("?", "%s")
+        cur = con.execute(query, params or None)
+        return cur.fetchone() if fetch else cur
+
+    def insert(self, con, sql: str, params, busy: bool = False) -> int:
+        return self.execute(con, sql + " RETURNING id", params, fetch=True)[0]
+
+    def in_transaction(self, con) -> bool:
+        return con.info.transaction_status in self.open_states  # not on a lost connection
+
+    def classify(self, exc: BaseException) -> HTTPError | None:
+        if not isinstance(exc, self.Error):
+            return None
+        state = exc.sqlstate
+        if state in self.LOCKED:
+            return busy_error()
+        if state is not None and (state.startswith("08") or state in self.UNAVAILABLE):
+            return unavailable_error()
+        if state is None and isinstance(exc, self.psycopg.OperationalError):
+            return unavailable_error()  # a lost connection, a closed one, the pool's timeout
+        return None
+
+    def broken(self, con) -> bool:
+        return con.closed or con.broken
+
+    def effective_pragmas(self) -> None:
+        return None
+
+    def close(self) -> None:
+        if self.writer:
+            self.writer.stop()
+        self.pool.close()
+
+
 class Writer:
     """One thread, one connection, fed by a queue. `batch`: group commit of all queued jobs."""
 
@@ -356,7 +539,7 @@ class Writer:
         self.db, self.batch = db, batch
         self.con = db.connect()
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self.loop, name="sqlite-writer", daemon=True)
+        self.thread = threading.Thread(target=self.loop, name=f"{db.name}-writer", daemon=True)
         self.thread.start()
 
     def submit(self, work) -> Future:
@@ -388,30 +571,39 @@ class Writer:
             self.run(batch)
 
     def run(self, batch) -> None:
+        if self.db.broken(self.con):  # Postgres: the writer's connection was lost; a new one
+            try:
+                self.con.close()
+                self.con = self.db.connect()
+            except self.db.Error as e:
+                for _, fut in batch:
+                    fut.set_exception(self.db.classify(e) or e)
+                return
         if not self.batch:
             work, fut = batch[0]
             try:
                 fut.set_result(self.db.transaction(self.con, work))
-            except sqlite3.Error as e:
-                fut.set_exception(busy_error() if is_busy(e) else e)
+            except self.db.Error as e:
+                fut.set_exception(self.db.classify(e) or e)
             except BaseException as e:
                 fut.set_exception(e)
             return
         results = []
+        db = self.db
         try:
             def group(tx: Tx):
                 for work, _ in batch:
-                    tx.execute("SAVEPOINT job")
+                    tx.execute(db.SAVEPOINT)
                     try:
                         results.append((True, work(tx)))
-                        tx.execute("RELEASE job")
-                    except HTTPError as e:
-                        tx.execute("ROLLBACK TO job")
-                        tx.execute("RELEASE job")
-                        results.append((False, e))
+                        tx.execute(db.RELEASE)
+                    except (HTTPError, *db.JOB_ERRORS) as e:
+                        tx.execute(db.ROLLBACK_TO)
+                        tx.execute(db.RELEASE)
+                        results.append((False, e if isinstance(e, HTTPError) else db.classify(e) or e))
             self.db.transaction(self.con, group)
         except BaseException as e:  # the commit failed: no job of the batch is acknowledged
-            err = busy_error() if is_busy(e) else e
+            err = self.db.classify(e) or e
             for _, fut in batch:
                 fut.set_exception(err)
             return
@@ -537,6 +729,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
 CFG = None
+STARTUP_FAILED = "startup-failed"  # left in LAB_STATS_DIR by a worker that could not start
 DB: Database | None = None
 COUNTER: Counter | None = None
 TEMPLATES: dict[str, Template] = {}
@@ -552,7 +745,12 @@ async def lifespan(app):
     for name in ("request", "user", "user_page"):
         TEMPLATES[name] = Template(CFG["templates"] / f"{name}.html")
     COUNTER = Counter(Path(os.environ["LAB_STATS_DIR"]))
-    DB = Database(CFG)
+    try:
+        DB = (PostgresDatabase if CFG["database"] == "postgres" else Database)(CFG)
+    except ConfigError as e:  # a worker that cannot open its pool: one line, then uvicorn exits
+        print(f"lab: {e}", file=sys.stderr, flush=True)
+        (Path(os.environ["LAB_STATS_DIR"]) / STARTUP_FAILED).write_text(str(e))  # main() exits 2
+        raise
     yield
     DB.close()
 
@@ -627,15 +825,27 @@ async def internal_error(request, exc):
     return error(500, "internal error")
 
 
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(),
+           **{p: importlib.metadata.version(p) for p in ("fastapi", "starlette", "uvicorn")}}
+    if CFG["database"] == "postgres":
+        import psycopg
+        v = psycopg.pq.version()
+        out.update({p: importlib.metadata.version(p) for p in ("psycopg", "psycopg-pool")},
+                   **{"libpq": f"{v // 10000}.{v % 100}", "psycopg-impl": psycopg.pq.__impl__})
+    return out
+
+
 @app.get("/health")
 def health():
     return {
         "server": SERVER,
-        "versions": {"python": platform.python_version(),
-                     **{p: importlib.metadata.version(p) for p in ("fastapi", "starlette", "uvicorn")}},
+        "versions": versions(),
         "sqlite_version": sqlite3.sqlite_version,
+        "database": CFG["database"],
+        "database_version": DB.version,
         "pid": os.getpid(),
-        "knobs": {"pragmas": DB.effective_pragmas(), "txn_mode": CFG["txn_mode"],
+        "knobs": {"database": CFG["database"], "pragmas": DB.effective_pragmas(), "txn_mode": CFG["txn_mode"],
                   "busy": CFG["busy"], "write_path": CFG["write_path"],
                   "processes": CFG["processes"], "threads": CFG["threads"],
                   "readers": CFG["readers"], "metrics_txn": CFG["metrics_txn"],
@@ -677,8 +887,8 @@ async def create_request(request: Request):
 
     def work(tx: Tx) -> int:
         ts = now()
-        return tx.execute("INSERT INTO requests (uid, ip, method, url, parameters, created_at, "
-                          "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)", (*row, ts, ts)).lastrowid
+        return tx.insert("INSERT INTO requests (uid, ip, method, url, parameters, created_at, "
+                         "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)", (*row, ts, ts))
     new_id = await DB.write(work)
     location = f"/requests/{new_id}"
     return HTMLResponse(f'<html><body>You are being <a href="{location}">redirected</a>.</body></html>',
@@ -723,18 +933,17 @@ async def create_metrics(request: Request):
         ids, ts = [], now()
         for name, value in measurements:
             prev = tx.execute(SQL_LATEST_METRIC, (instance, name), fetch=True)
-            ids.append(tx.execute(SQL_INSERT_METRIC,
-                                  (instance, name, value, prev[0] if prev else None, ts)).lastrowid)
+            ids.append(tx.insert(SQL_INSERT_METRIC, (instance, name, value, prev[0] if prev else None, ts)))
         return ids
 
-    def records(con: sqlite3.Connection) -> list[int]:
+    def records(con) -> list[int]:
         # record (ActiveRecord): the lookup is an autocommit read, then each INSERT is its own
         # transaction. A failure at record k leaves records 1..k-1 committed, as in Rails.
         ids, ts = [], now()
         for name, value in measurements:
             prev = DB.read_on(con, SQL_LATEST_METRIC, (instance, name))
             row = (instance, name, value, prev[0] if prev else None, ts)
-            ids.append(DB.transaction(con, lambda tx: tx.execute(SQL_INSERT_METRIC, row).lastrowid))
+            ids.append(DB.transaction(con, lambda tx: tx.insert(SQL_INSERT_METRIC, row)))
         return ids
 
     if CFG["metrics_txn"] == "record":
@@ -755,8 +964,7 @@ async def create_item(request: Request):
         raise HTTPError(400, f"payload over {MAX_PAYLOAD} bytes")
 
     def work(tx: Tx) -> int:
-        return tx.execute("INSERT INTO items (payload, created_at) VALUES (?, ?)",
-                          (payload, now())).lastrowid
+        return tx.insert("INSERT INTO items (payload, created_at) VALUES (?, ?)", (payload, now()))
     return JSONResponse({"id": await DB.write(work)}, status_code=201)
 
 
@@ -808,22 +1016,51 @@ async def update_user(uid: str, request: Request):
 
 # ----------------------------------------------------------------------------- main
 
+def check_postgres(cfg: dict) -> None:
+    """LAB_DATABASE=postgres: the database answers and has the four tables (each worker then
+    opens its own pool)."""
+    import psycopg
+    try:
+        con = psycopg.connect(cfg["database_url"], autocommit=True)
+    except psycopg.Error as e:
+        raise ConfigError(f"LAB_DATABASE_URL: cannot connect: {one_line(e)}")
+    try:
+        found = {r[0] for r in con.execute(
+            "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL", (list(TABLES),))}
+    except psycopg.Error as e:
+        raise ConfigError(f"LAB_DATABASE_URL: cannot read the schema: {one_line(e)}")
+    finally:
+        con.close()
+    missing = set(TABLES) - found
+    if missing:
+        raise ConfigError(f"LAB_DATABASE_URL: the database lacks tables {sorted(missing)} "
+                          "of servers/schema.postgres.sql")
+
+
 def main() -> int:
     try:
         cfg = parse_config()
         for name in ("request", "user", "user_page"):
             if not (cfg["templates"] / f"{name}.html").is_file():
                 raise ConfigError(f"LAB_TEMPLATES={str(cfg['templates'])!r} lacks {name}.html")
-        con = sqlite3.connect(cfg["db"])  # check every pragma really applies
-        for name, value in cfg["pragmas"]:
-            con.execute(f"PRAGMA {name} = {value}")
-        con.close()
-        if cfg["sql_log"] == "on":  # each worker opens its own descriptor in Database
-            SqlLog(f"{cfg['db']}.sql.log").close()
+        if cfg["database"] == "postgres":
+            check_postgres(cfg)
+        else:
+            con = sqlite3.connect(cfg["db"])  # check every pragma really applies
+            for name, value in cfg["pragmas"]:
+                con.execute(f"PRAGMA {name} = {value}")
+            con.close()
+            if cfg["sql_log"] == "on":  # each worker opens its own descriptor in Database
+                SqlLog(f"{cfg['db']}.sql.log").close()
     except (ConfigError, sqlite3.Error) as e:
         print(f"lab: {e}", file=sys.stderr)
         return 2
     import uvicorn
+    # uvicorn (0.54) re-raises SIGTERM/SIGINT once its graceful shutdown is done: exit 0 then, as
+    # the contract says, through the `finally` below (the default action would exit 143 and
+    # leave the stats folder behind)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(0))
     stats = tempfile.mkdtemp(prefix="lab-stats-")
     os.environ["LAB_STATS_DIR"] = stats
     try:
@@ -831,6 +1068,8 @@ def main() -> int:
                     host=cfg["host"], port=cfg["port"], workers=cfg["processes"],
                     access_log=False, log_level="warning", server_header=False,
                     timeout_graceful_shutdown=10)
+        if (Path(stats) / STARTUP_FAILED).exists():  # uvicorn's supervisor stopped (exit status 0)
+            return 2
     finally:
         shutil.rmtree(stats, ignore_errors=True)
     return 0
