@@ -718,6 +718,14 @@ def is_number(v) -> bool:
 def short_str(v, field: str, lo: int = 1, hi: int = 64) -> str:
     if not isinstance(v, str) or not lo <= len(v) <= hi:
         raise HTTPError(400, f"{field} must be a string of {lo} to {hi} characters")
+    return storable(v, field)
+
+
+def storable(v: str, field: str) -> str:
+    """A string the database can hold: Postgres' text cannot hold U+0000 (SQLite's can), so on
+    Postgres it is a 400 before any write, not the driver's error (a 500)."""
+    if "\x00" in v and isinstance(DB, PostgresDatabase):
+        raise HTTPError(400, f"{field} holds U+0000, which Postgres text cannot store")
     return v
 
 
@@ -959,7 +967,7 @@ async def create_item(request: Request):
     body = await read_json(request, required=True)
     if not isinstance(body, dict) or not isinstance(body.get("payload"), str):
         raise HTTPError(400, 'the body must be {"payload": "<string>"}')
-    payload = body["payload"]
+    payload = storable(body["payload"], "payload")
     if len(payload.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD:
         raise HTTPError(400, f"payload over {MAX_PAYLOAD} bytes")
 
