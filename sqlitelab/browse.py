@@ -543,7 +543,8 @@ WITH params AS (
 pts AS (  -- results.load_points(): headline points, each with its run's start
   SELECT p.run_id, p.server, p.profile, p.scenario, p.users, p.rps, p.p99_ms, p.errors,
          p.generator_bound AS bound, p.generator_influenced AS influenced,
-         p.notebook, coalesce(p.experiment, '') AS experiment, r.started, p.notebook_run
+         p.notebook, coalesce(p.experiment, '') AS experiment, r.started, p.notebook_run,
+         coalesce(p.database, 'sqlite') AS database
   FROM points p JOIN runs r USING (run_id)
   WHERE coalesce(p.headline, 1) = 1
     AND p.notebook IN ({notebooks})
@@ -557,25 +558,25 @@ newest AS (  -- capacity.latest_runs(): per notebook, the run whose first sweep 
   WHERE k = 1
 ),
 levels AS (  -- capacity_at_slo(): repeats of a level averaged (p99: the worst, errors: summed)
-  SELECT notebook, experiment, server, profile, scenario, users, notebook_run,
+  SELECT notebook, experiment, server, profile, scenario, database, users, notebook_run,
          avg(rps) AS rps, max(p99_ms) AS p99_ms, total(errors) AS errors,
          max(coalesce(bound, 0) != 0) AS bound, max(coalesce(influenced, 0) != 0) AS influenced
   FROM pts
   WHERE notebook_run IN (SELECT notebook_run FROM newest)
     AND server IS NOT NULL AND profile IS NOT NULL AND scenario IS NOT NULL AND users IS NOT NULL
-  GROUP BY notebook, experiment, server, profile, scenario, users
+  GROUP BY notebook, experiment, server, profile, scenario, database, users
 ),
 peak AS (  -- the naive peak: the highest rps at any latency, any errors
   SELECT * FROM (SELECT *, row_number() OVER (
-      PARTITION BY notebook, experiment, server, profile, scenario ORDER BY rps DESC, users) AS k
+      PARTITION BY notebook, experiment, server, profile, scenario, database ORDER BY rps DESC, users) AS k
     FROM levels) WHERE k = 1
 ),
 within AS (  -- capacity at the objective: the highest rps of a level with p99 <= SLO, no errors
   SELECT * FROM (SELECT *, row_number() OVER (
-      PARTITION BY notebook, experiment, server, profile, scenario ORDER BY rps DESC, users) AS k
+      PARTITION BY notebook, experiment, server, profile, scenario, database ORDER BY rps DESC, users) AS k
     FROM levels WHERE p99_ms <= (SELECT slo FROM params) AND errors = 0) WHERE k = 1
 )
-SELECT pk.notebook, pk.experiment, pk.server, pk.profile, pk.scenario,
+SELECT pk.notebook, pk.experiment, pk.server, pk.profile, pk.scenario, pk.database,
        pk.rps AS peak_rps, pk.users AS peak_users, pk.p99_ms AS peak_p99_ms,
        CAST(pk.errors AS INTEGER) AS peak_errors,
        (pk.bound OR pk.influenced) AS peak_lower_bound,
@@ -584,8 +585,8 @@ SELECT pk.notebook, pk.experiment, pk.server, pk.profile, pk.scenario,
        coalesce(w.bound OR w.influenced, 0) AS slo_lower_bound,
        CASE WHEN w.users IS NULL THEN '' ELSE {_limit_note('w.bound', 'w.influenced')} END AS slo_limit,
        (SELECT slo FROM params) AS objective_p99_ms, pk.notebook_run
-FROM peak pk LEFT JOIN within w USING (notebook, experiment, server, profile, scenario)
-ORDER BY pk.notebook, pk.experiment, pk.scenario, slo_rps DESC, pk.server, pk.profile""",
+FROM peak pk LEFT JOIN within w USING (notebook, experiment, server, profile, scenario, database)
+ORDER BY pk.notebook, pk.experiment, pk.scenario, slo_rps DESC, pk.server, pk.profile, pk.database""",
                 schema, p="points", r="runs")
 
 

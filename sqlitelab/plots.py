@@ -514,9 +514,9 @@ READING: dict[tuple[str, str], str] = {
         "Each link adds its round trip to every request: compare the gap between lines with "
         "twice the link's delay.",
     ("07-sqlite-vs-postgres", "ratio"):
-        "Bars above 1: SQLite served more requests per second than Postgres at each one's best level, "
-        "with the same server code on the same cores; below 1, Postgres did. Hatched: the generator "
-        "set the pace of one of the two, so that ratio is a bound.",
+        "Bars right of 1: SQLite served more requests per second than Postgres at each one's best level, "
+        "with the same server code on the same cores (left of 1, Postgres did; hatched, the generator "
+        "set the pace of one of the two, so that ratio is a bound).",
     ("07-sqlite-vs-postgres", "throughput"):
         "Solid lines SQLite, dashed Postgres, one colour per stack: where the two lines of a colour part, "
         "the database (not the stack) sets the pace; where they run together, the application does.",

@@ -282,7 +282,8 @@ def test_sampler_waits_for_a_window_the_generator_opens():
     import time
     from types import SimpleNamespace
     from sqlitelab import load
-    srv = SimpleNamespace(pid=os.getpid(), get_json=lambda path, timeout: {"requests_handled": 7})
+    srv = SimpleNamespace(pid=os.getpid(), pids=[os.getpid()], runner=SimpleNamespace(kind="local"),
+                          get_json=lambda path, timeout: {"requests_handled": 7})
     known = {}
     start = time.time()
 
