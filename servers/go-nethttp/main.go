@@ -1,9 +1,12 @@
 // go-nethttp: the SQLite Production Lab contract (../README.md, ../openapi.yaml) on
-// net/http (Go 1.22 ServeMux patterns) + database/sql + mattn/go-sqlite3.
+// net/http (Go 1.22 ServeMux patterns) + database/sql + mattn/go-sqlite3, or with
+// LAB_DATABASE=postgres + jackc/pgx/v5's database/sql driver (stdlib).
 //
 // One process. Reads go through a pool of LAB_READERS connections; writes run either on
 // that pool (LAB_WRITE_PATH=pool) or on one writer goroutine owning its own connection,
-// fed by a channel (writer: one transaction per request; batch: group commit).
+// fed by a channel (writer: one transaction per request; batch: group commit). Both
+// databases run the same handlers and transactions; what differs (connect, placeholders,
+// new ids, savepoint syntax, error mapping) is behind the dialect interface.
 package main
 
 import (
@@ -36,6 +39,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mattn/go-sqlite3"
 )
 
@@ -50,6 +56,8 @@ const (
 
 type config struct {
 	host, port, dbPath, templates string
+	database                      string          // sqlite | postgres
+	pgConfig                      *pgx.ConnConfig // LAB_DATABASE_URL, parsed (postgres)
 	pragmas                       []pragma
 	txnMode                       string // deferred | immediate
 	busy                          busyPolicy
@@ -138,57 +146,26 @@ func loadConfig() (*config, error) {
 		return nil, fmt.Errorf("LAB_PORT=%q is not a port number 1-65535 (required)", c.port)
 	}
 
-	c.dbPath = env("LAB_DB", "")
-	if c.dbPath == "" {
-		return nil, errors.New("LAB_DB is required: the path of a database made from servers/schema.sql")
+	c.database = env("LAB_DATABASE", "sqlite")
+	var err error
+	switch c.database {
+	case "sqlite":
+		if env("LAB_DATABASE_URL", "") != "" {
+			return nil, errors.New("LAB_DATABASE_URL is Postgres'; unset it with LAB_DATABASE=sqlite (or set LAB_DATABASE=postgres)")
+		}
+		err = c.loadSQLite()
+	case "postgres":
+		err = c.loadPostgres()
+	default:
+		return nil, fmt.Errorf("LAB_DATABASE='%s' is not one of sqlite|postgres", c.database)
 	}
-	if st, err := os.Stat(c.dbPath); err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("LAB_DB=%q is not an existing database file (make one from servers/schema.sql)", c.dbPath)
+	if err != nil {
+		return nil, err
 	}
 
 	c.templates = env("LAB_TEMPLATES", "")
 	if c.templates == "" {
 		return nil, errors.New("LAB_TEMPLATES is required: the directory of request.html, user.html, user_page.html")
-	}
-
-	if s := strings.TrimSpace(env("LAB_PRAGMAS", "")); s != "" {
-		for _, item := range strings.Split(s, ",") {
-			name, value, ok := strings.Cut(item, "=")
-			name = strings.ToLower(strings.TrimSpace(name))
-			value = strings.ToLower(strings.TrimSpace(value))
-			if !ok || name == "" || value == "" {
-				return nil, fmt.Errorf("LAB_PRAGMAS: %q is not name=value", strings.TrimSpace(item))
-			}
-			allowed, known := pragmaValues[name]
-			if !known {
-				return nil, fmt.Errorf("LAB_PRAGMAS: pragma '%s' is not allowed (allowed: %s)", name, allowedPragmas)
-			}
-			if allowed == nil {
-				if _, err := strconv.ParseInt(value, 10, 64); err != nil {
-					return nil, fmt.Errorf("LAB_PRAGMAS: %s='%s' is not an integer", name, value)
-				}
-			} else if !contains(allowed, value) {
-				return nil, fmt.Errorf("LAB_PRAGMAS: %s='%s' is not one of %s", name, value, strings.Join(allowed, "|"))
-			}
-			c.pragmas = append(c.pragmas, pragma{name, value})
-		}
-	}
-
-	c.txnMode = env("LAB_TXN_MODE", "deferred")
-	if c.txnMode != "deferred" && c.txnMode != "immediate" {
-		return nil, fmt.Errorf("LAB_TXN_MODE='%s' is not one of deferred|immediate", c.txnMode)
-	}
-
-	busy := env("LAB_BUSY", "busy_timeout:5000")
-	kind, arg, _ := strings.Cut(busy, ":")
-	n, err := strconv.Atoi(arg)
-	switch {
-	case busy == "none":
-		c.busy = busyPolicy{kind: "none"}
-	case (kind == "busy_timeout" || kind == "sleep_poll" || kind == "retries") && err == nil && n >= 0:
-		c.busy = busyPolicy{kind: kind, n: n}
-	default:
-		return nil, fmt.Errorf("LAB_BUSY='%s' is not one of busy_timeout:<ms>|sleep_poll:<ms>|retries:<n>|none", busy)
 	}
 
 	c.writePath = env("LAB_WRITE_PATH", "pool")
@@ -204,14 +181,16 @@ func loadConfig() (*config, error) {
 		return nil, fmt.Errorf("LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool (got %s: each record commits on the request's pooled connection)", c.writePath)
 	}
 
-	c.cache = env("LAB_CACHE", "private")
-	if c.cache != "private" && c.cache != "shared" {
-		return nil, fmt.Errorf("LAB_CACHE='%s' is not one of private|shared", c.cache)
-	}
+	if c.database == "sqlite" {
+		c.cache = env("LAB_CACHE", "private")
+		if c.cache != "private" && c.cache != "shared" {
+			return nil, fmt.Errorf("LAB_CACHE='%s' is not one of private|shared", c.cache)
+		}
 
-	c.sqlLog = env("LAB_SQL_LOG", "off")
-	if c.sqlLog != "off" && c.sqlLog != "on" {
-		return nil, fmt.Errorf("LAB_SQL_LOG='%s' is not one of off|on", c.sqlLog)
+		c.sqlLog = env("LAB_SQL_LOG", "off")
+		if c.sqlLog != "off" && c.sqlLog != "on" {
+			return nil, fmt.Errorf("LAB_SQL_LOG='%s' is not one of off|on", c.sqlLog)
+		}
 	}
 
 	if c.processes, err = positive("LAB_PROCESSES", "1"); err != nil {
@@ -227,6 +206,93 @@ func loadConfig() (*config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// sqliteOnly: SQLite's own knobs, which must be unset or empty with LAB_DATABASE=postgres
+// (/health reports them as null).
+var sqliteOnly = []string{"LAB_PRAGMAS", "LAB_TXN_MODE", "LAB_BUSY", "LAB_CACHE", "LAB_SQL_LOG"}
+
+// loadPostgres: LAB_DATABASE_URL (a libpq key=value string, parsed here; newService
+// connects). LAB_DB is not read; SQLite's knobs are refused.
+func (c *config) loadPostgres() error {
+	for _, name := range sqliteOnly {
+		if env(name, "") != "" {
+			return fmt.Errorf("%s is SQLite's; unset it with LAB_DATABASE=postgres", name)
+		}
+	}
+	url := env("LAB_DATABASE_URL", "")
+	if url == "" {
+		return errors.New("LAB_DATABASE_URL is required with LAB_DATABASE=postgres (a libpq key=value string such as 'host=/tmp/pg port=5432 user=lab dbname=lab')")
+	}
+	pc, err := pgx.ParseConfig(url) // its errors redact the password
+	if err != nil {
+		return fmt.Errorf("LAB_DATABASE_URL: %v", err)
+	}
+	// Defaults only where the string says nothing: a host that never answers fails in 10 s,
+	// not in minutes, and pg_stat_activity names the server.
+	if pc.ConnectTimeout == 0 {
+		pc.ConnectTimeout = 10 * time.Second
+	}
+	if _, ok := pc.RuntimeParams["application_name"]; !ok {
+		pc.RuntimeParams["application_name"] = "go-nethttp"
+	}
+	c.pgConfig = pc
+	// Postgres waits for row locks itself: no busy policy, and BEGIN is Postgres' BEGIN.
+	c.busy = busyPolicy{kind: "none"}
+	return nil
+}
+
+// loadSQLite: LAB_DB and SQLite's own knobs.
+func (c *config) loadSQLite() error {
+	c.dbPath = env("LAB_DB", "")
+	if c.dbPath == "" {
+		return errors.New("LAB_DB is required: the path of a database made from servers/schema.sql")
+	}
+	if st, err := os.Stat(c.dbPath); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("LAB_DB=%q is not an existing database file (make one from servers/schema.sql)", c.dbPath)
+	}
+
+	if s := strings.TrimSpace(env("LAB_PRAGMAS", "")); s != "" {
+		for _, item := range strings.Split(s, ",") {
+			name, value, ok := strings.Cut(item, "=")
+			name = strings.ToLower(strings.TrimSpace(name))
+			value = strings.ToLower(strings.TrimSpace(value))
+			if !ok || name == "" || value == "" {
+				return fmt.Errorf("LAB_PRAGMAS: %q is not name=value", strings.TrimSpace(item))
+			}
+			allowed, known := pragmaValues[name]
+			if !known {
+				return fmt.Errorf("LAB_PRAGMAS: pragma '%s' is not allowed (allowed: %s)", name, allowedPragmas)
+			}
+			if allowed == nil {
+				if _, err := strconv.ParseInt(value, 10, 64); err != nil {
+					return fmt.Errorf("LAB_PRAGMAS: %s='%s' is not an integer", name, value)
+				}
+			} else if !contains(allowed, value) {
+				return fmt.Errorf("LAB_PRAGMAS: %s='%s' is not one of %s", name, value, strings.Join(allowed, "|"))
+			}
+			c.pragmas = append(c.pragmas, pragma{name, value})
+		}
+	}
+
+	c.txnMode = env("LAB_TXN_MODE", "deferred")
+	if c.txnMode != "deferred" && c.txnMode != "immediate" {
+		return fmt.Errorf("LAB_TXN_MODE='%s' is not one of deferred|immediate", c.txnMode)
+	}
+
+	busy := env("LAB_BUSY", "busy_timeout:5000")
+	kind, arg, _ := strings.Cut(busy, ":")
+	n, err := strconv.Atoi(arg)
+	switch {
+	case busy == "none":
+		c.busy = busyPolicy{kind: "none"}
+	case (kind == "busy_timeout" || kind == "sleep_poll" || kind == "retries") && err == nil && n >= 0:
+		c.busy = busyPolicy{kind: kind, n: n}
+	default:
+		return fmt.Errorf("LAB_BUSY='%s' is not one of busy_timeout:<ms>|sleep_poll:<ms>|retries:<n>|none", busy)
+	}
+
+	return nil
 }
 
 func contains(list []string, s string) bool {
@@ -331,7 +397,11 @@ func (e *httpError) Error() string { return e.msg }
 
 func errStatus(status int, msg string) error { return &httpError{status, msg} }
 
-var errNotFound = errStatus(http.StatusNotFound, "not found")
+var (
+	errNotFound    = errStatus(http.StatusNotFound, "not found")
+	errLocked      = errStatus(http.StatusServiceUnavailable, "database is locked")
+	errUnavailable = errStatus(http.StatusServiceUnavailable, "database unavailable")
+)
 
 // isBusy: SQLITE_BUSY or SQLITE_LOCKED with any extended code (SQLITE_LOCKED_SHAREDCACHE
 // included); the mask keeps it true should extended result codes ever be enabled.
@@ -344,15 +414,13 @@ func isBusy(err error) bool {
 	return code == sqlite3.ErrBusy || code == sqlite3.ErrLocked
 }
 
-// fail answers err: its own status for an httpError, 503 for SQLITE_BUSY/SQLITE_LOCKED,
-// 500 (without details) for anything else.
+// fail answers err: its own status for an httpError (the database's busy/locked and lost
+// connections become one in dialect.classify: 503), 500 (without details) for anything else.
 func fail(w http.ResponseWriter, err error) {
 	var he *httpError
 	switch {
 	case errors.As(err, &he):
 		writeJSON(w, he.status, map[string]string{"error": he.msg})
-	case isBusy(err):
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "database is locked"})
 	default:
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error"})
 	}
@@ -500,6 +568,8 @@ func uuid4() string {
 // ---------------------------------------------------------------------------------------
 // Database: connections, transactions, the writer
 
+// The statements, as the SQLite path runs them; dialect.query gives them as the database
+// takes them (postgres: $1, $2, ... for ?).
 const (
 	sqlInsertRequest = `INSERT INTO requests (uid, ip, method, url, parameters, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	sqlGetRequest    = `SELECT id, uid, ip, method, url, parameters, created_at, updated_at FROM requests WHERE id = ?`
@@ -511,29 +581,192 @@ const (
 	sqlGetUser       = `SELECT uid, username, departname, created FROM users WHERE uid = ?`
 )
 
+var statements = []string{sqlInsertRequest, sqlGetRequest, sqlLatestMetric, sqlInsertMetric,
+	sqlInsertItem, sqlGetItem, sqlUpdateUser, sqlGetUser}
+
 var bg = context.Background() // statements are never interrupted half-way (and mattn runs them without a watcher goroutine)
 
-// openDB opens a pool of n connections. Every connection gets the busy timeout (native
-// policy, else 0) from the DSN, then the LAB_PRAGMAS in order from the ConnectHook of the
-// registered "sqlite3_lab" driver. _synchronous=FULL undoes mattn's own
-// `PRAGMA synchronous=NORMAL` so that an empty LAB_PRAGMAS means SQLite's defaults.
-// _stmt_cache_size keeps the statements a transaction runs prepared on each connection.
-// LAB_CACHE=shared adds cache=shared: SQLite's shared-cache mode (seed 004's DSN).
-func openDB(c *config, n int) (*sql.DB, error) {
+// dialect is the seam between the one application code path (handlers, Service.tx, the
+// writer) and a database: how a pool is opened, how a statement is spelled, how an INSERT
+// gives its new id, the savepoint syntax, and which errors are busy or a lost connection.
+type dialect interface {
+	name() string                                       // LAB_DATABASE
+	where() string                                      // what a start-up error names: LAB_DB=... | LAB_DATABASE_URL
+	schemaFile() string                                 // the schema a database is made from
+	sqlDB() (*sql.DB, error)                            // a new database/sql pool (openDB sizes and fills it)
+	query(q string) string                              // q (one of statements) as the database takes it
+	insert(t *Tx, q string, args ...any) (int64, error) // an INSERT in t; the new row's id
+	release() string                                    // RELEASE job, in the database's syntax
+	rollbackTo() string                                 // ROLLBACK TO job, in the database's syntax
+	classify(err error) error                           // busy/locked -> errLocked, lost connection -> errUnavailable
+	broken(conn *sql.Conn) bool                         // after a failed transaction: conn cannot run another (it is discarded)
+	version(db *sql.DB) (string, error)                 // /health's database_version
+}
+
+// sqliteDialect: mattn/go-sqlite3 through the "sqlite3_lab" driver (newService registers it).
+type sqliteDialect struct{ c *config }
+
+func (sqliteDialect) name() string          { return "sqlite" }
+func (d sqliteDialect) where() string       { return fmt.Sprintf("LAB_DB=%q", d.c.dbPath) }
+func (sqliteDialect) schemaFile() string    { return "servers/schema.sql" }
+func (sqliteDialect) query(q string) string { return q }
+func (sqliteDialect) release() string       { return "RELEASE job" }
+func (sqliteDialect) rollbackTo() string    { return "ROLLBACK TO job" }
+func (sqliteDialect) broken(*sql.Conn) bool { return false }
+
+// sqlDB: every connection gets the busy timeout (native policy, else 0) from the DSN, then
+// the LAB_PRAGMAS in order from the ConnectHook of the registered "sqlite3_lab" driver.
+// _synchronous=FULL undoes mattn's own `PRAGMA synchronous=NORMAL` so that an empty
+// LAB_PRAGMAS means SQLite's defaults. _stmt_cache_size keeps the statements a transaction
+// runs prepared on each connection. LAB_CACHE=shared adds cache=shared: SQLite's
+// shared-cache mode (seed 004's DSN).
+func (d sqliteDialect) sqlDB() (*sql.DB, error) {
 	timeout := 0
-	if c.busy.kind == "busy_timeout" {
-		timeout = c.busy.n
+	if d.c.busy.kind == "busy_timeout" {
+		timeout = d.c.busy.n
 	}
-	abs, err := filepath.Abs(c.dbPath)
+	abs, err := filepath.Abs(d.c.dbPath)
 	if err != nil {
 		return nil, err
 	}
 	dsn := fmt.Sprintf("file:%s?mode=rw&_busy_timeout=%d&_synchronous=FULL&_stmt_cache_size=16",
 		(&url.URL{Path: abs}).EscapedPath(), timeout)
-	if c.cache == "shared" {
+	if d.c.cache == "shared" {
 		dsn += "&cache=shared"
 	}
-	db, err := sql.Open("sqlite3_lab", dsn)
+	return sql.Open("sqlite3_lab", dsn)
+}
+
+func (sqliteDialect) insert(t *Tx, q string, args ...any) (int64, error) {
+	res, err := t.Exec(q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func (sqliteDialect) classify(err error) error {
+	if isBusy(err) {
+		return errLocked
+	}
+	return err
+}
+
+func (sqliteDialect) version(*sql.DB) (string, error) {
+	v, _, _ := sqlite3.Version()
+	return v, nil
+}
+
+// postgresDialect: jackc/pgx/v5 through its database/sql driver (stdlib), so that the pool,
+// the transactions and the writer are the SQLite path's. pgx prepares each statement once
+// per connection and keeps it (its statement cache); BEGIN/COMMIT without arguments go as
+// simple queries.
+type postgresDialect struct {
+	c         *config
+	stmts     map[string]string // the statements with $n placeholders (read-only after start-up)
+	returning map[string]string // the INSERTs with $n placeholders and RETURNING id
+}
+
+func newPostgresDialect(c *config) *postgresDialect {
+	d := &postgresDialect{c: c, stmts: map[string]string{}, returning: map[string]string{}}
+	for _, q := range statements {
+		d.stmts[q] = rebind(q)
+		if strings.HasPrefix(q, "INSERT ") {
+			d.returning[q] = rebind(q) + " RETURNING id"
+		}
+	}
+	return d
+}
+
+// rebind numbers the ? placeholders: $1, $2, ... (the statements have no ? in literals).
+func rebind(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func (postgresDialect) name() string       { return "postgres" }
+func (postgresDialect) where() string      { return "LAB_DATABASE_URL" }
+func (postgresDialect) schemaFile() string { return "servers/schema.postgres.sql" }
+func (postgresDialect) release() string    { return "RELEASE SAVEPOINT job" }
+func (postgresDialect) rollbackTo() string { return "ROLLBACK TO SAVEPOINT job" }
+
+func (d *postgresDialect) sqlDB() (*sql.DB, error) { return stdlib.OpenDB(*d.c.pgConfig), nil }
+
+func (d *postgresDialect) query(q string) string {
+	if pq, ok := d.stmts[q]; ok {
+		return pq
+	}
+	return rebind(q)
+}
+
+func (d *postgresDialect) insert(t *Tx, q string, args ...any) (int64, error) {
+	var id int64
+	err := t.queryRow(q, d.returning[q], args, &id)
+	return id, err
+}
+
+// classify: SQLSTATE 40001 (serialization failure), 40P01 (deadlock), 55P03 (lock not
+// available) are "database is locked"; a connection that could not be made or was lost
+// (class 08, 57P01-57P03 admin/crash shutdown or not yet up, or no SQLSTATE at all: EOF,
+// a network error, database/sql's bad connection) is "database unavailable".
+func (postgresDialect) classify(err error) error {
+	var ce *pgconn.ConnectError
+	var pe *pgconn.PgError
+	var ne net.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		return errUnavailable
+	case errors.As(err, &pe):
+		switch c := pe.Code; {
+		case c == "40001" || c == "40P01" || c == "55P03":
+			return errLocked
+		case strings.HasPrefix(c, "08") || c == "57P01" || c == "57P02" || c == "57P03":
+			return errUnavailable
+		}
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone), errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errUnavailable
+	}
+	return err
+}
+
+// broken: the connection is closed (lost, or terminated by the server), or is still inside a
+// transaction because its ROLLBACK failed; Postgres would take a later BEGIN there with a
+// mere warning. Raw's driver.ErrBadConn makes database/sql close it; the pool opens a new one.
+func (postgresDialect) broken(conn *sql.Conn) bool {
+	bad := false
+	err := conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if ok && (c.Conn().IsClosed() || c.Conn().PgConn().TxStatus() != 'I') {
+			bad = true
+			return driver.ErrBadConn
+		}
+		return nil
+	})
+	return bad || err != nil
+}
+
+func (postgresDialect) version(db *sql.DB) (v string, err error) {
+	err = db.QueryRowContext(bg, "SHOW server_version").Scan(&v)
+	return v, err
+}
+
+// openDB opens a pool of n connections: SetMaxOpenConns = SetMaxIdleConns = n, no lifetime
+// limit, and all n opened now (SQLite's pragmas are applied, and fail, at start-up; a
+// Postgres that cannot be reached fails the start-up), not under load.
+func openDB(d dialect, n int) (*sql.DB, error) {
+	db, err := d.sqlDB()
 	if err != nil {
 		return nil, err
 	}
@@ -541,7 +774,6 @@ func openDB(c *config, n int) (*sql.DB, error) {
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	// Open all n now: pragmas are applied (and fail) at start-up, not under load.
 	conns := make([]*sql.Conn, 0, n)
 	defer func() {
 		for _, conn := range conns {
@@ -647,6 +879,7 @@ func (l *sqlLog) close() {
 // busy policy must retry COMMIT.
 type Tx struct {
 	conn  *sql.Conn
+	db    dialect
 	busy  busyPolicy
 	first bool // no statement has taken a lock yet (BEGIN DEFERRED)
 	log   *sqlLog
@@ -667,24 +900,28 @@ func (t *Tx) step(f func() error) error {
 
 func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
 	var res sql.Result
+	q := t.db.query(query)
 	err := t.log.run(query, args, func() error {
-		return t.step(func() (err error) { res, err = t.conn.ExecContext(bg, query, args...); return err })
+		return t.step(func() (err error) { res, err = t.conn.ExecContext(bg, q, args...); return err })
 	})
 	return res, err
 }
 
 func (t *Tx) QueryRow(query string, args []any, dest ...any) error {
+	return t.queryRow(query, t.db.query(query), args, dest...)
+}
+
+// queryRow runs q, query as the database takes it (query is what the SQL log shows).
+func (t *Tx) queryRow(query, q string, args []any, dest ...any) error {
 	return t.log.run(query, args, func() error {
-		return t.step(func() error { return t.conn.QueryRowContext(bg, query, args...).Scan(dest...) })
+		return t.step(func() error { return t.conn.QueryRowContext(bg, q, args...).Scan(dest...) })
 	})
 }
 
+// Insert runs an INSERT and returns the new row's id (SQLite: LastInsertId; Postgres:
+// the same INSERT with RETURNING id).
 func (t *Tx) Insert(query string, args ...any) (int64, error) {
-	res, err := t.Exec(query, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
+	return t.db.insert(t, query, args...)
 }
 
 // job is one request's write, run by the writer goroutine; done gets its outcome after COMMIT.
@@ -701,16 +938,18 @@ func (j *job) answer(err error) {
 
 type Service struct {
 	cfg       *config
+	dialect   dialect // sqlite | postgres: the seam
 	db        *sql.DB // reads (and, in pool mode, writes): LAB_READERS connections
 	wdb       *sql.DB // writer/batch: the writer's one connection
-	begin     string  // BEGIN DEFERRED | BEGIN IMMEDIATE
+	begin     string  // BEGIN DEFERRED | BEGIN IMMEDIATE (SQLite), BEGIN (Postgres)
 	log       *sqlLog // LAB_SQL_LOG=on, else nil
 	jobs      chan *job
 	writerWG  sync.WaitGroup
 	handled   atomic.Int64
-	pragmas   map[string]string // read back at start-up
+	pragmas   map[string]string // read back at start-up (SQLite)
 	versions  map[string]string
 	sqliteVer string
+	dbVersion string // /health's database_version
 
 	getRequest, getItem, getUser *sql.Stmt
 
@@ -731,40 +970,59 @@ func newService(c *config) (*Service, error) {
 		return nil, err
 	}
 
-	if c.sqlLog == "on" {
-		if s.log, err = openSQLLog(c.dbPath + ".sql.log"); err != nil {
-			return nil, err
-		}
-	}
-
-	sql.Register("sqlite3_lab", &sqlite3.SQLiteDriver{
-		ConnectHook: func(conn *sqlite3.SQLiteConn) error {
-			for _, p := range c.pragmas {
-				q := "PRAGMA " + p.name + " = " + p.value
-				err := s.log.run(q, nil, func() error {
-					return c.busy.retry(func() error { _, err := conn.Exec(q, nil); return err })
-				})
-				if err != nil {
-					return fmt.Errorf("PRAGMA %s = %s: %w", p.name, p.value, err)
-				}
+	if c.database == "postgres" {
+		s.dialect = newPostgresDialect(c)
+		s.begin = "BEGIN" // Postgres' default isolation, READ COMMITTED
+		s.pragmas = nil
+	} else {
+		s.dialect = sqliteDialect{c}
+		if c.sqlLog == "on" {
+			if s.log, err = openSQLLog(c.dbPath + ".sql.log"); err != nil {
+				return nil, err
 			}
-			return nil
-		},
-	})
-	if s.db, err = openDB(c, c.readers); err != nil {
-		return nil, fmt.Errorf("LAB_DB=%q: %v", c.dbPath, err)
+		}
+		sql.Register("sqlite3_lab", &sqlite3.SQLiteDriver{
+			ConnectHook: func(conn *sqlite3.SQLiteConn) error {
+				for _, p := range c.pragmas {
+					q := "PRAGMA " + p.name + " = " + p.value
+					err := s.log.run(q, nil, func() error {
+						return c.busy.retry(func() error { _, err := conn.Exec(q, nil); return err })
+					})
+					if err != nil {
+						return fmt.Errorf("PRAGMA %s = %s: %w", p.name, p.value, err)
+					}
+				}
+				return nil
+			},
+		})
+	}
+	d := s.dialect
+	openErr := func(err error) error {
+		if d.name() == "postgres" {
+			return fmt.Errorf("%s: cannot connect: %v", d.where(), err)
+		}
+		return fmt.Errorf("%s: %v", d.where(), err)
+	}
+	if s.db, err = openDB(d, c.readers); err != nil {
+		return nil, openErr(err)
 	}
 	if c.writePath != "pool" {
-		if s.wdb, err = openDB(c, 1); err != nil {
-			return nil, fmt.Errorf("LAB_DB=%q: %v", c.dbPath, err)
+		if s.wdb, err = openDB(d, 1); err != nil {
+			return nil, openErr(err)
 		}
 	}
 
 	// The schema: every statement must prepare (tables and columns exist).
+	schemaErr := func(err error) error {
+		if d.name() == "postgres" {
+			return fmt.Errorf("%s: the database has no lab schema (%v): make it from %s", d.where(), err, d.schemaFile())
+		}
+		return fmt.Errorf("%s has no lab schema (%v): make it from %s", d.where(), err, d.schemaFile())
+	}
 	for _, q := range []string{sqlInsertRequest, sqlLatestMetric, sqlInsertMetric, sqlInsertItem, sqlUpdateUser} {
-		st, err := s.db.Prepare(q)
+		st, err := s.db.Prepare(d.query(q))
 		if err != nil {
-			return nil, fmt.Errorf("LAB_DB=%q has no lab schema (%v): make it from servers/schema.sql", c.dbPath, err)
+			return nil, schemaErr(err)
 		}
 		st.Close()
 	}
@@ -772,8 +1030,8 @@ func newService(c *config) (*Service, error) {
 		st **sql.Stmt
 		q  string
 	}{{&s.getRequest, sqlGetRequest}, {&s.getItem, sqlGetItem}, {&s.getUser, sqlGetUser}} {
-		if *p.st, err = s.db.Prepare(p.q); err != nil {
-			return nil, fmt.Errorf("LAB_DB=%q has no lab schema (%v): make it from servers/schema.sql", c.dbPath, err)
+		if *p.st, err = s.db.Prepare(d.query(p.q)); err != nil {
+			return nil, schemaErr(err)
 		}
 	}
 
@@ -787,13 +1045,22 @@ func newService(c *config) (*Service, error) {
 	}
 
 	s.sqliteVer, _, _ = sqlite3.Version()
+	if s.dbVersion, err = d.version(s.db); err != nil {
+		return nil, fmt.Errorf("%s: reading the server's version: %v", d.where(), err)
+	}
 	s.versions = map[string]string{"go": runtime.Version(), "net/http": runtime.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/mattn/go-sqlite3" {
-				s.versions["mattn/go-sqlite3"] = d.Version
+		for _, dep := range bi.Deps {
+			switch {
+			case dep.Path == "github.com/mattn/go-sqlite3":
+				s.versions["mattn/go-sqlite3"] = dep.Version
+			case dep.Path == "github.com/jackc/pgx/v5" && d.name() == "postgres":
+				s.versions["jackc/pgx"] = dep.Version
 			}
 		}
+	}
+	if d.name() == "postgres" { // the pool: database/sql's own, part of Go
+		s.versions["database/sql"] = runtime.Version()
 	}
 
 	switch c.writePath {
@@ -822,7 +1089,7 @@ func (s *Service) tx(conn *sql.Conn, fn func(*Tx) error) error {
 	if err := s.exec(conn, s.begin, true); err != nil {
 		return err
 	}
-	t := &Tx{conn: conn, busy: s.cfg.busy, first: s.cfg.txnMode == "deferred", log: s.log}
+	t := &Tx{conn: conn, db: s.dialect, busy: s.cfg.busy, first: s.cfg.txnMode == "deferred", log: s.log}
 	err := fn(t)
 	if err == nil {
 		err = s.exec(conn, "COMMIT", true)
@@ -833,15 +1100,20 @@ func (s *Service) tx(conn *sql.Conn, fn func(*Tx) error) error {
 	return err
 }
 
-// write runs fn as one transaction and returns once it is committed (or failed).
+// write runs fn as one transaction and returns once it is committed (or failed); a busy
+// or lost database comes back as its 503 (dialect.classify).
 func (s *Service) write(r *http.Request, fn func(*Tx) error) error {
 	if s.jobs == nil { // pool: on a pooled connection, in the request's goroutine
 		conn, err := s.db.Conn(r.Context())
 		if err != nil {
-			return err
+			return s.dialect.classify(err)
 		}
 		defer conn.Close()
-		return s.tx(conn, fn)
+		err = s.tx(conn, fn)
+		if err != nil {
+			s.dialect.broken(conn) // Postgres: a lost connection is discarded, not pooled
+		}
+		return s.dialect.classify(err)
 	}
 	j := &job{fn: fn, done: make(chan error, 1)}
 	select {
@@ -849,20 +1121,51 @@ func (s *Service) write(r *http.Request, fn func(*Tx) error) error {
 	case <-r.Context().Done(): // client gone before its write was queued
 		return r.Context().Err()
 	}
-	return <-j.done
+	return s.dialect.classify(<-j.done)
 }
 
-func (s *Service) startWriter(loop func(*sql.Conn)) error {
-	conn, err := s.wdb.Conn(bg)
-	if err != nil {
-		return fmt.Errorf("LAB_DB=%q: the writer's connection: %v", s.cfg.dbPath, err)
+// writerConn is the writer's one connection. A connection Postgres lost (or one left
+// inside a transaction) is dropped after the transaction that found it so, and the next
+// job opens a new one; SQLite's is never dropped.
+type writerConn struct {
+	s    *Service
+	conn *sql.Conn
+}
+
+func (w *writerConn) get() (*sql.Conn, error) {
+	if w.conn == nil {
+		conn, err := w.s.wdb.Conn(bg)
+		if err != nil {
+			return nil, err
+		}
+		w.conn = conn
+	}
+	return w.conn, nil
+}
+
+// failed is called after a failed transaction.
+func (w *writerConn) failed() {
+	if w.s.dialect.broken(w.conn) {
+		w.conn.Close()
+		w.conn = nil
+	}
+}
+
+func (s *Service) startWriter(loop func(*writerConn)) error {
+	w := &writerConn{s: s}
+	if _, err := w.get(); err != nil {
+		return fmt.Errorf("%s: the writer's connection: %v", s.dialect.where(), err)
 	}
 	s.jobs = make(chan *job, 1024)
 	s.writerWG.Add(1)
 	go func() {
 		defer s.writerWG.Done()
-		defer conn.Close()
-		loop(conn)
+		defer func() {
+			if w.conn != nil {
+				w.conn.Close()
+			}
+		}()
+		loop(w)
 	}()
 	return nil
 }
@@ -878,17 +1181,24 @@ func run(j *job, t *Tx) (err error) {
 }
 
 // writeEach (writer): one transaction per job, answered after its COMMIT.
-func (s *Service) writeEach(conn *sql.Conn) {
+func (s *Service) writeEach(w *writerConn) {
 	for j := range s.jobs {
-		j.answer(s.tx(conn, func(t *Tx) error { return run(j, t) }))
+		conn, err := w.get()
+		if err == nil {
+			if err = s.tx(conn, func(t *Tx) error { return run(j, t) }); err != nil {
+				w.failed()
+			}
+		}
+		j.answer(err)
 	}
 }
 
 // writeBatch (group commit): everything queued, each job inside SAVEPOINT job ... RELEASE
 // job, one COMMIT for the batch, then every job in it is answered. A failing job is rolled
 // back to its savepoint and answered alone; a failing COMMIT fails the whole batch.
-func (s *Service) writeBatch(conn *sql.Conn) {
+func (s *Service) writeBatch(w *writerConn) {
 	batch := make([]*job, 0, cap(s.jobs))
+	release, rollbackTo := s.dialect.release(), s.dialect.rollbackTo()
 	for j := range s.jobs {
 		batch = append(batch[:0], j)
 	drain:
@@ -903,15 +1213,22 @@ func (s *Service) writeBatch(conn *sql.Conn) {
 				break drain
 			}
 		}
-		err := s.tx(conn, func(t *Tx) error {
+		conn, err := w.get()
+		if err != nil {
+			for _, j := range batch {
+				j.answer(err)
+			}
+			continue
+		}
+		err = s.tx(conn, func(t *Tx) error {
 			for _, j := range batch {
 				if err := s.exec(conn, "SAVEPOINT job", false); err != nil {
 					return err
 				}
 				if err := run(j, t); err != nil {
-					rerr := s.exec(conn, "ROLLBACK TO job", false)
+					rerr := s.exec(conn, rollbackTo, false)
 					if rerr == nil {
-						rerr = s.exec(conn, "RELEASE job", false)
+						rerr = s.exec(conn, release, false)
 					}
 					if rerr != nil {
 						return rerr // the transaction itself is gone: fail the batch
@@ -919,7 +1236,7 @@ func (s *Service) writeBatch(conn *sql.Conn) {
 					j.answer(err)
 					continue
 				}
-				if err := s.exec(conn, "RELEASE job", false); err != nil {
+				if err := s.exec(conn, release, false); err != nil {
 					return err
 				}
 			}
@@ -927,6 +1244,9 @@ func (s *Service) writeBatch(conn *sql.Conn) {
 		})
 		// Committed: acknowledge the rest. Failed (BEGIN, a savepoint or COMMIT): none of
 		// the rest is acknowledged.
+		if err != nil {
+			w.failed()
+		}
 		for _, j := range batch {
 			if !j.answered {
 				j.answer(err)
@@ -955,23 +1275,32 @@ func (s *Service) health(w http.ResponseWriter, r *http.Request) {
 			"busy_timeout=0): BEGIN IMMEDIATE, the first statement after BEGIN DEFERRED, autocommit reads "+
 			"and COMMIT are retried on SQLITE_BUSY/SQLITE_LOCKED", s.cfg.busy)
 	}
+	knobs := map[string]any{
+		"database":    s.cfg.database,
+		"pragmas":     s.pragmas,
+		"txn_mode":    s.cfg.txnMode,
+		"busy":        s.cfg.busy.String(),
+		"write_path":  s.cfg.writePath,
+		"processes":   s.cfg.processes,
+		"threads":     runtime.GOMAXPROCS(0),
+		"readers":     s.cfg.readers,
+		"metrics_txn": s.cfg.metricsTxn,
+		"cache":       s.cfg.cache,
+		"sql_log":     s.cfg.sqlLog,
+	}
+	if s.cfg.database == "postgres" { // SQLite's own knobs
+		for _, k := range []string{"pragmas", "txn_mode", "busy", "cache", "sql_log"} {
+			knobs[k] = nil
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"server":         "go-nethttp",
-		"versions":       s.versions,
-		"sqlite_version": s.sqliteVer,
-		"pid":            os.Getpid(),
-		"knobs": map[string]any{
-			"pragmas":     s.pragmas,
-			"txn_mode":    s.cfg.txnMode,
-			"busy":        s.cfg.busy.String(),
-			"write_path":  s.cfg.writePath,
-			"processes":   s.cfg.processes,
-			"threads":     runtime.GOMAXPROCS(0),
-			"readers":     s.cfg.readers,
-			"metrics_txn": s.cfg.metricsTxn,
-			"cache":       s.cfg.cache,
-			"sql_log":     s.cfg.sqlLog,
-		},
+		"server":           "go-nethttp",
+		"versions":         s.versions,
+		"sqlite_version":   s.sqliteVer,
+		"database":         s.cfg.database,
+		"database_version": s.dbVersion,
+		"pid":              os.Getpid(),
+		"knobs":            knobs,
 		"emulated":         emulated,
 		"requests_handled": s.handled.Load(),
 	})
@@ -1043,7 +1372,7 @@ func (s *Service) read(st *sql.Stmt, query string, id int64, dest ...any) error 
 	if errors.Is(err, sql.ErrNoRows) {
 		return errNotFound
 	}
-	return err
+	return s.dialect.classify(err)
 }
 
 // GET /requests/{id}: the show page.
@@ -1103,6 +1432,14 @@ func (s *Service) createMetrics(w http.ResponseWriter, r *http.Request) {
 			}
 			names[i], values[i] = *m.Name, *m.Value
 		}
+		err := s.storable("instance", instance)
+		for i := 0; i < len(names) && err == nil; i++ {
+			err = s.storable("measurement name", names[i])
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
 	}
 	ts := now()
 	var ids [5]int64
@@ -1141,25 +1478,27 @@ func (s *Service) createMetrics(w http.ResponseWriter, r *http.Request) {
 func (s *Service) metricsRecords(r *http.Request, instance string, names *[5]string, values *[5]float64, ts string, ids *[5]int64) error {
 	conn, err := s.db.Conn(r.Context())
 	if err != nil {
-		return err
+		return s.dialect.classify(err)
 	}
 	defer conn.Close()
+	latest := s.dialect.query(sqlLatestMetric)
 	for i := range names {
 		var prev sql.NullFloat64
 		args := []any{instance, names[i]}
 		err := s.log.run(sqlLatestMetric, args, func() error {
 			return s.cfg.busy.retry(func() error {
-				return conn.QueryRowContext(bg, sqlLatestMetric, args...).Scan(&prev)
+				return conn.QueryRowContext(bg, latest, args...).Scan(&prev)
 			})
 		})
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
+		if err == nil || errors.Is(err, sql.ErrNoRows) {
+			err = s.tx(conn, func(t *Tx) (err error) {
+				ids[i], err = t.Insert(sqlInsertMetric, instance, names[i], values[i], prev, ts)
+				return err
+			})
 		}
-		if err := s.tx(conn, func(t *Tx) (err error) {
-			ids[i], err = t.Insert(sqlInsertMetric, instance, names[i], values[i], prev, ts)
-			return err
-		}); err != nil {
-			return err
+		if err != nil {
+			s.dialect.broken(conn) // Postgres: a lost connection is discarded, not pooled
+			return s.dialect.classify(err)
 		}
 	}
 	return nil
@@ -1167,6 +1506,15 @@ func (s *Service) metricsRecords(r *http.Request, instance string, names *[5]str
 
 func validString(s *string, maxChars int) bool {
 	return s != nil && *s != "" && utf8.RuneCountInString(*s) <= maxChars
+}
+
+// storable: a string the database can hold. Postgres' text cannot hold U+0000 (SQLite's
+// can), so on Postgres it is a 400 before any write, not the driver's error (a 500).
+func (s *Service) storable(field, v string) error {
+	if s.cfg.database == "postgres" && strings.IndexByte(v, 0) >= 0 {
+		return errStatus(http.StatusBadRequest, field+" holds U+0000, which Postgres text cannot store")
+	}
+	return nil
 }
 
 // POST /items (seed 002).
@@ -1180,6 +1528,10 @@ func (s *Service) createItem(w http.ResponseWriter, r *http.Request) {
 	}
 	if in.Payload == nil || len(*in.Payload) > maxPayload {
 		fail(w, errStatus(http.StatusBadRequest, "expected {payload: string of at most 65536 bytes}"))
+		return
+	}
+	if err := s.storable("payload", *in.Payload); err != nil {
+		fail(w, err)
 		return
 	}
 	ts := now()
@@ -1247,6 +1599,10 @@ func (s *Service) updateUser(w http.ResponseWriter, r *http.Request) {
 	}
 	if !validString(in.Departname, 64) {
 		fail(w, errStatus(http.StatusBadRequest, "expected {departname: string(1-64)}"))
+		return
+	}
+	if err := s.storable("departname", *in.Departname); err != nil {
+		fail(w, err)
 		return
 	}
 	var v [4]string
