@@ -201,6 +201,7 @@ class Postgres:
                                "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
                               capture_output=True, text=True, timeout=120)
         if init.returncode != 0:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
             raise PostgresError(f"initdb failed ({init.returncode}):\n{(init.stdout + init.stderr)[-2000:]}")
         self.port = self.port or free_port()
         args = [*prefix, str(pg_bin / "postgres"), "-D", str(self.data_dir), "-k", str(self.socket_dir),
