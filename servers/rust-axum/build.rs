@@ -14,7 +14,15 @@ fn main() {
     println!("cargo:rustc-env=LAB_RUSTC_VERSION={version}");
 
     let lock = fs::read_to_string("Cargo.lock").unwrap_or_default();
-    for krate in ["axum", "hyper", "tokio", "rusqlite", "libsqlite3-sys"] {
+    for krate in [
+        "axum",
+        "hyper",
+        "tokio",
+        "rusqlite",
+        "libsqlite3-sys",
+        "tokio-postgres",
+        "deadpool-postgres",
+    ] {
         let needle = format!("name = \"{krate}\"\nversion = \"");
         let v = lock
             .find(&needle)

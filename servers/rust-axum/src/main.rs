@@ -1,22 +1,31 @@
-//! SQLite Production Lab server: Axum + rusqlite (bundled SQLite).
+//! SQLite Production Lab server: Axum + rusqlite (bundled SQLite), or, with
+//! LAB_DATABASE=postgres, tokio-postgres on a deadpool-postgres pool.
 //!
-//! The contract is ../openapi.yaml and ../README.md. Blocking SQLite work never runs on the
-//! tokio workers: reads (and, with LAB_WRITE_PATH=pool, writes) run through `spawn_blocking` on
-//! a pool of LAB_READERS connections; `writer` and `batch` send every write to one dedicated
-//! std::thread over a channel and answer through a oneshot only after COMMIT.
+//! The contract is ../openapi.yaml and ../README.md. The handlers, transactions, the writer and
+//! the batches are written once, as async code over a `Session`: one connection of either
+//! database, the seam that holds what differs (placeholders, BEGIN and the savepoint
+//! statements, new ids, error mapping). Its SQLite arms never await, so on SQLite that code
+//! runs to completion in one poll where the connection is: blocking SQLite work never runs on
+//! the tokio workers. Reads (and, with LAB_WRITE_PATH=pool, writes) run through
+//! `spawn_blocking` on a pool of LAB_READERS connections; `writer` and `batch` send every write
+//! to one dedicated std::thread over a channel and answer through a oneshot only after COMMIT.
+//! On Postgres the same code runs on tokio tasks: a deadpool of LAB_READERS connections, and
+//! for `writer`/`batch` one writer task with its own connection, fed by the same queue.
 
 use std::{
     env,
     fs::{File, OpenOptions},
+    future::Future,
     io::Write as _,
     net::SocketAddr,
     path::{Path, PathBuf},
+    pin::Pin,
     process::ExitCode,
     sync::{
         Arc, Mutex, OnceLock,
         atomic::{AtomicU64, Ordering},
-        mpsc,
     },
+    task::{Context, Poll, Waker},
     thread,
     time::{Duration, Instant},
 };
@@ -32,12 +41,13 @@ use axum::{
     serve::ListenerExt,
 };
 use rusqlite::{
-    Connection, ErrorCode, OpenFlags, OptionalExtension, ToSql, params,
+    Connection, ErrorCode, OpenFlags, OptionalExtension, ToSql,
     types::{ToSqlOutput, ValueRef},
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_postgres::{Error as PgError, Row as PgRow, types::ToSql as PgToSql};
 
 const BODY_LIMIT: usize = 1_048_576;
 const PAYLOAD_LIMIT: usize = 65_536;
@@ -77,22 +87,43 @@ enum MetricsTxn {
     Record,
 }
 
-struct Config {
-    host: String,
-    port: u16,
+/// LAB_DATABASE: the database the same application code runs on.
+enum Backend {
+    Sqlite(SqliteConfig),
+    /// LAB_DATABASE_URL, parsed (a libpq key=value string).
+    Postgres(tokio_postgres::Config),
+}
+
+/// LAB_DB and SQLite's own knobs.
+struct SqliteConfig {
     db: PathBuf,
     pragmas: Vec<(String, String)>,
     txn_mode: TxnMode,
     busy: Busy,
+    shared_cache: bool,
+    sql_log: bool,
+}
+
+struct Config {
+    host: String,
+    port: u16,
+    backend: Backend,
     write_path: WritePath,
     processes: u64,
     threads: usize,
     readers: usize,
     templates: PathBuf,
     metrics_txn: MetricsTxn,
-    shared_cache: bool,
-    sql_log: bool,
 }
+
+/// SQLite's own knobs: unset or empty with LAB_DATABASE=postgres (null in /health).
+const SQLITE_ONLY: [&str; 5] = [
+    "LAB_PRAGMAS",
+    "LAB_TXN_MODE",
+    "LAB_BUSY",
+    "LAB_CACHE",
+    "LAB_SQL_LOG",
+];
 
 fn var(name: &str) -> Option<String> {
     env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -176,6 +207,24 @@ impl Busy {
     }
 }
 
+/// LAB_DATABASE_URL (required with postgres). Defaults only where the string says nothing: a
+/// host that never answers fails in 10 s, and pg_stat_activity names the server.
+fn database_url() -> Result<tokio_postgres::Config, String> {
+    let url = var("LAB_DATABASE_URL").ok_or(
+        "LAB_DATABASE_URL is required with LAB_DATABASE=postgres (a libpq key=value string such as 'host=/tmp/pg port=5432 user=lab dbname=lab')",
+    )?;
+    let mut pg: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e: PgError| format!("LAB_DATABASE_URL: {}", chain(&e)))?;
+    if pg.get_connect_timeout().is_none() {
+        pg.connect_timeout(Duration::from_secs(10));
+    }
+    if pg.get_application_name().is_none() {
+        pg.application_name("rust-axum");
+    }
+    Ok(pg)
+}
+
 impl Config {
     fn from_env() -> Result<Config, String> {
         let port = match var("LAB_PORT") {
@@ -187,15 +236,39 @@ impl Config {
                 .filter(|p| *p >= 1)
                 .ok_or_else(|| format!("LAB_PORT='{v}' is not a port number (1-65535)"))?,
         };
-        let db = PathBuf::from(
-            var("LAB_DB").ok_or("LAB_DB is required (a database made from schema.sql)")?,
-        );
-        if !db.is_file() {
-            return Err(format!(
-                "LAB_DB='{}' does not exist (make it from schema.sql)",
-                db.display()
-            ));
-        }
+        let postgres = match var("LAB_DATABASE").as_deref() {
+            None | Some("sqlite") => None,
+            Some("postgres") => {
+                if let Some(name) = SQLITE_ONLY.iter().find(|name| var(name).is_some()) {
+                    return Err(format!(
+                        "{name} is SQLite's; unset it with LAB_DATABASE=postgres"
+                    ));
+                }
+                Some(database_url()?)
+            }
+            Some(v) => {
+                return Err(format!("LAB_DATABASE='{v}' is not one of sqlite|postgres"));
+            }
+        };
+        // With postgres LAB_DB is not read, and SQLite's knobs (all unset) parse to defaults.
+        let db = match postgres {
+            Some(_) => PathBuf::new(),
+            None => {
+                if var("LAB_DATABASE_URL").is_some() {
+                    return Err("LAB_DATABASE_URL is Postgres'; unset it with LAB_DATABASE=sqlite (or set LAB_DATABASE=postgres)".into());
+                }
+                let db = PathBuf::from(
+                    var("LAB_DB").ok_or("LAB_DB is required (a database made from schema.sql)")?,
+                );
+                if !db.is_file() {
+                    return Err(format!(
+                        "LAB_DB='{}' does not exist (make it from schema.sql)",
+                        db.display()
+                    ));
+                }
+                db
+            }
+        };
         let pragmas = parse_pragmas(&var("LAB_PRAGMAS").unwrap_or_default())?;
         let txn_mode = match var("LAB_TXN_MODE").as_deref() {
             None | Some("deferred") => TxnMode::Deferred,
@@ -260,21 +333,27 @@ impl Config {
         let templates = var("LAB_TEMPLATES")
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates"));
+        let backend = match postgres {
+            Some(pg) => Backend::Postgres(pg),
+            None => Backend::Sqlite(SqliteConfig {
+                db,
+                pragmas,
+                txn_mode,
+                busy,
+                shared_cache,
+                sql_log,
+            }),
+        };
         Ok(Config {
             host: var("LAB_HOST").unwrap_or_else(|| "127.0.0.1".into()),
             port,
-            db,
-            pragmas,
-            txn_mode,
-            busy,
+            backend,
             write_path,
             processes,
             threads,
             readers,
             templates,
             metrics_txn,
-            shared_cache,
-            sql_log,
         })
     }
 }
@@ -283,7 +362,8 @@ impl Config {
 // LAB_SQL_LOG=on: Rails' development log in miniature (seed 001's `rails s`). One line per
 // statement, "  SQL (0.3ms)  <sql>  [bound values]", appended to <LAB_DB>.sql.log right after the
 // statement finished, in the thread that ran it: one write(2) per line on an O_APPEND file, under
-// a mutex (as Ruby's Logger). Every statement the server runs goes through `logged`.
+// a mutex (as Ruby's Logger). Every statement the server runs goes through `logged`. (SQLite
+// only: LAB_SQL_LOG is SQLite's knob.)
 // ---------------------------------------------------------------------------------------------
 
 /// Set once at start-up with LAB_SQL_LOG=on; empty with off, when `logged` is one check of it.
@@ -310,7 +390,7 @@ impl SqlLog {
         })
     }
 
-    fn statement(&self, sql: &str, params: &[&dyn ToSql], took: Duration) {
+    fn statement(&self, sql: &str, params: &[&dyn Param], took: Duration) {
         use std::fmt::Write as _;
         let mut line = format!("  SQL ({:.1}ms)  {sql}", took.as_secs_f64() * 1000.0);
         if !params.is_empty() {
@@ -319,7 +399,7 @@ impl SqlLog {
                 if i > 0 {
                     line.push_str(", ");
                 }
-                let output = p.to_sql();
+                let output = p.sqlite().to_sql();
                 let value = match &output {
                     Ok(ToSqlOutput::Borrowed(v)) => Some(*v),
                     Ok(ToSqlOutput::Owned(v)) => Some(ValueRef::from(v)),
@@ -348,7 +428,7 @@ impl SqlLog {
 /// failed (as Rails does).
 fn logged<T>(
     sql: &str,
-    params: &[&dyn ToSql],
+    params: &[&dyn Param],
     run: impl FnOnce() -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
     let Some(log) = SQL_LOG.get() else {
@@ -361,7 +441,7 @@ fn logged<T>(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Connections: busy policy (all native in rusqlite), pragmas, schema check.
+// SQLite connections: busy policy (all native in rusqlite), pragmas, schema check.
 // ---------------------------------------------------------------------------------------------
 
 fn set_busy(conn: &mut Connection, busy: Busy) -> rusqlite::Result<()> {
@@ -389,7 +469,7 @@ fn set_busy(conn: &mut Connection, busy: Busy) -> rusqlite::Result<()> {
     }
 }
 
-fn open_connection(cfg: &Config) -> Result<Connection, String> {
+fn open_connection(cfg: &SqliteConfig) -> Result<Connection, String> {
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
@@ -404,30 +484,32 @@ fn open_connection(cfg: &Config) -> Result<Connection, String> {
     for (name, value) in &cfg.pragmas {
         // Names and values were checked against the allow-list, so this is not injectable.
         let sql = format!("PRAGMA {name} = {value}");
-        logged(&sql, params![], || conn.execute_batch(&sql))
+        logged(&sql, &[], || conn.execute_batch(&sql))
             .map_err(|e| format!("LAB_PRAGMAS: {name}={value} failed on '{db}': {e}"))?;
     }
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
 }
 
+/// The tables and columns the server uses (both databases' start-up check).
+const SCHEMA: [(&str, &[&str]); 4] = [
+    ("requests", &REQUEST_FIELDS),
+    (
+        "metrics",
+        &["id", "instance", "name", "value", "previous", "created_at"],
+    ),
+    ("items", &["id", "payload", "created_at"]),
+    (
+        "users",
+        &["uid", "username", "departname", "created", "updates"],
+    ),
+];
+
 fn check_schema(conn: &Connection, db: &Path) -> Result<(), String> {
-    let wanted: [(&str, &[&str]); 4] = [
-        ("requests", &REQUEST_FIELDS),
-        (
-            "metrics",
-            &["id", "instance", "name", "value", "previous", "created_at"],
-        ),
-        ("items", &["id", "payload", "created_at"]),
-        (
-            "users",
-            &["uid", "username", "departname", "created", "updates"],
-        ),
-    ];
     let mut missing = Vec::new();
-    for (table, columns) in wanted {
+    for (table, columns) in SCHEMA {
         let sql = "SELECT name FROM pragma_table_info(?1)";
-        let have: Vec<String> = logged(sql, params![table], || {
+        let have: Vec<String> = logged(sql, &[&table], || {
             conn.prepare(sql)
                 .and_then(|mut s| s.query_map([table], |r| r.get(0))?.collect())
         })
@@ -460,7 +542,7 @@ fn read_pragmas(
     let mut out = serde_json::Map::new();
     for (name, _) in pragmas {
         let sql = format!("PRAGMA {name}");
-        let v = logged(&sql, params![], || {
+        let v = logged(&sql, &[], || {
             conn.query_row(&sql, [], |r| Ok(text(r.get_ref(0)?)))
         })
         .map_err(|e| format!("LAB_PRAGMAS: reading back {name}: {e}"))?;
@@ -480,6 +562,144 @@ fn text(v: ValueRef<'_>) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Postgres connections (LAB_DATABASE=postgres): tokio-postgres on deadpool-postgres pools.
+// ---------------------------------------------------------------------------------------------
+
+/// Connects for the pools and keeps the tasks that drive the connections. deadpool-postgres'
+/// own connector aborts a connection's task when the pool drops its client; this one hands the
+/// pool a stand-in task instead, so a dropped client's connection sends Postgres its Terminate
+/// and ends by itself, and shutdown waits for that (`closed`).
+#[derive(Clone, Default)]
+struct PgConnector {
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+type PgConnect<'a> = Pin<
+    Box<
+        dyn Future<Output = Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), PgError>>
+            + Send
+            + 'a,
+    >,
+>;
+
+impl deadpool_postgres::Connect for PgConnector {
+    fn connect(&self, pg: &tokio_postgres::Config) -> PgConnect<'_> {
+        let pg = pg.clone();
+        Box::pin(async move {
+            let (client, connection) = pg.connect(tokio_postgres::NoTls).await?;
+            let task = tokio::spawn(async move {
+                let _ = connection.await; // ends when the client is dropped (or the server goes)
+            });
+            let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            tasks.retain(|t| !t.is_finished());
+            tasks.push(task);
+            Ok((client, tokio::spawn(async {})))
+        })
+    }
+}
+
+impl PgConnector {
+    /// A pool of at most `size` connections (none opened yet), recycled with an is_closed check.
+    fn pool(
+        &self,
+        pg: &tokio_postgres::Config,
+        size: usize,
+    ) -> Result<deadpool_postgres::Pool, String> {
+        let manager = deadpool_postgres::Manager::from_connect(
+            pg.clone(),
+            self.clone(),
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        deadpool_postgres::Pool::builder(manager)
+            .max_size(size)
+            .build()
+            .map_err(|e| format!("LAB_DATABASE_URL: cannot make a pool: {e}"))
+    }
+
+    /// Shutdown: waits (at most `limit`) for every connection to finish closing.
+    async fn closed(&self, limit: Duration) {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let deadline = tokio::time::Instant::now() + limit;
+        for task in tasks {
+            let _ = tokio::time::timeout_at(deadline, task).await;
+        }
+    }
+}
+
+/// Opens `n` connections of `pool` now (a server that cannot connect fails at start-up, not
+/// under load) and hands them back to it.
+async fn fill(
+    pool: &deadpool_postgres::Pool,
+    n: usize,
+) -> Result<deadpool_postgres::Object, String> {
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n {
+        conns.push(pool.get().await.map_err(|e| {
+            let why = match &e {
+                deadpool_postgres::PoolError::Backend(e) => chain(e),
+                e => e.to_string(),
+            };
+            format!("LAB_DATABASE_URL: cannot connect: {why}")
+        })?);
+    }
+    Ok(conns.swap_remove(0)) // one stays checked out for the caller; the others go back
+}
+
+/// The tables and columns of `SCHEMA`, on the search path of LAB_DATABASE_URL's user.
+async fn check_pg_schema(client: &tokio_postgres::Client) -> Result<(), String> {
+    let sql = "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped";
+    let mut missing = Vec::new();
+    for (table, columns) in SCHEMA {
+        let have: Vec<String> = client
+            .query(sql, &[&table])
+            .await
+            .map_err(|e| format!("LAB_DATABASE_URL: reading the schema: {}", chain(&e)))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for c in columns.iter().filter(|c| !have.iter().any(|h| h == *c)) {
+            missing.push(format!("{table}.{c}"));
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "LAB_DATABASE_URL: the database lacks the schema of schema.postgres.sql (missing: {})",
+            missing.join(", ")
+        ))
+    }
+}
+
+/// A Postgres column as text, as `text` does for SQLite (the templates show every column).
+fn pg_text(row: &PgRow, i: usize) -> Result<String, PgError> {
+    use tokio_postgres::types::Type;
+    let ty = row.columns()[i].type_();
+    let v = if *ty == Type::INT8 {
+        row.try_get::<_, Option<i64>>(i)?.map(|n| n.to_string())
+    } else if *ty == Type::FLOAT8 {
+        row.try_get::<_, Option<f64>>(i)?.map(|f| f.to_string())
+    } else {
+        row.try_get::<_, Option<String>>(i)?
+    };
+    Ok(v.unwrap_or_default())
+}
+
+/// An error and its causes on one line (tokio-postgres' own Display names only the kind).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out.replace('\n', " ")
+}
+
+// ---------------------------------------------------------------------------------------------
 // Errors: every error is JSON {"error": "..."}.
 // ---------------------------------------------------------------------------------------------
 
@@ -490,6 +710,8 @@ enum AppError {
     MethodNotAllowed,
     TooLarge,
     Busy,
+    /// Postgres: the connection was lost or the server is shutting down.
+    Unavailable,
     Internal(String),
 }
 
@@ -502,6 +724,35 @@ impl From<rusqlite::Error> for AppError {
             }
             _ => AppError::Internal(format!("database error: {e}")),
         }
+    }
+}
+
+/// Postgres errors as the contract maps them: SQLSTATE 40001, 40P01, 55P03 are "database is
+/// locked"; class 08, 57P01-57P03, or a connection lost without a SQLSTATE (closed, I/O, could
+/// not connect) are "database unavailable"; anything else is a 500.
+fn pg_error(e: PgError) -> AppError {
+    match e.code().map(|c| c.code()) {
+        Some("40001" | "40P01" | "55P03") => AppError::Busy,
+        Some(c) if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
+            AppError::Unavailable
+        }
+        None if e.is_closed()
+            || std::error::Error::source(&e).is_some_and(|c| c.is::<std::io::Error>()) =>
+        {
+            AppError::Unavailable
+        }
+        _ => AppError::Internal(format!("database error: {}", chain(&e))),
+    }
+}
+
+/// A connection the pool could not hand out: what connecting said, or unavailable.
+fn pool_error(e: deadpool_postgres::PoolError) -> AppError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg_error(e),
+        deadpool_postgres::PoolError::Timeout(_) | deadpool_postgres::PoolError::Closed => {
+            AppError::Unavailable
+        }
+        e => AppError::Internal(format!("database pool: {e}")),
     }
 }
 
@@ -518,6 +769,10 @@ impl IntoResponse for AppError {
                 "request body over 1048576 bytes".into(),
             ),
             AppError::Busy => (StatusCode::SERVICE_UNAVAILABLE, "database is locked".into()),
+            AppError::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database unavailable".into(),
+            ),
             AppError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
         };
         (status, Json(json!({ "error": msg }))).into_response()
@@ -719,17 +974,294 @@ struct Templates {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The connection pool: LAB_READERS connections, used only inside spawn_blocking.
+// The database seam: one connection of either database. Everything above it (transactions,
+// the writer, batches, handlers) is written once; each method here is SQLite's code or
+// Postgres' code for the same step.
 // ---------------------------------------------------------------------------------------------
 
-struct Pool {
+/// A bound value both drivers take (String, &str, i64, f64, Option<f64>).
+trait Param: Sync {
+    fn sqlite(&self) -> &dyn ToSql;
+    fn pg(&self) -> &(dyn PgToSql + Sync);
+}
+
+impl<T: ToSql + PgToSql + Sync> Param for T {
+    fn sqlite(&self) -> &dyn ToSql {
+        self
+    }
+    fn pg(&self) -> &(dyn PgToSql + Sync) {
+        self
+    }
+}
+
+fn sqlite_params<'p>(
+    p: &'p [&'p dyn Param],
+) -> rusqlite::ParamsFromIter<impl Iterator<Item = &'p dyn ToSql>> {
+    rusqlite::params_from_iter(p.iter().map(|x| x.sqlite()))
+}
+
+/// The statements are written once, for SQLite, with numbered placeholders (`?1`) and no `?`
+/// in literals; Postgres numbers them `$1`.
+fn pg_sql(sql: &str) -> String {
+    sql.replace('?', "$")
+}
+
+/// The statements that shape a transaction, as each database spells them.
+#[derive(Clone, Copy)]
+enum Ctl {
+    Begin,
+    Commit,
+    Savepoint,
+    Release,
+    RollbackTo,
+}
+
+impl Ctl {
+    fn sqlite(self, mode: TxnMode) -> &'static str {
+        match self {
+            Ctl::Begin => match mode {
+                TxnMode::Deferred => "BEGIN DEFERRED",
+                TxnMode::Immediate => "BEGIN IMMEDIATE",
+            },
+            Ctl::Commit => "COMMIT",
+            Ctl::Savepoint => "SAVEPOINT job",
+            Ctl::Release => "RELEASE job",
+            Ctl::RollbackTo => "ROLLBACK TO job",
+        }
+    }
+
+    /// BEGIN is Postgres' default isolation, READ COMMITTED.
+    fn postgres(self) -> &'static str {
+        match self {
+            Ctl::Begin => "BEGIN",
+            Ctl::Commit => "COMMIT",
+            Ctl::Savepoint => "SAVEPOINT job",
+            Ctl::Release => "RELEASE SAVEPOINT job",
+            Ctl::RollbackTo => "ROLLBACK TO SAVEPOINT job",
+        }
+    }
+}
+
+/// A Postgres connection checked out of its pool, and whether a transaction is open on it
+/// (tokio-postgres does not say). One left inside a transaction (its ROLLBACK failed, or the
+/// task panicked) is taken out of the pool and closed, never handed out again.
+struct PgConn {
+    client: Option<deadpool_postgres::Object>,
+    in_txn: bool,
+}
+
+impl PgConn {
+    fn new(client: deadpool_postgres::Object) -> PgConn {
+        PgConn {
+            client: Some(client),
+            in_txn: false,
+        }
+    }
+
+    fn client(&self) -> &deadpool_postgres::Object {
+        self.client.as_ref().expect("a checked-out connection")
+    }
+
+    /// A statement prepared once per connection (deadpool's statement cache), then run.
+    async fn query_opt(&self, sql: &str, p: &[&dyn Param]) -> Result<Option<PgRow>, PgError> {
+        let client = self.client();
+        let statement = client.prepare_cached(sql).await?;
+        let p: Vec<_> = p.iter().map(|x| x.pg()).collect();
+        client.query_opt(&statement, &p).await
+    }
+
+    async fn execute(&self, sql: &str, p: &[&dyn Param]) -> Result<u64, PgError> {
+        let client = self.client();
+        let statement = client.prepare_cached(sql).await?;
+        let p: Vec<_> = p.iter().map(|x| x.pg()).collect();
+        client.execute(&statement, &p).await
+    }
+}
+
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        if let (true, Some(client)) = (self.in_txn, self.client.take()) {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
+/// One connection of either database, for the length of one unit of work.
+enum Session<'a> {
+    Sqlite {
+        conn: &'a mut Connection,
+        mode: TxnMode,
+    },
+    Postgres(&'a mut PgConn),
+}
+
+impl Session<'_> {
+    /// BEGIN, COMMIT or a savepoint statement.
+    async fn exec(&mut self, ctl: Ctl) -> Result<(), AppError> {
+        match self {
+            Session::Sqlite { conn, mode } => Ok(exec(conn, ctl.sqlite(*mode))?),
+            Session::Postgres(pg) => {
+                let result = pg.client().batch_execute(ctl.postgres()).await;
+                match ctl {
+                    Ctl::Begin => pg.in_txn = result.is_ok(),
+                    Ctl::Commit => pg.in_txn = false, // a COMMIT that fails ends it too
+                    _ => {}
+                }
+                result.map_err(pg_error)
+            }
+        }
+    }
+
+    /// ROLLBACK, if a transaction is open (errors ignored: the work already failed).
+    async fn rollback(&mut self) {
+        match self {
+            Session::Sqlite { conn, .. } => rollback(conn),
+            Session::Postgres(pg) => {
+                if pg.in_txn && pg.client().batch_execute("ROLLBACK").await.is_ok() {
+                    pg.in_txn = false;
+                }
+            }
+        }
+    }
+
+    /// COMMIT after statements that succeeded; ROLLBACK on any error.
+    async fn finish<T>(&mut self, result: Result<T, AppError>) -> Result<T, AppError> {
+        let result = match result {
+            Ok(v) => self.exec(Ctl::Commit).await.map(|()| v),
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            self.rollback().await;
+        }
+        result
+    }
+
+    /// The database ended the open transaction itself (SQLite rolled it back; Postgres lost
+    /// the connection): nothing written in it survives.
+    fn txn_lost(&self) -> bool {
+        match self {
+            Session::Sqlite { conn, .. } => conn.is_autocommit(),
+            Session::Postgres(pg) => pg.client().is_closed(),
+        }
+    }
+
+    /// An INSERT; the new row's id (SQLite: last_insert_rowid; Postgres: RETURNING id).
+    async fn insert(&mut self, sql: &'static str, p: &[&dyn Param]) -> Result<i64, AppError> {
+        match self {
+            Session::Sqlite { conn, .. } => Ok(logged(sql, p, || {
+                conn.prepare_cached(sql)?.insert(sqlite_params(p))
+            })?),
+            Session::Postgres(pg) => {
+                let sql = format!("{} RETURNING id", pg_sql(sql));
+                match pg.query_opt(&sql, p).await.map_err(pg_error)? {
+                    Some(row) => row.try_get(0).map_err(pg_error),
+                    None => Err(AppError::Internal("INSERT returned no id".into())),
+                }
+            }
+        }
+    }
+
+    /// An UPDATE; the number of rows it changed.
+    async fn execute(&mut self, sql: &'static str, p: &[&dyn Param]) -> Result<u64, AppError> {
+        match self {
+            Session::Sqlite { conn, .. } => Ok(logged(sql, p, || {
+                conn.prepare_cached(sql)?.execute(sqlite_params(p))
+            })? as u64),
+            Session::Postgres(pg) => pg.execute(&pg_sql(sql), p).await.map_err(pg_error),
+        }
+    }
+
+    /// The number in the first column of the first row, if there is a row.
+    async fn value(
+        &mut self,
+        sql: &'static str,
+        p: &[&dyn Param],
+    ) -> Result<Option<f64>, AppError> {
+        match self {
+            Session::Sqlite { conn, .. } => Ok(logged(sql, p, || {
+                conn.prepare_cached(sql)?
+                    .query_row(sqlite_params(p), |r| r.get(0))
+                    .optional()
+            })?),
+            Session::Postgres(pg) => match pg.query_opt(&pg_sql(sql), p).await {
+                Ok(row) => row.map(|r| r.try_get(0)).transpose().map_err(pg_error),
+                Err(e) => Err(pg_error(e)),
+            },
+        }
+    }
+
+    /// The first row, every column as text (what the templates show), if there is one.
+    async fn row(
+        &mut self,
+        sql: &'static str,
+        p: &[&dyn Param],
+    ) -> Result<Option<Vec<String>>, AppError> {
+        match self {
+            Session::Sqlite { conn, .. } => Ok(logged(sql, p, || {
+                let mut statement = conn.prepare_cached(sql)?;
+                let n = statement.column_count();
+                statement
+                    .query_row(sqlite_params(p), |r| {
+                        (0..n).map(|i| Ok(text(r.get_ref(i)?))).collect()
+                    })
+                    .optional()
+            })?),
+            Session::Postgres(pg) => match pg.query_opt(&pg_sql(sql), p).await {
+                Ok(None) => Ok(None),
+                Ok(Some(row)) => (0..row.len())
+                    .map(|i| pg_text(&row, i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Some)
+                    .map_err(pg_error),
+                Err(e) => Err(pg_error(e)),
+            },
+        }
+    }
+}
+
+/// Runs to completion, in one poll, a future that never waits: the shared database code on a
+/// SQLite connection (its SQLite arms never await), on the blocking thread that holds it.
+fn ready<T>(work: impl Future<Output = T>) -> T {
+    let mut work = std::pin::pin!(work);
+    match work.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => unreachable!("SQLite work never awaits"),
+    }
+}
+
+/// A statement without parameters or rows: BEGIN, COMMIT, the savepoints.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    logged(sql, &[], || {
+        conn.prepare_cached(sql)?.execute([]).map(|_| ())
+    })
+}
+
+fn rollback(conn: &Connection) {
+    if !conn.is_autocommit() {
+        let _ = logged("ROLLBACK", &[], || conn.execute_batch("ROLLBACK"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pools: LAB_READERS connections. SQLite's are used only inside spawn_blocking; Postgres' run
+// their work on a tokio task of its own, so a request that goes away never cuts a transaction
+// short (as spawn_blocking does not either).
+// ---------------------------------------------------------------------------------------------
+
+enum Pool {
+    Sqlite(Arc<SqlitePool>),
+    Postgres(deadpool_postgres::Pool),
+}
+
+struct SqlitePool {
     conns: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,
+    mode: TxnMode,
 }
 
 /// Puts the connection back even if the request future was dropped or the closure panicked.
 struct Pooled<'a> {
-    pool: &'a Pool,
+    pool: &'a SqlitePool,
     conn: Option<Connection>,
 }
 
@@ -746,21 +1278,18 @@ impl Drop for Pooled<'_> {
     }
 }
 
-impl Pool {
-    fn new(conns: Vec<Connection>) -> Arc<Pool> {
+impl SqlitePool {
+    fn new(conns: Vec<Connection>, mode: TxnMode) -> Arc<SqlitePool> {
         let n = conns.len();
-        Arc::new(Pool {
+        Arc::new(SqlitePool {
             conns: Mutex::new(conns),
             permits: Arc::new(Semaphore::new(n)),
+            mode,
         })
     }
 
-    /// Waits (asynchronously) for a free connection, then runs `f` on a blocking thread.
-    async fn run<T, F>(self: &Arc<Self>, f: F) -> Result<T, AppError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T, AppError> + Send + 'static,
-    {
+    /// Waits (asynchronously) for a free connection, then does `work` on a blocking thread.
+    async fn run(self: &Arc<Self>, work: Work) -> Result<Done, AppError> {
         let permit = Arc::clone(&self.permits)
             .acquire_owned()
             .await
@@ -771,7 +1300,10 @@ impl Pool {
             let conn = pool.conns.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let mut pooled = Pooled { pool: &pool, conn };
             match pooled.conn.as_mut() {
-                Some(c) => f(c),
+                Some(conn) => ready(work.perform(&mut Session::Sqlite {
+                    conn,
+                    mode: pool.mode,
+                })),
                 None => Err(AppError::Internal("no pooled connection".into())),
             }
         })
@@ -780,8 +1312,33 @@ impl Pool {
     }
 }
 
+impl Pool {
+    async fn run(&self, work: Work) -> Result<Done, AppError> {
+        match self {
+            Pool::Sqlite(pool) => pool.run(work).await,
+            Pool::Postgres(pool) => {
+                let client = pool.get().await.map_err(pool_error)?;
+                tokio::spawn(async move {
+                    work.perform(&mut Session::Postgres(&mut PgConn::new(client)))
+                        .await
+                })
+                .await
+                .map_err(|_| AppError::Internal("database task failed".into()))?
+            }
+        }
+    }
+
+    /// Shutdown: Postgres' idle connections close now, the others as they come back.
+    fn close(&self) {
+        if let Pool::Postgres(pool) = self {
+            pool.close();
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
-// Writes: one transaction each (pool, writer) or savepoints inside one transaction (batch).
+// The work: one read, one write transaction (pool, writer) or savepoints inside one
+// transaction (batch), or LAB_METRICS_TXN=record's five transactions.
 // ---------------------------------------------------------------------------------------------
 
 enum Write {
@@ -807,21 +1364,67 @@ enum Write {
     },
 }
 
+enum Work {
+    ShowRequest(i64),
+    ShowItem(i64),
+    ShowUser(i64),
+    Write(Write),
+    MetricRecords {
+        instance: String,
+        measurements: Vec<(String, f64)>,
+        ts: String,
+    },
+}
+
+/// What a piece of work answers: a new id, the five new ids, or a row as text.
+enum Done {
+    Id(i64),
+    Ids(Vec<i64>),
+    Row(Vec<String>),
+}
+
+const SQL_INSERT_REQUEST: &str = "INSERT INTO requests (uid, ip, method, url, parameters, created_at, updated_at) \
+                                  VALUES (?1, ?2, 'POST', ?3, ?4, ?5, ?5)";
+const SQL_GET_REQUEST: &str = "SELECT id, uid, ip, method, url, parameters, created_at, updated_at FROM requests WHERE id = ?1";
 const SQL_LATEST_METRIC: &str =
     "SELECT value FROM metrics WHERE instance = ?1 AND name = ?2 ORDER BY id DESC LIMIT 1";
 const SQL_INSERT_METRIC: &str =
     "INSERT INTO metrics (instance, name, value, previous, created_at) VALUES (?1, ?2, ?3, ?4, ?5)";
+const SQL_INSERT_ITEM: &str = "INSERT INTO items (payload, created_at) VALUES (?1, ?2)";
+const SQL_GET_ITEM: &str = "SELECT id, payload, created_at FROM items WHERE id = ?1";
+const SQL_UPDATE_USER: &str =
+    "UPDATE users SET departname = ?1, updates = updates + 1 WHERE uid = ?2";
+const SQL_GET_USER: &str = "SELECT uid, username, departname, created FROM users WHERE uid = ?1";
 
-enum Written {
-    Request(i64),
-    Metrics(Vec<i64>),
-    Item(i64),
-    User(Vec<String>),
+impl Work {
+    async fn perform(self, s: &mut Session<'_>) -> Result<Done, AppError> {
+        match self {
+            Work::ShowRequest(id) => s
+                .row(SQL_GET_REQUEST, &[&id])
+                .await?
+                .map(Done::Row)
+                .ok_or(AppError::NotFound("request not found")),
+            Work::ShowItem(id) => s
+                .row(SQL_GET_ITEM, &[&id])
+                .await?
+                .map(Done::Row)
+                .ok_or(AppError::NotFound("item not found")),
+            Work::ShowUser(uid) => select_user(s, uid).await.map(Done::Row),
+            Work::Write(write) => transaction(s, &write).await,
+            Work::MetricRecords {
+                instance,
+                measurements,
+                ts,
+            } => metrics_records(s, &instance, &measurements, &ts)
+                .await
+                .map(Done::Ids),
+        }
+    }
 }
 
 impl Write {
     /// The statements of one write, run inside an open transaction (or savepoint).
-    fn apply(&self, conn: &Connection) -> Result<Written, AppError> {
+    async fn apply(&self, s: &mut Session<'_>) -> Result<Done, AppError> {
         match self {
             Write::Request {
                 uid,
@@ -829,120 +1432,81 @@ impl Write {
                 url,
                 parameters,
                 ts,
-            } => {
-                let sql = "INSERT INTO requests (uid, ip, method, url, parameters, created_at, updated_at) \
-                           VALUES (?1, ?2, 'POST', ?3, ?4, ?5, ?5)";
-                let p = params![uid, ip, url, parameters, ts];
-                let id = logged(sql, p, || conn.prepare_cached(sql)?.insert(p))?;
-                Ok(Written::Request(id))
-            }
+            } => Ok(Done::Id(
+                s.insert(SQL_INSERT_REQUEST, &[uid, ip, url, parameters, ts])
+                    .await?,
+            )),
             Write::Metrics {
                 instance,
                 measurements,
                 ts,
             } => {
-                let mut latest = conn.prepare_cached(SQL_LATEST_METRIC)?;
-                let mut insert = conn.prepare_cached(SQL_INSERT_METRIC)?;
                 let mut ids = Vec::with_capacity(measurements.len());
                 for (name, value) in measurements {
-                    let p = params![instance, name];
-                    let previous: Option<f64> = logged(SQL_LATEST_METRIC, p, || {
-                        latest.query_row(p, |r| r.get(0)).optional()
-                    })?;
-                    let p = params![instance, name, value, previous, ts];
-                    ids.push(logged(SQL_INSERT_METRIC, p, || insert.insert(p))?);
+                    let previous = s.value(SQL_LATEST_METRIC, &[instance, name]).await?;
+                    ids.push(
+                        s.insert(SQL_INSERT_METRIC, &[instance, name, value, &previous, ts])
+                            .await?,
+                    );
                 }
-                Ok(Written::Metrics(ids))
+                Ok(Done::Ids(ids))
             }
             Write::Item { payload, ts } => {
-                let sql = "INSERT INTO items (payload, created_at) VALUES (?1, ?2)";
-                let p = params![payload, ts];
-                let id = logged(sql, p, || conn.prepare_cached(sql)?.insert(p))?;
-                Ok(Written::Item(id))
+                Ok(Done::Id(s.insert(SQL_INSERT_ITEM, &[payload, ts]).await?))
             }
             Write::User { uid, departname } => {
-                let sql = "UPDATE users SET departname = ?1, updates = updates + 1 WHERE uid = ?2";
-                let p = params![departname, uid];
-                let changed = logged(sql, p, || conn.prepare_cached(sql)?.execute(p))?;
+                let changed = s.execute(SQL_UPDATE_USER, &[departname, uid]).await?;
                 if changed == 0 {
                     return Err(AppError::NotFound("user not found"));
                 }
-                Ok(Written::User(select_user(conn, *uid)?))
+                Ok(Done::Row(select_user(s, *uid).await?))
             }
         }
     }
 }
 
-/// A statement without parameters or rows: BEGIN, COMMIT, the savepoints.
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    logged(sql, params![], || {
-        conn.prepare_cached(sql)?.execute([]).map(|_| ())
-    })
+async fn select_user(s: &mut Session<'_>, uid: i64) -> Result<Vec<String>, AppError> {
+    s.row(SQL_GET_USER, &[&uid])
+        .await?
+        .ok_or(AppError::NotFound("user not found"))
 }
 
-fn begin_sql(mode: TxnMode) -> &'static str {
-    match mode {
-        TxnMode::Deferred => "BEGIN DEFERRED",
-        TxnMode::Immediate => "BEGIN IMMEDIATE",
-    }
-}
-
-fn rollback(conn: &Connection) {
-    if !conn.is_autocommit() {
-        let _ = logged("ROLLBACK", params![], || conn.execute_batch("ROLLBACK"));
-    }
-}
-
-/// BEGIN (deferred|immediate), the write's statements, COMMIT; ROLLBACK on any error.
-fn transaction(conn: &Connection, mode: TxnMode, write: &Write) -> Result<Written, AppError> {
-    in_transaction(conn, mode, |conn| write.apply(conn))
-}
-
-fn in_transaction<T>(
-    conn: &Connection,
-    mode: TxnMode,
-    statements: impl FnOnce(&Connection) -> Result<T, AppError>,
-) -> Result<T, AppError> {
-    exec(conn, begin_sql(mode))?;
-    let result =
-        statements(conn).and_then(|w| exec(conn, "COMMIT").map(|_| w).map_err(AppError::from));
-    if result.is_err() {
-        rollback(conn);
-    }
-    result
+/// BEGIN (SQLite: deferred|immediate), the write's statements, COMMIT; ROLLBACK on any error.
+async fn transaction(s: &mut Session<'_>, write: &Write) -> Result<Done, AppError> {
+    s.exec(Ctl::Begin).await?;
+    let result = write.apply(s).await;
+    s.finish(result).await
 }
 
 /// LAB_METRICS_TXN=record, ActiveRecord's shape (pool only): for each measurement, the SELECT
 /// of the latest value as an autocommit read, then one transaction for its INSERT. A failure
 /// at record k is returned; records 1..k-1 stay committed, as in Rails.
-fn metrics_records(
-    conn: &Connection,
-    mode: TxnMode,
+async fn metrics_records(
+    s: &mut Session<'_>,
     instance: &str,
     measurements: &[(String, f64)],
     ts: &str,
 ) -> Result<Vec<i64>, AppError> {
     let mut ids = Vec::with_capacity(measurements.len());
     for (name, value) in measurements {
-        let p = params![instance, name];
-        let previous: Option<f64> = logged(SQL_LATEST_METRIC, p, || {
-            conn.prepare_cached(SQL_LATEST_METRIC)?
-                .query_row(p, |r| r.get(0))
-                .optional()
-        })?;
-        ids.push(in_transaction(conn, mode, |conn| {
-            let p = params![instance, name, value, previous, ts];
-            Ok(logged(SQL_INSERT_METRIC, p, || {
-                conn.prepare_cached(SQL_INSERT_METRIC)?.insert(p)
-            })?)
-        })?);
+        let previous = s.value(SQL_LATEST_METRIC, &[&instance, name]).await?;
+        s.exec(Ctl::Begin).await?;
+        let id = s
+            .insert(SQL_INSERT_METRIC, &[&instance, name, value, &previous, &ts])
+            .await;
+        ids.push(s.finish(id).await?);
     }
     Ok(ids)
 }
 
+// ---------------------------------------------------------------------------------------------
+// The writer (LAB_WRITE_PATH=writer|batch): one connection fed by a queue; each request waits
+// for its own transaction's COMMIT. SQLite: a dedicated std::thread; Postgres: a tokio task.
+// ---------------------------------------------------------------------------------------------
+
 struct Job {
     write: Write,
-    reply: oneshot::Sender<Result<Written, AppError>>,
+    reply: oneshot::Sender<Result<Done, AppError>>,
 }
 
 enum Msg {
@@ -950,13 +1514,43 @@ enum Msg {
     Stop,
 }
 
-/// The dedicated writer thread: one transaction per job (`writer`), or group commit (`batch`).
-fn writer_loop(conn: Connection, rx: mpsc::Receiver<Msg>, mode: TxnMode, batch: bool) {
+/// The writer's connection: SQLite's own, or a pool of one Postgres connection (a connection
+/// Postgres lost is replaced for the next job).
+enum WriterDb {
+    Sqlite(Connection, TxnMode),
+    Postgres(deadpool_postgres::Pool),
+}
+
+impl WriterDb {
+    async fn run(&mut self, jobs: Vec<Job>, batch: bool) {
+        match self {
+            WriterDb::Sqlite(conn, mode) => {
+                let mode = *mode;
+                run_jobs(&mut Session::Sqlite { conn, mode }, jobs, batch).await
+            }
+            WriterDb::Postgres(pool) => match pool.get().await {
+                Ok(client) => {
+                    let mut conn = PgConn::new(client);
+                    run_jobs(&mut Session::Postgres(&mut conn), jobs, batch).await
+                }
+                Err(e) => {
+                    let e = pool_error(e);
+                    for job in jobs {
+                        let _ = job.reply.send(Err(e.clone()));
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// One transaction per job (`writer`), or group commit (`batch`).
+async fn writer_loop(mut db: WriterDb, mut rx: mpsc::UnboundedReceiver<Msg>, batch: bool) {
     let mut stopping = false;
     while !stopping {
-        let mut jobs = match rx.recv() {
-            Ok(Msg::Job(job)) => vec![job],
-            Ok(Msg::Stop) | Err(_) => break,
+        let mut jobs = match rx.recv().await {
+            Some(Msg::Job(job)) => vec![job],
+            Some(Msg::Stop) | None => break,
         };
         if batch {
             loop {
@@ -969,23 +1563,36 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Msg>, mode: TxnMode, batch: 
                     Err(_) => break,
                 }
             }
-            run_batch(&conn, mode, jobs);
-        } else {
-            for job in jobs {
-                let _ = job.reply.send(transaction(&conn, mode, &job.write));
-            }
         }
+        db.run(jobs, batch).await;
     }
     // Answer anything still queued after Stop (nothing should be: the server has drained).
+    let mut rest = Vec::new();
     while let Ok(Msg::Job(job)) = rx.try_recv() {
-        let _ = job.reply.send(transaction(&conn, mode, &job.write));
+        rest.push(job);
+    }
+    if !rest.is_empty() {
+        db.run(rest, false).await;
     }
 }
 
-/// Group commit: SAVEPOINT job ... RELEASE job for each job, one COMMIT, then every answer.
-fn run_batch(conn: &Connection, mode: TxnMode, jobs: Vec<Job>) {
-    if let Err(e) = exec(conn, begin_sql(mode)) {
-        let e = AppError::from(e);
+async fn run_jobs(s: &mut Session<'_>, jobs: Vec<Job>, batch: bool) {
+    if batch {
+        run_batch(s, jobs).await;
+    } else {
+        for job in jobs {
+            let _ = job.reply.send(transaction(s, &job.write).await);
+        }
+    }
+}
+
+/// Group commit: SAVEPOINT job ... RELEASE job for each job (a job that fails is rolled back to
+/// its savepoint and answered alone), one COMMIT, then every answer. If the database ended the
+/// transaction, a savepoint statement failed, or the COMMIT fails, every job fails: none of
+/// them is acknowledged. (On Postgres a COMMIT after an error that was not rolled back to its
+/// savepoint would roll everything back without an error: that never happens here.)
+async fn run_batch(s: &mut Session<'_>, jobs: Vec<Job>) {
+    if let Err(e) = s.exec(Ctl::Begin).await {
         for job in jobs {
             let _ = job.reply.send(Err(e.clone()));
         }
@@ -994,28 +1601,32 @@ fn run_batch(conn: &Connection, mode: TxnMode, jobs: Vec<Job>) {
     let mut results = Vec::with_capacity(jobs.len());
     let mut lost: Option<AppError> = None;
     for job in &jobs {
-        let r = exec(conn, "SAVEPOINT job")
-            .map_err(AppError::from)
-            .and_then(|_| job.write.apply(conn));
-        match r {
-            Ok(w) => match exec(conn, "RELEASE job") {
-                Ok(()) => results.push(Ok(w)),
-                Err(e) => results.push(Err(AppError::from(e))),
-            },
+        let outcome = match s.exec(Ctl::Savepoint).await {
+            Ok(()) => job.write.apply(s).await,
             Err(e) => {
-                if conn.is_autocommit() {
-                    // SQLite rolled the whole transaction back: nothing in this batch survives.
-                    lost = Some(e);
-                    break;
-                }
-                let _ = exec(conn, "ROLLBACK TO job").and_then(|_| exec(conn, "RELEASE job"));
-                results.push(Err(e));
+                lost = Some(e);
+                break;
+            }
+        };
+        let answer = match outcome {
+            Ok(done) => s.exec(Ctl::Release).await.map(|()| Ok(done)),
+            Err(e) if s.txn_lost() => Err(e),
+            Err(e) => match s.exec(Ctl::RollbackTo).await {
+                Ok(()) => s.exec(Ctl::Release).await.map(|()| Err(e)),
+                Err(undo) => Err(undo),
+            },
+        };
+        match answer {
+            Ok(answer) => results.push(answer),
+            Err(e) => {
+                lost = Some(e);
+                break;
             }
         }
     }
     let outcome = match lost {
         Some(e) => Err(e),
-        None => exec(conn, "COMMIT").map_err(AppError::from),
+        None => s.exec(Ctl::Commit).await,
     };
     match outcome {
         Ok(()) => {
@@ -1024,7 +1635,7 @@ fn run_batch(conn: &Connection, mode: TxnMode, jobs: Vec<Job>) {
             }
         }
         Err(e) => {
-            rollback(conn);
+            s.rollback().await;
             for job in jobs {
                 let _ = job.reply.send(Err(e.clone()));
             }
@@ -1037,10 +1648,10 @@ fn run_batch(conn: &Connection, mode: TxnMode, jobs: Vec<Job>) {
 // ---------------------------------------------------------------------------------------------
 
 struct AppState {
-    pool: Arc<Pool>,
-    writer: Option<mpsc::Sender<Msg>>,
-    txn_mode: TxnMode,
+    pool: Pool,
+    writer: Option<mpsc::UnboundedSender<Msg>>,
     metrics_txn: MetricsTxn,
+    postgres: bool,
     templates: Templates,
     health: Value,
     requests_handled: AtomicU64,
@@ -1049,14 +1660,9 @@ struct AppState {
 type Shared = Arc<AppState>;
 
 impl AppState {
-    async fn write(&self, write: Write) -> Result<Written, AppError> {
+    async fn write(&self, write: Write) -> Result<Done, AppError> {
         match &self.writer {
-            None => {
-                let mode = self.txn_mode;
-                self.pool
-                    .run(move |conn| transaction(conn, mode, &write))
-                    .await
-            }
+            None => self.pool.run(Work::Write(write)).await,
             Some(tx) => {
                 let (reply, answer) = oneshot::channel();
                 tx.send(Msg::Job(Job { write, reply }))
@@ -1067,16 +1673,17 @@ impl AppState {
             }
         }
     }
-}
 
-fn select_user(conn: &Connection, uid: i64) -> Result<Vec<String>, AppError> {
-    let sql = "SELECT uid, username, departname, created FROM users WHERE uid = ?1";
-    logged(sql, params![uid], || {
-        conn.prepare_cached(sql)?
-            .query_row([uid], |r| (0..4).map(|i| Ok(text(r.get_ref(i)?))).collect())
-            .optional()
-    })?
-    .ok_or(AppError::NotFound("user not found"))
+    /// Postgres' text cannot hold U+0000 (SQLite's can): there, a string that holds it is a 400
+    /// before any write, not the driver's error.
+    fn storable(&self, field: &str, value: &str) -> Result<(), AppError> {
+        if self.postgres && value.contains('\0') {
+            return Err(bad(format!(
+                "{field} holds U+0000, which Postgres text cannot store"
+            )));
+        }
+        Ok(())
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1136,7 +1743,7 @@ async fn create_request(
         parameters,
         ts: now(),
     };
-    let Written::Request(id) = st.write(write).await? else {
+    let Done::Id(id) = st.write(write).await? else {
         unreachable!()
     };
     let location = format!("/requests/{id}");
@@ -1151,18 +1758,9 @@ async fn create_request(
 }
 
 async fn show_request(State(st): State<Shared>, Id(id): Id) -> Result<Html<String>, AppError> {
-    let row = st
-        .pool
-        .run(move |conn| {
-            let sql = "SELECT id, uid, ip, method, url, parameters, created_at, updated_at FROM requests WHERE id = ?1";
-            logged(sql, params![id], || {
-                conn.prepare_cached(sql)?
-                    .query_row([id], |r| (0..8).map(|i| Ok(text(r.get_ref(i)?))).collect::<Result<Vec<_>, _>>())
-                    .optional()
-            })?
-            .ok_or(AppError::NotFound("request not found"))
-        })
-        .await?;
+    let Done::Row(row) = st.pool.run(Work::ShowRequest(id)).await? else {
+        unreachable!()
+    };
     Ok(Html(st.templates.request.render(&row)))
 }
 
@@ -1202,6 +1800,10 @@ async fn create_metrics(State(st): State<Shared>, Body(body): Body) -> Result<Re
         for x in &m.measurements {
             check_len("measurement name", &x.name)?;
         }
+        st.storable("instance", &m.instance)?;
+        for x in &m.measurements {
+            st.storable("measurement name", &x.name)?;
+        }
         (
             m.instance,
             m.measurements
@@ -1211,18 +1813,21 @@ async fn create_metrics(State(st): State<Shared>, Body(body): Body) -> Result<Re
         )
     };
     if st.metrics_txn == MetricsTxn::Record {
-        let (mode, name, ts) = (st.txn_mode, instance.clone(), now());
-        let ids = st
-            .pool
-            .run(move |conn| metrics_records(conn, mode, &name, &measurements, &ts))
-            .await?;
+        let work = Work::MetricRecords {
+            instance: instance.clone(),
+            measurements,
+            ts: now(),
+        };
+        let Done::Ids(ids) = st.pool.run(work).await? else {
+            unreachable!()
+        };
         return Ok((
             StatusCode::CREATED,
             Json(json!({ "instance": instance, "ids": ids })),
         )
             .into_response());
     }
-    let Written::Metrics(ids) = st
+    let Done::Ids(ids) = st
         .write(Write::Metrics {
             instance: instance.clone(),
             measurements,
@@ -1249,36 +1854,38 @@ async fn create_item(State(st): State<Shared>, Body(body): Body) -> Result<Respo
     if payload.len() > PAYLOAD_LIMIT {
         return Err(bad("payload over 65536 bytes"));
     }
-    let Written::Item(id) = st.write(Write::Item { payload, ts: now() }).await? else {
+    st.storable("payload", &payload)?;
+    let Done::Id(id) = st.write(Write::Item { payload, ts: now() }).await? else {
         unreachable!()
     };
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
 }
 
 async fn show_item(State(st): State<Shared>, Id(id): Id) -> Result<Json<Value>, AppError> {
-    st.pool
-        .run(move |conn| {
-            let sql = "SELECT id, payload, created_at FROM items WHERE id = ?1";
-            logged(sql, params![id], || {
-                conn.prepare_cached(sql)?
-                    .query_row([id], |r| {
-                        Ok(json!({ "id": r.get::<_, i64>(0)?, "payload": text(r.get_ref(1)?), "created_at": text(r.get_ref(2)?) }))
-                    })
-                    .optional()
-            })?
-            .map(Json)
-            .ok_or(AppError::NotFound("item not found"))
-        })
-        .await
+    let Done::Row(row) = st.pool.run(Work::ShowItem(id)).await? else {
+        unreachable!()
+    };
+    let [id, payload, created_at] = <[String; 3]>::try_from(row)
+        .map_err(|_| AppError::Internal("an items row of the wrong shape".into()))?;
+    let id: i64 = id
+        .parse()
+        .map_err(|_| AppError::Internal(format!("items.id '{id}' is not an integer")))?;
+    Ok(Json(
+        json!({ "id": id, "payload": payload, "created_at": created_at }),
+    ))
 }
 
 async fn show_user(State(st): State<Shared>, Id(uid): Id) -> Result<Html<String>, AppError> {
-    let row = st.pool.run(move |conn| select_user(conn, uid)).await?;
+    let Done::Row(row) = st.pool.run(Work::ShowUser(uid)).await? else {
+        unreachable!()
+    };
     Ok(Html(st.templates.user.render(&row)))
 }
 
 async fn show_user_page(State(st): State<Shared>, Id(uid): Id) -> Result<Html<String>, AppError> {
-    let row = st.pool.run(move |conn| select_user(conn, uid)).await?;
+    let Done::Row(row) = st.pool.run(Work::ShowUser(uid)).await? else {
+        unreachable!()
+    };
     Ok(Html(st.templates.user_page.render(&row)))
 }
 
@@ -1294,7 +1901,8 @@ async fn update_user(
 ) -> Result<Html<String>, AppError> {
     let UserIn { departname } = json_object(&body)?;
     check_len("departname", &departname)?;
-    let Written::User(row) = st.write(Write::User { uid, departname }).await? else {
+    st.storable("departname", &departname)?;
+    let Done::Row(row) = st.write(Write::User { uid, departname }).await? else {
         unreachable!()
     };
     Ok(Html(st.templates.user.render(&row)))
@@ -1374,6 +1982,83 @@ fn main() -> ExitCode {
     }
 }
 
+/// The writer's thread (SQLite) or task (Postgres).
+enum WriterHandle {
+    Thread(thread::JoinHandle<()>),
+    Task(tokio::task::JoinHandle<()>),
+}
+
+/// A database opened at start-up.
+struct Opened {
+    pool: Pool,
+    writer: Option<WriterDb>,
+    /// SQLite's version, or Postgres' `SHOW server_version`.
+    version: String,
+    /// The pragmas read back (SQLite), or null (Postgres).
+    pragmas: Value,
+}
+
+/// SQLite: the SQL log, LAB_READERS connections (the first checks the schema and reads the
+/// pragmas back), then the writer's connection.
+fn open_sqlite(sc: &SqliteConfig, cfg: &Config) -> Result<Opened, String> {
+    if sc.sql_log {
+        let mut path = sc.db.clone().into_os_string();
+        path.push(".sql.log");
+        let _ = SQL_LOG.set(SqlLog::open(Path::new(&path))?);
+    }
+    let first = open_connection(sc)?;
+    check_schema(&first, &sc.db)?;
+    let pragmas = read_pragmas(&first, &sc.pragmas)?;
+    let mut readers = vec![first];
+    for _ in 1..cfg.readers {
+        readers.push(open_connection(sc)?);
+    }
+    let writer = match cfg.write_path {
+        WritePath::Pool => None,
+        WritePath::Writer | WritePath::Batch => {
+            Some(WriterDb::Sqlite(open_connection(sc)?, sc.txn_mode))
+        }
+    };
+    Ok(Opened {
+        pool: Pool::Sqlite(SqlitePool::new(readers, sc.txn_mode)),
+        writer,
+        version: rusqlite::version().to_string(),
+        pragmas: Value::Object(pragmas),
+    })
+}
+
+/// Postgres: a pool of LAB_READERS connections, all opened now (the first checks the schema
+/// and reads the server's version), then the writer's pool of one, opened now too.
+async fn open_postgres(
+    pg: &tokio_postgres::Config,
+    cfg: &Config,
+    connector: &PgConnector,
+) -> Result<Opened, String> {
+    let pool = connector.pool(pg, cfg.readers)?;
+    let first = fill(&pool, cfg.readers).await?;
+    check_pg_schema(&first).await?;
+    let version: String = first
+        .query_one("SHOW server_version", &[])
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(|e| format!("LAB_DATABASE_URL: SHOW server_version: {}", chain(&e)))?;
+    drop(first);
+    let writer = match cfg.write_path {
+        WritePath::Pool => None,
+        WritePath::Writer | WritePath::Batch => {
+            let writer = connector.pool(pg, 1)?;
+            drop(fill(&writer, 1).await?);
+            Some(WriterDb::Postgres(writer))
+        }
+    };
+    Ok(Opened {
+        pool: Pool::Postgres(pool),
+        writer,
+        version,
+        pragmas: Value::Null,
+    })
+}
+
 fn run() -> Result<(), String> {
     let cfg = Config::from_env()?;
     let templates = Templates {
@@ -1381,29 +2066,40 @@ fn run() -> Result<(), String> {
         user: Template::load(&cfg.templates, "user.html", &USER_FIELDS)?,
         user_page: Template::load(&cfg.templates, "user_page.html", &USER_FIELDS)?,
     };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.threads)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("LAB_THREADS={}: cannot start tokio: {e}", cfg.threads))?;
 
-    if cfg.sql_log {
-        let mut path = cfg.db.clone().into_os_string();
-        path.push(".sql.log");
-        let _ = SQL_LOG.set(SqlLog::open(Path::new(&path))?);
-    }
-    let first = open_connection(&cfg)?;
-    check_schema(&first, &cfg.db)?;
-    let pragmas = read_pragmas(&first, &cfg.pragmas)?;
-    let mut readers = vec![first];
-    for _ in 1..cfg.readers {
-        readers.push(open_connection(&cfg)?);
-    }
-    let (writer_tx, writer_thread) = match cfg.write_path {
-        WritePath::Pool => (None, None),
-        WritePath::Writer | WritePath::Batch => {
-            let conn = open_connection(&cfg)?;
-            let (tx, rx) = mpsc::channel();
-            let (mode, batch) = (cfg.txn_mode, cfg.write_path == WritePath::Batch);
-            let handle = thread::Builder::new()
-                .name("lab-writer".into())
-                .spawn(move || writer_loop(conn, rx, mode, batch))
-                .map_err(|e| format!("cannot start the writer thread: {e}"))?;
+    let connector = PgConnector::default();
+    let sqlite = match &cfg.backend {
+        Backend::Sqlite(sc) => Some(sc),
+        Backend::Postgres(_) => None,
+    };
+    let opened = match &cfg.backend {
+        Backend::Sqlite(sc) => open_sqlite(sc, &cfg)?,
+        Backend::Postgres(pg) => runtime.block_on(open_postgres(pg, &cfg, &connector))?,
+    };
+    let batch = cfg.write_path == WritePath::Batch;
+    let (writer_tx, writer) = match opened.writer {
+        None => (None, None),
+        Some(db) => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let handle = match db {
+                // The shared writer code on its own thread: only the queue is waited for.
+                WriterDb::Sqlite(..) => {
+                    let rt = runtime.handle().clone();
+                    let thread = thread::Builder::new()
+                        .name("lab-writer".into())
+                        .spawn(move || rt.block_on(writer_loop(db, rx, batch)))
+                        .map_err(|e| format!("cannot start the writer thread: {e}"))?;
+                    WriterHandle::Thread(thread)
+                }
+                WriterDb::Postgres(_) => {
+                    WriterHandle::Task(runtime.spawn(writer_loop(db, rx, batch)))
+                }
+            };
             (Some(tx), Some(handle))
         }
     };
@@ -1413,56 +2109,75 @@ fn run() -> Result<(), String> {
         WritePath::Writer => "writer",
         WritePath::Batch => "batch",
     };
+    let database = if sqlite.is_some() {
+        "sqlite"
+    } else {
+        "postgres"
+    };
+    let mut versions = json!({
+        "rust": env!("LAB_RUSTC_VERSION"),
+        "axum": env!("LAB_VERSION_AXUM"),
+        "hyper": env!("LAB_VERSION_HYPER"),
+        "tokio": env!("LAB_VERSION_TOKIO"),
+        "rusqlite": env!("LAB_VERSION_RUSQLITE"),
+        "libsqlite3-sys": env!("LAB_VERSION_LIBSQLITE3_SYS"),
+    });
+    if sqlite.is_none() {
+        versions["tokio-postgres"] = json!(env!("LAB_VERSION_TOKIO_POSTGRES"));
+        versions["deadpool-postgres"] = json!(env!("LAB_VERSION_DEADPOOL_POSTGRES"));
+    }
+    // SQLite's own knobs are null with postgres.
     let health = json!({
         "server": "rust-axum",
-        "versions": {
-            "rust": env!("LAB_RUSTC_VERSION"),
-            "axum": env!("LAB_VERSION_AXUM"),
-            "hyper": env!("LAB_VERSION_HYPER"),
-            "tokio": env!("LAB_VERSION_TOKIO"),
-            "rusqlite": env!("LAB_VERSION_RUSQLITE"),
-            "libsqlite3-sys": env!("LAB_VERSION_LIBSQLITE3_SYS"),
-        },
+        "versions": versions,
         "sqlite_version": rusqlite::version(),
+        "database": database,
+        "database_version": opened.version,
         "pid": std::process::id(),
         "knobs": {
-            "pragmas": pragmas,
-            "txn_mode": if cfg.txn_mode == TxnMode::Immediate { "immediate" } else { "deferred" },
-            "busy": cfg.busy.describe(),
+            "database": database,
+            "pragmas": opened.pragmas,
+            "txn_mode": sqlite.map(|s| if s.txn_mode == TxnMode::Immediate { "immediate" } else { "deferred" }),
+            "busy": sqlite.map(|s| s.busy.describe()),
             "write_path": write_path,
             "processes": cfg.processes,
             "threads": cfg.threads,
             "readers": cfg.readers,
             "metrics_txn": if cfg.metrics_txn == MetricsTxn::Record { "record" } else { "request" },
-            "cache": if cfg.shared_cache { "shared" } else { "private" },
-            "sql_log": if cfg.sql_log { "on" } else { "off" },
+            "cache": sqlite.map(|s| if s.shared_cache { "shared" } else { "private" }),
+            "sql_log": sqlite.map(|s| if s.sql_log { "on" } else { "off" }),
         },
         "emulated": {},
         "requests_handled": 0,
     });
     let state = Arc::new(AppState {
-        pool: Pool::new(readers),
+        pool: opened.pool,
         writer: writer_tx.clone(),
-        txn_mode: cfg.txn_mode,
         metrics_txn: cfg.metrics_txn,
+        postgres: sqlite.is_none(),
         templates,
         health,
         requests_handled: AtomicU64::new(0),
     });
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cfg.threads)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("LAB_THREADS={}: cannot start tokio: {e}", cfg.threads))?;
     runtime.block_on(serve(&cfg, Arc::clone(&state)))?;
 
     // The server has finished every request in flight: let the writer drain and stop.
-    if let (Some(tx), Some(handle)) = (writer_tx, writer_thread) {
+    if let (Some(tx), Some(handle)) = (writer_tx, writer) {
         let _ = tx.send(Msg::Stop);
-        let _ = handle.join();
+        match handle {
+            WriterHandle::Thread(thread) => {
+                let _ = thread.join();
+            }
+            WriterHandle::Task(task) => {
+                let _ = runtime.block_on(task);
+            }
+        }
     }
+    // Close the connections (Postgres: each says Terminate, and shutdown waits for that).
+    state.pool.close();
     drop(state);
+    runtime.block_on(connector.closed(Duration::from_secs(5)));
     drop(runtime);
     Ok(())
 }
