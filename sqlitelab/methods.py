@@ -576,8 +576,12 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
                    "machine (wal_level=minimal, no replicas, as SQLite's WAL)"),
         Detail("connections to the database", "SQLite: in-process connections (Rails' pool, one "
                "writer in seed 002)", "knob:readers", expect=None,
-               why="the same pool sizes on both: LAB_READERS connections per process (plus the writer's "
-                   "in writer/batch mode); Postgres over its unix socket (or TCP through the link)"),
+               why="SQLite: each stack's default, which follows its CPUs (one connection for Go and Axum "
+                   "on one core: SQLite works inside the process); Postgres: the notebook's "
+                   "postgres_readers per process (8 by default, about what the drivers' own pools give a "
+                   "small machine: pgxpool max(4, CPUs), deadpool 4 × CPUs, Rails 5), plus the writer's in "
+                   "writer/batch mode, since every statement waits a round trip and one connection would "
+                   "serialise the server on it; over its unix socket (or TCP through the link)"),
         Detail("where the database runs", "inside the server's process, on the server's CPUs",
                "cpus:server_pinning", expect=None,
                why="Postgres is pinned to the server's CPUs and its CPU counted with the server's, so "

@@ -89,6 +89,18 @@ def settings(durability: str = "full", ram_bytes: int | None = None) -> dict[str
     return {**SETTINGS, **memory_settings(ram_bytes), **DURABILITY[durability]}
 
 
+def settings_table(ram_bytes: int | None = None):
+    """Every setting a run's Postgres gets and where it comes from, for a notebook to show."""
+    import pandas as pd
+    rows = [{"setting": k, "value": v, "from": "fixed (SETTINGS)"} for k, v in SETTINGS.items()]
+    rows += [{"setting": k, "value": v, "from": "memory, sized to this machine"}
+             for k, v in memory_settings(ram_bytes).items()]
+    for key, values in DURABILITY.items():
+        rows += [{"setting": k, "value": v, "from": f"durability beside SQLite synchronous={key}"}
+                 for k, v in values.items()]
+    return pd.DataFrame(rows)
+
+
 def bin_dir() -> Path:
     """The newest installed PostgreSQL's bin folder (Debian: /usr/lib/postgresql/<v>/bin)."""
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"),

@@ -21,8 +21,8 @@ on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fi
   which is what was reported; `quick` keeps Locust (and its loadgen confirmation);
 - 09 (no article: the readers' question of a network between load and server) once per level
   at seed scale, 10-s windows, so that `make seed` keeps within its 90 minutes;
-- 07 (no article: the readers' "why not Postgres?") one 5-s run per level at seed scale, on
-  100,000 users rows (seed 004's 5 M would take minutes to copy into each Postgres);
+- 07 (no article: the readers' "why not Postgres?") one 5-s run per level at seed scale, two
+  levels (8 and 64 users: every workload, stack and database is 112 levels), on 100,000 users rows (seed 004's 5 M would take minutes to copy into each Postgres);
 - 04 above 10 M records (`large`): the lab's writer at the article's own settings there (25 and
   100 rows per transaction, synchronous FULL; the article ran 10 rows only up to 10 M, and NORMAL
   never), without the consumer (the article has none).
@@ -83,7 +83,7 @@ SCALES: dict[str, dict[str, dict]] = {
     "07-sqlite-vs-postgres": {
         "quick": {"levels": [8, 32], "duration": 1.5, "warmup": 0.5, "repeats": 1,
                   "users_rows": 10_000, "user_bytes": 700, "db_delays_us": [500]},
-        "seed": {"levels": [1, 8, 64], "duration": 5.0, "warmup": 1.0, "repeats": 1,
+        "seed": {"levels": [8, 64], "duration": 5.0, "warmup": 1.0, "repeats": 1,
                  "users_rows": 100_000, "user_bytes": 700, "db_delays_us": [100, 500]},
     },
     "06-capacity": {

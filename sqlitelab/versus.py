@@ -64,15 +64,18 @@ def check(workloads: list[str]) -> list[str]:
 def run(*, notebook: str, workloads: list[str], servers: list[str], levels: list[int],
         duration: float, warmup: float, repeats: int, users_rows: int, user_bytes: int,
         databases=("sqlite", "postgres"), db_link_workloads: list[str] = (),
-        db_delays_us: list[int] = (), **common):
+        db_delays_us: list[int] = (), postgres_readers: int | None = None, **common):
     """Every workload on every database (each a sweep: the database made, seeded and audited
     per server and profile), then the workloads of `db_link_workloads` on Postgres behind a link
-    of each delay. `common`: the rest of sweep's arguments (generator, CPUs, run_id, ...).
-    Returns every headline point."""
+    of each delay. `postgres_readers`: the connections each server process keeps to Postgres
+    (LAB_READERS; None: the stack's default, which follows its CPUs as on SQLite). `common`: the
+    rest of sweep's arguments (generator, CPUs, run_id, ...). Returns every headline point."""
     import pandas as pd
 
     from .sweep import sweep
     check(workloads)
+    if postgres_readers is not None and (not isinstance(postgres_readers, int) or postgres_readers < 1):
+        raise ValueError(f"postgres_readers must be an integer >= 1 or None, not {postgres_readers!r}")
     for w in db_link_workloads:
         if w not in workloads:
             raise ValueError(f"db_link_workloads: {w!r} is not among the workloads run")
@@ -88,7 +91,10 @@ def run(*, notebook: str, workloads: list[str], servers: list[str], levels: list
                             payload_bytes=w.payload_bytes,
                             seed_users=users_rows if w.seeds_users else 0,
                             seed_user_bytes=user_bytes if w.seeds_users else 0,
-                            database=database, db_link_delay_us=delay, **common))
+                            database=database, db_link_delay_us=delay,
+                            knobs=({"readers": postgres_readers}
+                                   if database == "postgres" and postgres_readers else None),
+                            **common))
 
     for name in workloads:
         for database in databases:
