@@ -16,7 +16,7 @@ if not os.environ.get("LAB_CALIBRATION_DB"):
     _CALIBRATION_DIR = Path(tempfile.mkdtemp(prefix="lab-test-calibration-"))
     os.environ["LAB_CALIBRATION_DB"] = str(_CALIBRATION_DIR / "calibration.db")
 
-from sqlitelab import servers  # noqa: E402  (after LAB_CALIBRATION_DB is set)
+from sqlitelab import databases, servers  # noqa: E402  (after LAB_CALIBRATION_DB is set)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -38,6 +38,26 @@ def selected_stacks() -> list[str]:
 STACKS = selected_stacks()
 
 
+def selected_databases() -> list[str]:
+    """`LAB_DATABASES=postgres pytest ...` narrows the databases the contract suite runs on."""
+    wanted = [d for d in os.environ.get("LAB_DATABASES", "").split(",") if d] or list(servers.DATABASES)
+    unknown = set(wanted) - set(servers.DATABASES)
+    if unknown:
+        raise pytest.UsageError(f"LAB_DATABASES names unknown databases {sorted(unknown)}")
+    return wanted
+
+
+DATABASES = selected_databases()
+
+
+@pytest.fixture(scope="session")
+def pg(tmp_path_factory):
+    """One real Postgres for the session (sqlitelab.postgres), stopped by PID at its end."""
+    from sqlitelab import postgres
+    with postgres.Postgres(tmp_path_factory.mktemp("postgres")) as cluster:
+        yield cluster
+
+
 @pytest.fixture(autouse=True, scope="module")
 def no_orphans():
     """Every test module leaves no server of ours running, whatever happened in it."""
@@ -46,6 +66,17 @@ def no_orphans():
     for pid in left:
         servers._LIVE[pid].stop()
     assert not left, f"servers still running after the test: {left}"
+
+
+@pytest.fixture
+def fresh_db(request, tmp_path):
+    """`fresh_db(database, users=.., items=..)`: a fresh SQLite file in tmp_path, or the
+    session's Postgres with its database made afresh (what a server's `db` is)."""
+    def make(database: str, name: str = "t.db", **seed):
+        if database == "postgres":
+            return request.getfixturevalue("pg").prepare(**seed)
+        return databases.prepare_database(tmp_path / name, **seed)
+    return make
 
 
 # ---------------------------------------------------------------------------- honest tiers

@@ -2,8 +2,9 @@
 
 It starts each server on a free loopback port with a fresh database and checks what a
 client sees (status, exact Content-Type, body, Content-Length, a Date that changes, the
-redirect Location) and what reached the database file. A stack joins by one line in
-sqlitelab.servers.STACKS.
+redirect Location) and what reached the database. Every stack runs on both databases
+(servers.DATABASES: a SQLite file, and a real Postgres the session starts). A stack joins by
+one line in sqlitelab.servers.STACKS.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import httpx
 import pytest
 
 from sqlitelab import config, databases, servers
-from conftest import STACKS
+from conftest import DATABASES, STACKS
 
 pytestmark = pytest.mark.contract
 
@@ -36,11 +37,17 @@ TEXT = "text/plain; charset=utf-8"
 SHARED = tomllib.loads((config.SERVERS_DIR / "shared.toml").read_text())  # what every stack shares
 
 
-@pytest.fixture(scope="module", params=STACKS)
+STACK_DBS = [(stack, database) for stack in STACKS for database in DATABASES]
+
+
+@pytest.fixture(scope="module", params=STACK_DBS, ids=[f"{s}-{d}" for s, d in STACK_DBS])
 def srv(request, tmp_path_factory):
-    stack = request.param
-    db = databases.prepare_database(tmp_path_factory.mktemp(stack) / "contract.db",
-                                  users=USERS, items=ITEMS)
+    stack, database = request.param
+    if database == "postgres":
+        db = request.getfixturevalue("pg").prepare(users=USERS, items=ITEMS)
+    else:
+        db = databases.prepare_database(tmp_path_factory.mktemp(stack) / "contract.db",
+                                        users=USERS, items=ITEMS)
     with servers.start_server(stack, db, profile="rails71", timeout=300) as s:
         yield s
 
@@ -51,12 +58,7 @@ def http(srv):
         yield c
 
 
-def row(db: Path, sql: str, params=()):
-    con = sqlite3.connect(db)
-    try:
-        return con.execute(sql, params).fetchone()
-    finally:
-        con.close()
+row = databases.row  # one row read back from the SQLite file or the Postgres
 
 
 def check_headers(r: httpx.Response, content_type: str) -> None:
@@ -84,20 +86,28 @@ def test_health(srv, http):
     assert re.fullmatch(r"3\.\d+\.\d+", h["sqlite_version"])
     assert isinstance(h["pid"], int) and isinstance(h["versions"], dict) and h["versions"]
     knobs = h["knobs"]
+    assert h["database"] == knobs["database"] == srv.database
     profile = servers.load_profiles()["rails71"]
+    for k in ("processes", "threads", "readers"):
+        assert isinstance(knobs[k], int) and knobs[k] >= 1
+    assert knobs["write_path"] == profile["write_path"]
+    assert knobs["metrics_txn"] == profile.get("metrics_txn", "request")
+    assert isinstance(h["emulated"], dict)
+    assert isinstance(h["requests_handled"], int)
+    if srv.database == "postgres":
+        assert h["database_version"] == srv.db.version
+        for k in servers.SQLITE_ONLY_KNOBS:
+            assert knobs[k] is None, (k, knobs[k])
+        return
+    assert h["database_version"] == h["sqlite_version"]
     assert knobs["txn_mode"] == profile["txn_mode"]
     assert knobs["busy"] == profile["busy"]
     assert knobs["write_path"] == profile["write_path"]
     assert knobs["pragmas"]["journal_mode"] == "wal"
     assert knobs["pragmas"]["synchronous"] in ("1", "normal")
     assert knobs["pragmas"]["mmap_size"] == "134217728"
-    for k in ("processes", "threads", "readers"):
-        assert isinstance(knobs[k], int) and knobs[k] >= 1
-    assert knobs["metrics_txn"] == profile.get("metrics_txn", "request")
     assert knobs["cache"] == profile.get("cache", "private")
     assert knobs["sql_log"] == profile.get("sql_log", "off")
-    assert isinstance(h["emulated"], dict)
-    assert isinstance(h["requests_handled"], int)
 
 
 def test_hello_and_fresh_date(http):
@@ -304,7 +314,7 @@ def test_bad_input_wrote_nothing(srv):
 
 # ------------------------------------------------------------------ bodies that are not Unicode
 
-def db_state(db: Path):
+def db_state(db):
     """Everything a rejected request could have changed: rows per table, the sum of
     users.updates, and the one user the bad bodies below address."""
     return databases.table_counts(db), row(db, "SELECT departname, updates FROM users WHERE uid = 3")
@@ -362,6 +372,26 @@ def test_json_unicode_edge_cases_are_stored_as_sent(srv, http):
     u = http.post("/users/4", content=b'{"departname": "\\ud83d\\ude00\xf0\x9f\x98\x80"}')
     assert u.status_code == 200, u.text
     assert row(srv.db, "SELECT departname FROM users WHERE uid = 4")[0] == "\U0001F600" * 2
+
+
+
+NUL_BODIES = [("/items", b'{"payload": "a\\u0000b"}'), ("/users/5", b'{"departname": "a\\u0000b"}'),
+              ("/metrics", b'{"instance": "i\\u0000", "measurements": ['
+                           + b",".join(b'{"name": "n%d", "value": 1}' % i for i in range(5)) + b"]}")]
+
+
+@pytest.mark.parametrize("path,body", NUL_BODIES, ids=[p for p, _ in NUL_BODIES])
+def test_a_nul_character_is_stored_on_sqlite_and_refused_by_postgres(srv, http, path, body):
+    """U+0000 is valid JSON (`\\u0000`). SQLite stores it as sent; Postgres' text cannot hold it,
+    so on Postgres the request is a 400 that names it, before any write (never a 500)."""
+    before = db_state(srv.db)
+    r = http.post(path, content=body)
+    if srv.database == "sqlite":
+        assert r.status_code in (200, 201), r.text
+        return
+    check_error(r, 400)
+    assert "U+0000" in r.json()["error"], r.json()
+    assert db_state(srv.db) == before, "a refused body wrote to the database"
 
 
 # ------------------------------------------------------------------ unclean paths
@@ -424,7 +454,12 @@ def test_unclean_path_gets_json_404(srv, method, target, body):
 
 
 def test_sql_log_off_writes_no_file(srv):
-    """LAB_SQL_LOG defaults to off: after every endpoint above, no <LAB_DB>.sql.log exists."""
+    """LAB_SQL_LOG defaults to off: after every endpoint above, no <LAB_DB>.sql.log exists
+    (on Postgres the knob is SQLite's, and no log is written anywhere the lab looks)."""
+    if srv.database == "postgres":
+        assert srv.health["knobs"]["sql_log"] is None
+        assert not list(Path(srv.db.scratch).glob("*.sql.log"))
+        return
     assert not Path(f"{srv.db}.sql.log").exists()
 
 
@@ -476,11 +511,12 @@ def test_every_profile_starts_and_reports_its_knobs(stack, profile, tmp_path):
     assert databases.integrity_check(db) == "ok"
 
 
+@pytest.mark.parametrize("database", DATABASES)
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize("path", ["writer", "batch"])
-def test_writer_paths_isolate_failing_jobs(stack, path, tmp_path):
+def test_writer_paths_isolate_failing_jobs(stack, path, database, fresh_db):
     """Concurrent writes through the writer: good ones commit, a 404 job fails alone."""
-    db = databases.prepare_database(tmp_path / "w.db", users=5)
+    db = fresh_db(database, users=5)
     with servers.start_server(stack, db, profile="single-writer", write_path=path,
                               timeout=300) as s:
         with httpx.Client(base_url=s.url, timeout=30) as c:
@@ -497,10 +533,11 @@ def test_writer_paths_isolate_failing_jobs(stack, path, tmp_path):
 METRIC_ROW = "SELECT instance, name, value, previous FROM metrics WHERE id = ?"
 
 
+@pytest.mark.parametrize("database", DATABASES)
 @pytest.mark.parametrize("stack", STACKS)
-def test_metrics_txn_record_writes_five_records(stack, tmp_path):
+def test_metrics_txn_record_writes_five_records(stack, database, fresh_db):
     """LAB_METRICS_TXN=record (ActiveRecord's shape): the same 201 and rows, one transaction each."""
-    db = databases.prepare_database(tmp_path / "r.db", users=5)
+    db = fresh_db(database, users=5)
     with servers.start_server(stack, db, profile="rails71", metrics_txn="record",
                               timeout=300) as s:
         assert s.health["knobs"]["metrics_txn"] == "record"
@@ -531,13 +568,15 @@ def test_metrics_txn_record_writes_five_records(stack, tmp_path):
         previous = [float(v) for v in values]
 
 
+@pytest.mark.parametrize("database", DATABASES)
 @pytest.mark.parametrize("stack", STACKS)
-def test_metrics_txn_record_under_concurrent_writers(stack, tmp_path):
+def test_metrics_txn_record_under_concurrent_writers(stack, database, fresh_db):
     """Concurrent record-mode writers with a sleeping busy handler: rows = 5 x 201s (a failure
     at record k would leave k-1 committed rows behind, as in Rails)."""
-    db = databases.prepare_database(tmp_path / "rc.db", users=5)
+    db = fresh_db(database, users=5)
+    sqlite_knobs = {"txn_mode": "immediate", "busy": "sleep_poll:5000"} if database == "sqlite" else {}
     with servers.start_server(stack, db, profile="rails71", metrics_txn="record",
-                              txn_mode="immediate", busy="sleep_poll:5000", timeout=300) as s:
+                              timeout=300, **sqlite_knobs) as s:
         with httpx.Client(base_url=s.url, timeout=30) as c:
             def writer(i):
                 codes, end = [], time.monotonic() + 1.5
@@ -794,3 +833,101 @@ def test_schema_without_tables_is_refused(tmp_path):
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode != 0, stack
         assert [l for l in proc.stderr.splitlines() if l.startswith("lab: ")], (stack, proc.stderr)
+
+
+# ------------------------------------------------------------------ Postgres (LAB_DATABASE=postgres)
+
+def sqlite_columns() -> dict[str, list[tuple[str, bool]]]:
+    con = sqlite3.connect(":memory:")
+    con.executescript(config.SCHEMA_SQL.read_text())
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    return {t: [(c[1], bool(c[3]) or bool(c[5])) for c in con.execute(f"PRAGMA table_info({t})")]
+            for t in tables}
+
+
+def test_postgres_schema_matches_sqlite(pg):
+    """schema.postgres.sql defines the same tables and columns, in the same order, with the same
+    NOT NULLs, and the same index, as schema.sql."""
+    pg.prepare()
+    with pg.connect() as con:
+        cols = con.execute("SELECT table_name, column_name, is_nullable = 'NO' FROM information_schema.columns "
+                           "WHERE table_schema = 'public' ORDER BY table_name, ordinal_position").fetchall()
+        indexes = {r[0] for r in con.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")}
+    got: dict[str, list] = {}
+    for table, column, not_null in cols:
+        got.setdefault(table, []).append((column, not_null))
+    assert got == sqlite_columns()
+    assert "metrics_latest" in indexes
+
+
+POSTGRES_INVALID = [  # (LAB_DATABASE, extra env, what the one `lab:` line names)
+    ("mysql", {}, ("LAB_DATABASE", "sqlite|postgres")),
+    ("sqlite", {"LAB_DATABASE_URL": "host=/tmp port=1"}, "LAB_DATABASE_URL"),
+    ("postgres", {"LAB_DATABASE_URL": None}, "LAB_DATABASE_URL"),
+    ("postgres", {"LAB_DATABASE_URL": "host=127.0.0.1 port=1 user=lab dbname=lab connect_timeout=2"}, "LAB_DATABASE_URL"),
+    ("postgres", {"LAB_DATABASE_URL": "dbname=postgres"}, "LAB_DATABASE_URL"),  # no tables there
+    ("postgres", {"LAB_PRAGMAS": "journal_mode=wal"}, "LAB_PRAGMAS"),
+    ("postgres", {"LAB_TXN_MODE": "immediate"}, "LAB_TXN_MODE"),
+    ("postgres", {"LAB_BUSY": "none"}, "LAB_BUSY"),
+    ("postgres", {"LAB_CACHE": "shared"}, "LAB_CACHE"),
+    ("postgres", {"LAB_SQL_LOG": "on"}, "LAB_SQL_LOG"),
+    ("postgres", {"LAB_WRITE_PATH": "writer", "LAB_PROCESSES": "2"}, "LAB_"),
+]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("database,env,names", POSTGRES_INVALID,
+                         ids=[f"{d}:" + ",".join(f"{k}={v}" for k, v in e.items()) for d, e, _ in POSTGRES_INVALID])
+def test_postgres_knobs_fail_with_one_line(stack, database, env, names, pg, tmp_path):
+    """The database knobs are checked at start-up like every other: one `lab:` line, non-zero exit."""
+    pg.prepare()
+    servers.build_server(stack)
+    run_env = {**os.environ, "LAB_PORT": str(servers.free_port()), "LAB_DATABASE": database}
+    for name in ("LAB_DB", "LAB_DATABASE_URL"):
+        run_env.pop(name, None)
+    if database == "postgres":
+        run_env["LAB_DATABASE_URL"] = pg.dsn
+    else:
+        run_env["LAB_DB"] = str(databases.prepare_database(tmp_path / "i.db"))
+    for k, v in env.items():
+        if v is None:
+            run_env.pop(k, None)
+        elif k == "LAB_DATABASE_URL" and v.startswith("dbname="):
+            run_env[k] = pg.dsn.replace(f"dbname={postgres_dbname()}", v)
+        else:
+            run_env[k] = v
+    proc = subprocess.run([str(config.SERVERS_DIR / stack / "run")], env=run_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    lab_lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.startswith("lab: ")]
+    assert len(lab_lines) == 1, proc.stderr[-2000:]
+    for name in (names,) if isinstance(names, str) else names:
+        assert name in lab_lines[0], lab_lines[0]
+
+
+def postgres_dbname() -> str:
+    from sqlitelab import postgres
+    return postgres.DBNAME
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_postgres_writes_under_concurrency_are_all_acknowledged(stack, pg):
+    """A burst of every write endpoint from 16 threads on Postgres: only 2xx/302 (no 503: READ
+    COMMITTED waits on row locks), and the database holds exactly the acknowledged writes."""
+    pg.prepare(users=USERS)
+    with servers.start_server(stack, pg, profile="rails71", timeout=300) as s:
+        with httpx.Client(base_url=s.url, follow_redirects=False, timeout=30) as c:
+            def one(i):
+                return (c.post("/items", json={"payload": f"p{i}"}).status_code,
+                        c.post("/requests").status_code,
+                        c.post("/metrics").status_code,
+                        c.post(f"/users/{1 + i % 3}", json={"departname": f"d{i}"}).status_code)
+            with cf.ThreadPoolExecutor(16) as pool:
+                results = list(pool.map(one, range(120)))
+    assert {code for r in results for code in r} <= {201, 302, 200}, results
+    counts = pg.counts()
+    assert counts["items"] == sum(r[0] == 201 for r in results) == 120
+    assert counts["requests"] == sum(r[1] == 302 for r in results) == 120
+    assert counts["metrics"] == 5 * sum(r[2] == 201 for r in results) == 600
+    assert counts["user_updates"] == sum(r[3] == 200 for r in results) == 120
+    assert pg.integrity_check() == "ok"

@@ -3,6 +3,8 @@
 # SQLite Production Lab: the ruby-puma server. A plain Rack app (one object with
 # `call(env)`, routes by hand) over the sqlite3 gem, run by Puma. The contract is
 # ../openapi.yaml and ../README.md; puma.rb maps the LAB_* knobs onto Puma.
+# With LAB_DATABASE=postgres the same endpoints and transactions run on the pg gem
+# (loaded only then): the differences live behind SqliteDatabase / PostgresDatabase.
 
 require "json"
 require "cgi"
@@ -14,7 +16,7 @@ begin
   require "sqlite3"
   require "rack"
 rescue LoadError => e
-  warn "lab: #{e.message}: install the Debian packages ruby puma ruby-sqlite3 ruby-rack (or: bundle install)"
+  warn "lab: #{e.message}: install the Debian packages ruby puma ruby-sqlite3 ruby-rack ruby-pg (or: bundle install)"
   exit 1
 end
 
@@ -58,22 +60,43 @@ module Lab
     "users" => %w[uid username departname created updates],
   }.freeze
 
+  # SQLite's own knobs: with LAB_DATABASE=postgres they must be unset or empty (null in /health).
+  SQLITE_ONLY = %w[LAB_PRAGMAS LAB_TXN_MODE LAB_BUSY LAB_CACHE LAB_SQL_LOG].freeze
+
   # The LAB_* environment, validated once in the Puma master before it listens.
   class Config
-    attr_reader :host, :port, :db, :pragmas, :txn_mode, :busy, :busy_kind, :busy_arg,
+    attr_reader :host, :port, :database, :database_url, :db, :pragmas, :txn_mode, :busy, :busy_kind, :busy_arg,
                 :write_path, :processes, :threads, :readers, :templates, :metrics_txn, :cache, :sql_log
 
     def initialize(env)
       @host = env.fetch("LAB_HOST", "").empty? ? "127.0.0.1" : env["LAB_HOST"]
       @port = int(env, "LAB_PORT", nil, 1..65_535)
-      @db = env["LAB_DB"].to_s
-      raise ConfigError, "LAB_DB is required (path of a database made from servers/schema.sql)" if @db.empty?
-      raise ConfigError, "LAB_DB='#{@db}' does not exist (make it from servers/schema.sql)" unless File.file?(@db)
+      @database = choice(env, "LAB_DATABASE", "sqlite", %w[sqlite postgres])
+      if postgres?
+        # LAB_DB is not read; SQLite's knobs stay nil (null in /health). The URL's syntax is
+        # checked by PostgresDatabase (with the pg gem), still before Puma listens.
+        SQLITE_ONLY.each do |name|
+          raise ConfigError, "#{name} is SQLite's; unset it with LAB_DATABASE=postgres" unless env.fetch(name, "").empty?
+        end
+        @database_url = env.fetch("LAB_DATABASE_URL", "")
+        if @database_url.empty?
+          raise ConfigError, "LAB_DATABASE_URL is required with LAB_DATABASE=postgres " \
+                             "(a libpq key=value string such as 'host=/tmp/pg port=5432 user=lab dbname=lab')"
+        end
+      else
+        unless env.fetch("LAB_DATABASE_URL", "").empty?
+          raise ConfigError, "LAB_DATABASE_URL is Postgres'; unset it with LAB_DATABASE=sqlite (or set LAB_DATABASE=postgres)"
+        end
 
-      @pragmas = parse_pragmas(env.fetch("LAB_PRAGMAS", ""))
-      @txn_mode = choice(env, "LAB_TXN_MODE", "deferred", %w[deferred immediate])
-      @busy_kind, @busy_arg = parse_busy(env.fetch("LAB_BUSY", "").empty? ? "busy_timeout:5000" : env["LAB_BUSY"])
-      @busy = @busy_kind == "none" ? "none" : "#{@busy_kind}:#{@busy_arg}"
+        @db = env["LAB_DB"].to_s
+        raise ConfigError, "LAB_DB is required (path of a database made from servers/schema.sql)" if @db.empty?
+        raise ConfigError, "LAB_DB='#{@db}' does not exist (make it from servers/schema.sql)" unless File.file?(@db)
+
+        @pragmas = parse_pragmas(env.fetch("LAB_PRAGMAS", ""))
+        @txn_mode = choice(env, "LAB_TXN_MODE", "deferred", %w[deferred immediate])
+        @busy_kind, @busy_arg = parse_busy(env.fetch("LAB_BUSY", "").empty? ? "busy_timeout:5000" : env["LAB_BUSY"])
+        @busy = @busy_kind == "none" ? "none" : "#{@busy_kind}:#{@busy_arg}"
+      end
       @write_path = choice(env, "LAB_WRITE_PATH", "pool", %w[pool writer batch])
       @processes = int(env, "LAB_PROCESSES", 1, 1..)
       @threads = int(env, "LAB_THREADS", 3, 1..)
@@ -86,13 +109,16 @@ module Lab
         raise ConfigError, "LAB_METRICS_TXN=record needs LAB_WRITE_PATH=pool " \
                            "(got #{@write_path}: each record commits on the request's pooled connection)"
       end
-      @cache = choice(env, "LAB_CACHE", "private", %w[private shared])
-      @sql_log = choice(env, "LAB_SQL_LOG", "off", %w[off on])
+      unless postgres?
+        @cache = choice(env, "LAB_CACHE", "private", %w[private shared])
+        @sql_log = choice(env, "LAB_SQL_LOG", "off", %w[off on])
+      end
 
       @templates = env.fetch("LAB_TEMPLATES", "").empty? ? File.expand_path("../templates", __dir__) : env["LAB_TEMPLATES"]
     end
 
     def clustered? = @processes > 1
+    def postgres? = @database == "postgres"
 
     private
 
@@ -176,9 +202,34 @@ module Lab
     def close = @file.close
   end
 
+  # The write transaction, the same on both databases (Conn, PgConn): the connection's
+  # begin_transaction, the work, COMMIT; on any error ROLLBACK and re-raise.
+  module Transactions
+    # BEGIN <LAB_TXN_MODE> (Postgres: BEGIN); yield; COMMIT; on any error ROLLBACK and re-raise.
+    def transaction
+      begin_transaction
+      value = yield self
+      run("COMMIT")
+      value
+    rescue Exception # rubocop:disable Lint/RescueException
+      rollback
+      raise
+    end
+
+    def rollback
+      run("ROLLBACK") if in_transaction?
+    rescue self.class::ERROR
+      nil
+    end
+  end
+
   # One SQLite connection with its prepared statements. Used by one thread at a time.
   # Every statement runs through first_row (alias run) or execute, which log it (LAB_SQL_LOG).
   class Conn
+    include Transactions
+
+    ERROR = SQLite3::Exception # what a failed statement raises
+
     # LAB_CACHE=shared: the gem (1.4.2) passes `flags:` straight to sqlite3_open_v2.
     SHARED_CACHE_FLAGS = SQLite3::Constants::Open::READWRITE | SQLite3::Constants::Open::SHAREDCACHE
 
@@ -249,24 +300,30 @@ module Lab
     def last_insert_row_id = @db.last_insert_row_id
     def changes = @db.changes
     def in_transaction? = @db.transaction_active?
+    # Whether the open transaction can still commit its work (Postgres: not aborted).
+    def transaction_usable? = in_transaction?
     def begin_transaction = run(@begin)
 
-    # BEGIN <LAB_TXN_MODE>; yield; COMMIT; on any error ROLLBACK and re-raise.
-    def transaction
-      begin_transaction
-      value = yield self
-      run("COMMIT")
-      value
-    rescue Exception # rubocop:disable Lint/RescueException
-      rollback
-      raise
+    # The database seam's statements (PgConn has the same methods).
+    # An INSERT; returns the new row's id.
+    def insert(sql, *args)
+      run(sql, *args)
+      last_insert_row_id
     end
 
-    def rollback
-      run("ROLLBACK") if in_transaction?
-    rescue SQLite3::Exception
-      nil
+    # An UPDATE; returns the number of rows it changed.
+    def update(sql, *args)
+      run(sql, *args)
+      changes
     end
+
+    def savepoint = run("SAVEPOINT job")
+    def release_savepoint = run("RELEASE job")
+    def rollback_to_savepoint = run("ROLLBACK TO job")
+
+    # Called as a connection is taken from the pool (or by the writer before a transaction):
+    # nothing to do for a SQLite file (PgConn reconnects a lost connection there).
+    def checkout = nil
 
     def pragma(name) = first_row("PRAGMA #{name}")&.first
 
@@ -281,13 +338,19 @@ module Lab
   # without the GVL when all are in use).
   class Pool
     def initialize(size, &open)
-      @all = Array.new(size, &open)
+      @all = []
+      size.times { @all << open.call }
       @idle = Thread::Queue.new
       @all.each { |c| @idle << c }
+    rescue StandardError
+      close
+      raise
     end
 
+    # Lends a connection (PgConn reconnects a lost one here) and takes it back.
     def with
       conn = @idle.pop
+      conn.checkout
       yield conn
     ensure
       @idle << conn if conn
@@ -336,6 +399,7 @@ module Lab
         jobs = [job]
         jobs << @queue.pop while @batch && !@queue.empty?
         begin
+          @conn.checkout
           @batch ? commit_batch(jobs) : commit_one(job)
         rescue Exception => e # rubocop:disable Lint/RescueException
           @conn.rollback # the writer thread never dies, nor leaves a transaction open
@@ -351,7 +415,7 @@ module Lab
       job.fail(e)
     end
 
-    # Group commit: each job inside SAVEPOINT job ... RELEASE job, one COMMIT for all,
+    # Group commit: each job inside SAVEPOINT job ... RELEASE [SAVEPOINT] job, one COMMIT for all,
     # then every job in the batch is acknowledged. A failed job is rolled back to its
     # savepoint and answered alone; a failed COMMIT fails every job in the batch.
     def commit_batch(jobs)
@@ -363,21 +427,22 @@ module Lab
       done = []
       jobs.each_with_index do |job, i|
         begin
-          @conn.run("SAVEPOINT job")
+          @conn.savepoint
           value = job.work.call(@conn)
-          @conn.run("RELEASE job")
+          @conn.release_savepoint
           done << [job, value]
         rescue StandardError => e
           job.fail(e)
           begin
-            @conn.run("ROLLBACK TO job")
-            @conn.run("RELEASE job")
-          rescue SQLite3::Exception
+            @conn.rollback_to_savepoint
+            @conn.release_savepoint
+          rescue @conn.class::ERROR
             nil
           end
-          next if @conn.in_transaction?
+          next if @conn.transaction_usable?
 
-          # SQLite ended the whole transaction (e.g. an I/O error): nothing is acknowledged.
+          # The database ended the whole transaction (SQLite: e.g. an I/O error; Postgres: a lost
+          # connection, or ROLLBACK TO failed and the transaction is aborted): nothing is acknowledged.
           done.each { |j, _| j.fail(e) }
           jobs[(i + 1)..].each { |j| j.fail(e) }
           return
@@ -446,6 +511,60 @@ module Lab
     end
   end
 
+  # The database seam. App talks to a SqliteDatabase or a PostgresDatabase (postgres.rb,
+  # loaded only with LAB_DATABASE=postgres): how the database is checked at start-up and a
+  # connection opened (Conn, PgConn: the same methods, placeholders and id retrieval inside),
+  # how an error maps to a 503, what /health reports. The endpoints and transactions are one
+  # code path over both.
+  class SqliteDatabase
+    LOCKED = "database is locked"
+
+    def initialize(config, log)
+      @config = config
+      @log = log
+    end
+
+    def name = "sqlite"
+
+    # U+0000 in a string field: SQLite stores it as sent.
+    def refuses_nul? = false
+
+    def connect = Conn.new(@config, @log)
+
+    def versions = { "sqlite3-ruby" => SQLite3::VERSION }
+
+    # Refuses a database without the schema (in the master, before listening); also
+    # applies the pragmas once, so a value SQLite rejects fails here. Returns SQLite's version.
+    def check
+      conn = Conn.new(@config, @log)
+      SCHEMA.each do |table, columns|
+        have = conn.execute("PRAGMA table_info(#{table})").map { |row| row[1] }
+        missing = columns - have
+        next if missing.empty?
+
+        what = have.empty? ? "no table #{table}" : "table #{table} lacks #{missing.join(", ")}"
+        raise ConfigError, "LAB_DB='#{@config.db}' has #{what} (make it from servers/schema.sql)"
+      end
+      conn.first_row("SELECT sqlite_version()").first
+    rescue SQLite3::Exception => e
+      raise ConfigError, "LAB_DB='#{@config.db}' cannot be used: #{e.message}"
+    ensure
+      conn&.close
+    end
+
+    # /health: each requested pragma read back from SQLite.
+    def pragmas(pool)
+      pool.with do |conn|
+        @config.pragmas.to_h { |name, _| [name, conn.pragma(name).to_s.downcase] }
+      end
+    end
+
+    # The 503 message for an error, or nil (500).
+    def unavailable(error)
+      LOCKED if error.is_a?(SQLite3::BusyException) || error.is_a?(SQLite3::LockedException)
+    end
+  end
+
   # The Rack application.
   class App
     JSON_TYPE = "application/json"
@@ -477,21 +596,54 @@ module Lab
         [name.to_sym, Template.new(path)]
       end
       @sql_log = SqlLog.new("#{config.db}.sql.log") if config.sql_log == "on"
-      @sqlite_version = check_database
+      @db = if config.postgres?
+              require_relative "postgres"
+              PostgresDatabase.new(config)
+            else
+              SqliteDatabase.new(config, @sql_log)
+            end
+      @database_version = @db.check
+      # The SQLite library this process links (also with postgres, where no file is opened).
+      @sqlite_version = config.postgres? ? linked_sqlite_version : @database_version
       @counter = Counter.new(config.clustered? ? Dir.mktmpdir("lab-ruby-puma-") : nil)
       @versions = {
         "ruby" => RUBY_VERSION,
         "puma" => defined?(Puma::Const::PUMA_VERSION) ? Puma::Const::PUMA_VERSION : "unknown",
         "rack" => Rack.release,
         "sqlite3-ruby" => SQLite3::VERSION,
-      }
+      }.merge(@db.versions)
     end
 
-    # Per process (after fork in clustered mode): open the connections, start the writer.
+    # Per process (after fork in clustered mode): open the connections (all of them, before
+    # the process serves a request), start the writer.
     def start
       @counter.after_fork
-      @readers = Pool.new(@config.readers) { Conn.new(@config, @sql_log) }
-      @writer = Writer.new(Conn.new(@config, @sql_log), batch: @config.write_path == "batch") if @config.write_path != "pool"
+      @readers = Pool.new(@config.readers) { @db.connect }
+      @writer = Writer.new(@db.connect, batch: @config.write_path == "batch") if @config.write_path != "pool"
+    end
+
+    # LAB_PROCESSES > 1: a worker that cannot open its connections prints the one `lab:` line
+    # (the first such worker only), stops the master (which then exits 1, see
+    # worker_failed?) and exits.
+    def fail_worker(message, master)
+      File.open(failure_file, File::WRONLY | File::CREAT | File::EXCL, 0o600) { |f| f.write(message) }
+      warn "lab: #{message}"
+    rescue Errno::EEXIST
+      nil
+    ensure
+      Process.kill("TERM", master)
+      exit!(1)
+    end
+
+    def worker_failed? = @counter.dir && File.exist?(failure_file)
+
+    private def failure_file = "#{@counter.dir}.failed"
+
+    private def linked_sqlite_version
+      memory = SQLite3::Database.new(":memory:")
+      memory.get_first_value("SELECT sqlite_version()")
+    ensure
+      memory&.close
     end
 
     # Graceful stop: Puma has finished the requests in flight; the writer answers what
@@ -506,7 +658,7 @@ module Lab
 
     # The master's clean-up of the counter directory (clustered mode).
     def remove_counter_dir
-      FileUtils.rm_rf(@counter.dir) if @counter.dir
+      FileUtils.rm_rf([@counter.dir, failure_file]) if @counter.dir
     end
 
     def call(env)
@@ -515,11 +667,13 @@ module Lab
         route(env, env["REQUEST_METHOD"], path)
       rescue HttpError => e
         error(e.status, e.message, e.headers)
-      rescue SQLite3::BusyException, SQLite3::LockedException
-        error(503, "database is locked")
       rescue StandardError => e
-        warn "lab: #{e.class}: #{e.message}"
-        error(500, "internal server error")
+        if (message = @db.unavailable(e)) # busy/locked, or Postgres gone: 503
+          error(503, message)
+        else
+          warn "lab: #{e.class}: #{e.message.split.join(" ")}"
+          error(500, "internal server error")
+        end
       end
       response[2] = [] if env["REQUEST_METHOD"] == "HEAD" # as GET, headers only
       @counter.increment unless path == "/health"
@@ -572,16 +726,16 @@ module Lab
     # ---- endpoints -------------------------------------------------------------
 
     def health
-      pragmas = @readers.with do |conn|
-        @config.pragmas.to_h { |name, _| [name, conn.pragma(name).to_s.downcase] }
-      end
       json(200, {
         server: "ruby-puma",
         versions: @versions,
         sqlite_version: @sqlite_version,
+        database: @db.name,
+        database_version: @database_version,
         pid: Process.pid,
         knobs: {
-          pragmas: pragmas,
+          database: @db.name,
+          pragmas: @db.pragmas(@readers),
           txn_mode: @config.txn_mode,
           busy: @config.busy,
           write_path: @config.write_path,
@@ -625,10 +779,7 @@ module Lab
       rescue JSON::GeneratorError # e.g. 1e400, which Ruby parses as Infinity
         raise HttpError.new(400, "body has a number out of range")
       end
-      id = write do |conn|
-        conn.run(INSERT_REQUEST, uid, utf8(ip), "POST", utf8(url), parameters, now, now)
-        conn.last_insert_row_id
-      end
+      id = write { |conn| conn.insert(INSERT_REQUEST, uid, utf8(ip), "POST", utf8(url), parameters, now, now) }
       location = "/requests/#{id}"
       respond(302, HTML_TYPE, %(<html><body>You are being <a href="#{location}">redirected</a>.</body></html>),
               { "Location" => location })
@@ -653,8 +804,7 @@ module Lab
       ids = write do |conn|
         measurements.map do |name, value|
           previous = conn.first_row(SELECT_LATEST, instance, name)&.first
-          conn.run(INSERT_METRIC, instance, name, value, previous, now)
-          conn.last_insert_row_id
+          conn.insert(INSERT_METRIC, instance, name, value, previous, now)
         end
       end
       json(201, { instance: instance, ids: ids })
@@ -665,11 +815,9 @@ module Lab
       raise HttpError.new(400, "payload must be a string") unless payload.is_a?(String)
       raise HttpError.new(400, "payload is over #{MAX_PAYLOAD} bytes") if payload.bytesize > MAX_PAYLOAD
 
+      storable("payload", payload)
       now = timestamp
-      id = write do |conn|
-        conn.run(INSERT_ITEM, payload, now)
-        conn.last_insert_row_id
-      end
+      id = write { |conn| conn.insert(INSERT_ITEM, payload, now) }
       json(201, { id: id })
     end
 
@@ -695,10 +843,10 @@ module Lab
       unless departname.is_a?(String) && departname.length.between?(1, 64)
         raise HttpError.new(400, "departname must be a string of 1 to 64 characters")
       end
+      storable("departname", departname)
 
       row = write do |conn|
-        conn.run(UPDATE_USER, departname, uid)
-        raise HttpError.new(404, "user #{uid} not found") if conn.changes.zero?
+        raise HttpError.new(404, "user #{uid} not found") if conn.update(UPDATE_USER, departname, uid).zero?
 
         conn.first_row(SELECT_USER, uid)
       end
@@ -714,10 +862,7 @@ module Lab
       @readers.with do |conn|
         measurements.map do |name, value|
           previous = conn.first_row(SELECT_LATEST, instance, name)&.first
-          conn.transaction do
-            conn.run(INSERT_METRIC, instance, name, value, previous, now)
-            conn.last_insert_row_id
-          end
+          conn.transaction { conn.insert(INSERT_METRIC, instance, name, value, previous, now) }
         end
       end
     end
@@ -728,6 +873,14 @@ module Lab
       return @writer.submit(&work) if @writer
 
       @readers.with { |conn| conn.transaction(&work) }
+    end
+
+    # A string the database can hold: Postgres' text cannot hold U+0000 (SQLite's can), so on
+    # Postgres it is a 400 naming it, checked with the other validation before any write.
+    def storable(field, value)
+      return unless @db.refuses_nul? && value.include?("\0")
+
+      raise HttpError.new(400, "#{field} holds U+0000, which Postgres text cannot store")
     end
 
     def find_user(uid)
@@ -795,6 +948,7 @@ module Lab
       unless instance.is_a?(String) && instance.length.between?(1, 64)
         raise HttpError.new(400, "instance must be a string of 1 to 64 characters")
       end
+      storable("instance", instance)
 
       measurements = body["measurements"]
       unless measurements.is_a?(Array) && measurements.size == 5
@@ -807,6 +961,7 @@ module Lab
         unless name.is_a?(String) && name.length.between?(1, 64) && value.is_a?(Numeric) && value.to_f.finite?
           raise HttpError.new(400, "each measurement needs a name (string of 1 to 64 characters) and a finite number value")
         end
+        storable("measurement name", name)
 
         [name, value.to_f]
       end
@@ -842,25 +997,6 @@ module Lab
       }
       h.merge!(headers) if headers
       [status, h, [body]]
-    end
-
-    # Refuses a database without the schema (in the master, before listening); also
-    # applies the pragmas once, so a value SQLite rejects fails here.
-    def check_database
-      conn = Conn.new(@config, @sql_log)
-      SCHEMA.each do |table, columns|
-        have = conn.execute("PRAGMA table_info(#{table})").map { |row| row[1] }
-        missing = columns - have
-        next if missing.empty?
-
-        what = have.empty? ? "no table #{table}" : "table #{table} lacks #{missing.join(", ")}"
-        raise ConfigError, "LAB_DB='#{@config.db}' has #{what} (make it from servers/schema.sql)"
-      end
-      conn.first_row("SELECT sqlite_version()").first
-    rescue SQLite3::Exception => e
-      raise ConfigError, "LAB_DB='#{@config.db}' cannot be used: #{e.message}"
-    ensure
-      conn&.close
     end
   end
 

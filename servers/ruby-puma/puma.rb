@@ -24,13 +24,28 @@ if config.clustered?
   # opens its own connections after fork and never shares them.
   workers config.processes
   preload_app!
-  on_worker_boot { lab.start }
-  on_worker_shutdown { lab.stop }
   master = Process.pid
-  at_exit { lab.remove_counter_dir if Process.pid == master }
+  on_worker_boot do
+    lab.start
+  rescue Lab::ConfigError => e # Postgres refused this worker's connections
+    lab.fail_worker(e.message, master)
+  end
+  on_worker_shutdown { lab.stop }
+  at_exit do
+    next unless Process.pid == master
+
+    failed = lab.worker_failed?
+    lab.remove_counter_dir
+    exit 1 if failed
+  end
 else
   # LAB_PROCESSES=1: Puma's single mode, so the PID the lab starts serves requests.
   workers 0
-  lab.start
+  begin
+    lab.start # every connection opens here, before Puma binds
+  rescue Lab::ConfigError => e
+    warn "lab: #{e.message}"
+    exit 1
+  end
   at_exit { lab.stop }
 end
