@@ -351,6 +351,17 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
     else:
         lines.append("- **Postgres served more nowhere**: SQLite's best rate was higher for every "
                      "workload and stack measured.")
+    slo = ratios[ratios["postgres_slo_rps"] > ratios["sqlite_slo_rps"]]
+    if len(slo):
+        lines.append("- **Where Postgres had more capacity at the SLO** (p99 within it and no errors): " + "; ".join(
+            f"{r.server} on {r.scenario} ({r.postgres_slo_rps:,.0f} vs {r.sqlite_slo_rps:,.0f} req/s"
+            + (": SQLite's levels all had errors or a p99 over the SLO" if r.sqlite_slo_rps == 0 else "") + ")"
+            for r in slo.itertuples()) + ".")
+    faster = ratios[ratios["p99_ratio"] > 1]
+    if len(faster):
+        lines.append("- **Where Postgres answered with the lower p99** at the best levels: " + "; ".join(
+            f"{r.server} on {r.scenario} ({r.postgres_p99_ms:.1f} vs {r.sqlite_p99_ms:.1f} ms)"
+            for r in faster.itertuples()) + ".")
     lines.append(f"- Median SQLite/Postgres throughput ratio over every workload and stack: "
                  f"{ratios['rps_ratio'].median():.2f} (range {ratios['rps_ratio'].min():.2f}–"
                  f"{ratios['rps_ratio'].max():.2f}).")
