@@ -185,7 +185,8 @@ def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
     if "database" in h:  # 07's Postgres rows, named as such
         what = what + h["database"].map(lambda d: "" if d in (None, "sqlite") else f" · {d}")
     ids = {"what": what, "notebook": h["notebook"], "scenario": h["scenario"], "server": h["server"],
-           "profile": h["profile"]}
+           "profile": h["profile"],
+           "database": h["database"] if "database" in h else "sqlite"}
     return pd.concat([
         pd.DataFrame({**ids, "kind": "naive peak", "rps": h["peak_rps"],
                       "generator_bound": h["peak_limit"] == "generator-bound",

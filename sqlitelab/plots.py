@@ -899,16 +899,20 @@ CAPACITY_FIGSIZE = (10, 6.5)
 
 def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                    ref_lines: dict[str, float] | None = None, value: str = "rps", ncols: int = 4):
-    """Small multiples of capacity.chart_frame(): one panel per workload (notebook and
-    scenario), one bar per stack in its own colour — the naive peak (the frame's first `kind`)
+    """Small multiples of capacity.chart_frame(): one panel per workload (notebook, scenario and
+    database: a Postgres panel says so in its title), one bar per stack in its own colour — the naive peak (the frame's first `kind`)
     pale, the capacity at the objective (its second) solid over it — on a shared requests/s
     axis; hatched where a generator was the limit (LIMIT_MARKS); `ref_lines` as vertical lines
     in every panel, named in the one legend below the panels."""
     kinds = list(dict.fromkeys(frame["kind"]))
     if "server" not in frame or frame["server"].isna().all():
-        workloads = [(("", "(no points)"), frame.iloc[0:0])]
+        workloads = [(("", "(no points)", "sqlite"), frame.iloc[0:0])]
     else:
-        workloads = list(frame.groupby(["notebook", "scenario"], sort=True))
+        # one panel per workload and database (07 runs each workload on SQLite and on Postgres)
+        frame = frame.assign(database=frame["database"].fillna("sqlite") if "database" in frame else "sqlite")
+        workloads = [((nb, sc, db), g) for (nb, sc, db), g in
+                     frame.groupby(["notebook", "scenario", "database"], sort=True)]
+        workloads.sort(key=lambda w: (w[0][0], w[0][1], w[0][2] != "sqlite", w[0][2]))  # SQLite first
     n = len(workloads)
     rows = math.ceil(n / ncols)
     cols = math.ceil(n / rows)  # 5 panels: 3 + 2, not 4 + 1
@@ -920,7 +924,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
     top = float(frame[value].max()) if len(frame) and frame[value].notna().any() else 1.0
     top = max([top] + list((ref_lines or {}).values())) * 1.05 or 1.0
     shown: set = set()
-    for ax, ((notebook, scenario), g) in zip(axes, workloads):
+    for ax, ((notebook, scenario, database), g) in zip(axes, workloads):
         profiles = list(dict.fromkeys(g["profile"])) if len(g) else []
         for j, kind in enumerate(kinds[:2]):
             for r in g[g["kind"] == kind].itertuples():
@@ -945,7 +949,8 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                        linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)], label=f"{label}: {v:,.0f}/s")
         number = str(notebook).split("-")[0]
         sub = profiles[0] if len(profiles) == 1 else ("best profile per stack" if profiles else "")
-        ax.set_title(f"{scenario}" + (f" · {number}" if number else "") + (f"\n{sub}" if sub else ""),
+        ax.set_title(f"{scenario}" + (f" · {number}" if number else "")
+                     + (f" · {database}" if database != "sqlite" else "") + (f"\n{sub}" if sub else ""),
                      fontsize=9, fontweight="normal")
         ax.grid(axis="y", visible=False)
         if not len(g):
