@@ -50,9 +50,10 @@ def selected_databases() -> list[str]:
 DATABASES = selected_databases()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pg(tmp_path_factory):
-    """One real Postgres for the session (sqlitelab.postgres), stopped by PID at its end."""
+    """One real Postgres for a test module (sqlitelab.postgres), stopped by PID at its end (so
+    that no other module's "nothing outlived the sweep" check finds it)."""
     from sqlitelab import postgres
     with postgres.Postgres(tmp_path_factory.mktemp("postgres")) as cluster:
         yield cluster

@@ -175,6 +175,7 @@ def test_a_sweep_on_postgres_is_audited_and_counts_its_cpu(tmp_path):
 def test_postgres_behind_a_delayed_link_pays_a_round_trip_per_statement(tmp_path):
     """POST /metrics is ten statements plus BEGIN/COMMIT: with 500 µs each way between the server
     and Postgres, one user's request takes at least 12 round trips of 1 ms."""
+    before = set(postgres.our_processes())
     df = sweep.sweep(notebook="scratch", servers=["go-nethttp"], profiles=["rails8"],
                      scenario="metrics-writes", levels=[1], duration=2, warmup=0.5, progress=False,
                      results_db=tmp_path / "r.db", runs_dir=tmp_path / "runs", calibration=False,
