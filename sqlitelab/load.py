@@ -32,6 +32,19 @@ All are None when no request finished (hey_mean_ms and hey_max_ms also when none
 The per-process file carries them as `run_first_start`, `run_last_end` (epoch s),
 `run_results`, `run_ok` (requests with an HTTP status), `run_sum_us` and `run_max_us` (over
 `run_ok`); merge_level adds them up.
+
+Open loop (`rate`, requests/s over all generator processes; `arrivals` constant|poisson):
+requests are due at a schedule's times whether or not the server has answered the earlier
+ones; `users` is then the most in flight (each its own connection). Latencies, percentiles and
+the per-second series count from each request's due time, so a server that falls behind is
+charged for its queue (no coordinated omission: a closed-loop user would have waited instead
+of sending). Every open-loop point also says `offered_rps` (due in the window / its length),
+`late` (sent more than the generator's 5-ms tolerance after due), `max_lag_ms` and `backlog`
+(due before the close, never sent): `load.keeps_up` reads them.
+
+Every point carries its window second by second (`seconds`, stored in results.db's `seconds`
+table by the sweep): completions, errors by kind, late requests, p50/p99/max of that second's
+own HdrHistogram, the server's CPU and RSS and the SQLite WAL's size over that second.
 """
 from __future__ import annotations
 
@@ -168,11 +181,12 @@ class Sampler(threading.Thread):
         self.server, self.gen_pid, self.t0, self.t1, self.every = server, gen_pid, t0, t1, every
         self.window = window
         self.remote = remote
-        self.samples: list[tuple[float, float, int, float]] = []
+        # (epoch s, server CPU s, server RSS bytes, generator CPU s, WAL bytes or None)
+        self.samples: list[tuple[float, float, int, float, int | None]] = []
         self.marks: dict[str, dict] = {}
         self.stop_event = threading.Event()
 
-    def sample(self) -> tuple[float, float, int, float]:
+    def sample(self) -> tuple[float, float, int, float, int | None]:
         gen_cpu = tree_cpu_seconds(self.gen_pid)
         if self.samples:  # a generator (or worker) already gone keeps the CPU it had used
             gen_cpu = max(gen_cpu, self.samples[-1][3])
@@ -181,12 +195,23 @@ class Sampler(threading.Thread):
         else:
             # the server's tree, and its Postgres' (SQLite's work is in the server's process)
             server_cpu, rss = tree_cpu_seconds(self.server.pids), tree_rss(self.server.pids)
-        s = (time.time(), server_cpu, rss, gen_cpu)
+        s = (time.time(), server_cpu, rss, gen_cpu, self.wal_bytes())
         self.samples.append(s)
         return s
 
+    def wal_bytes(self) -> int | None:
+        """The size of the server's SQLite WAL file here (0 when there is none yet); None for a
+        database elsewhere (Postgres, or a server on an ssh host)."""
+        db = getattr(self.server, "db", None)
+        if self.remote is not None or not isinstance(db, Path):
+            return None
+        try:
+            return os.stat(f"{db}-wal").st_size
+        except FileNotFoundError:
+            return 0
+
     def mark(self, name: str) -> None:
-        t, scpu, rss, gcpu = self.sample()
+        t, scpu, rss, gcpu, _ = self.sample()
         try:
             handled = self.server.get_json("/health", timeout=2)["requests_handled"]
         except (OSError, ValueError, KeyError):
@@ -327,7 +352,9 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
               scenario_params: dict | None = None, startup: float | None = None,
               generator: str = "locust", keepalive: bool = True,
               workers: "list[str | hosts.Host] | None" = None,
-              link_delay_us: int | None = None) -> dict:
+              link_delay_us: int | None = None, rate: float | None = None,
+              arrivals: str = "constant", arrival_seed: int | None = None,
+              during=None) -> dict:
     """Drive `users` closed-loop users of `scenario` at `server` and measure one window.
 
     The window opens `warmup` seconds after all users should have spawned and closes after
@@ -339,12 +366,19 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     `link_delay_us`: the generator reaches the server through a link (sqlitelab.link's proxy,
     on the generator's CPUs) that holds each direction that many µs (0: the proxy alone);
     None: directly. The point records what the link applied.
+    `rate`: open loop at that many requests/s over every generator process (`arrivals`
+    constant or poisson, `arrival_seed` for a reproducible Poisson schedule of one process; see
+    the module's docstring); None: closed loop. `during(t0, t1)`: called in a thread of its own
+    once the window is known, with a dict whose "stop" is set when the level ends early (an
+    operation at a marked second, sqlitelab.operations); what it returns is the point's
+    `during`, and it must end by itself (it is joined after the level).
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     if users < 1 or processes < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users and processes must be >= 1, duration > 0, warmup >= 0")
     check_generator(generator, processes)
+    check_rate(rate, arrivals, requests)
     if not isinstance(keepalive, bool):
         raise ValueError(f"keepalive must be True or False, not {keepalive!r}")
     scenario_params = scenario_params or {}
@@ -386,6 +420,12 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
            "LAB_TARGET": str(math.ceil(requests / total)) if requests else "0",
            **scenarios.lab_env(scenario_params),
            "LAB_KEEPALIVE": "1" if keepalive else "0"}
+    for k in ("LAB_ARRIVAL_RATE", "LAB_ARRIVALS", "LAB_ARRIVAL_SEED"):
+        env.pop(k, None)
+    if rate is not None:  # each process offers its share
+        env.update({"LAB_ARRIVAL_RATE": repr(rate / total), "LAB_ARRIVALS": arrivals})
+        if arrival_seed is not None:
+            env["LAB_ARRIVAL_SEED"] = str(arrival_seed)
     if after_spawn:
         env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{length!r}"
         for k in ("LAB_T0", "LAB_T1"):
@@ -403,6 +443,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     env["LAB_SPEC"] = str(spec)
     started: list[hosts.Started] = []  # the generator (or Locust's master) first, then workers
     sampler = None
+    during_thread, during_out = None, {}
     ln = None
     try:  # from the moment a link or generator process exists: an interrupt below still stops it
         if link_delay_us is not None:
@@ -439,6 +480,10 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         else:
             sampler = Sampler(server, pids, t0, t1, remote=remote)
         sampler.start()
+        if during is not None:
+            during_thread = threading.Thread(target=_during, args=(during, sampler, during_out),
+                                             daemon=True)
+            during_thread.start()
         proc.wait(timeout=t1 - launch + 90)
         for w in started[1:]:  # workers quit at the window's close, before the master
             w.popen.wait(timeout=STOP_TIMEOUT + 10)
@@ -448,6 +493,9 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     finally:  # also on a timeout or KeyboardInterrupt: stop every generator process by its PID
         for p in started:
             hosts.stop(p)
+        if during_thread is not None:  # it stops what it started (operations.Operation)
+            during_out.setdefault("stop", True)
+            during_thread.join(600)
         if ln is not None:
             ln.stop()
         if sampler is not None and sampler.ident is not None:
@@ -460,8 +508,11 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
             raise LoadError(f"locust never spawned its users (exit {proc.returncode}); its log:\n"
                             + servers.log_tail(out_dir / "locust.log"))
         t0, t1 = window
+    if "error" in during_out:
+        raise during_out["error"]
     point = merge_level(out_dir, sampler, server, scenario, users, total, pinned,
                         requests, (t0, t1), proc.returncode, generator, keepalive)
+    point["during"] = during_out.get("result")
     point["generator_hosts"] = ",".join(map(str, workers)) or None
     stats = ln.stats() if ln else {}
     point.update({"link_delay_us": link_delay_us, "link_connections": stats.get("connections"),
@@ -469,6 +520,32 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
                   "link_late_max_us": stats.get("late_max_us")})
     point.update(level_timing(out_dir, launch, t0, warmup, exited, time.time()))
     return point
+
+
+ARRIVALS = ("constant", "poisson")
+
+
+def check_rate(rate, arrivals: str, requests) -> None:
+    if rate is None:
+        return
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"rate must be a positive number of requests/s (None: closed loop), not {rate!r}")
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}, not {arrivals!r}")
+    if requests:
+        raise ValueError("an open-loop level lasts a duration: pass rate or requests, not both")
+
+
+def _during(during, sampler: "Sampler", out: dict) -> None:
+    """Wait for the window to be known, then run `during(t0, t1)`, keeping its result or error."""
+    try:
+        while sampler.t0 is None or sampler.t1 is None:
+            if out.get("stop") or not sampler.is_alive():
+                return
+            time.sleep(0.005)
+        out["result"] = during(sampler.t0, sampler.t1, out)
+    except BaseException as e:  # noqa: BLE001 - re-raised by run_level in the caller's thread
+        out["error"] = e
 
 
 def spawn_window(out_dir: Path) -> tuple[float, float] | None:
@@ -582,8 +659,80 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "generator": generator,
         "keepalive": bool(keepalive),
         **_hey_run(procs),
+        **_open_loop(procs, t0, win),
+        "seconds": series(procs, sampler, t0, t0 + win),
     }
     return point
+
+
+def _open_loop(procs: list[dict], t0: float, win: float) -> dict:
+    """An open-loop point's schedule against what was sent (see the module's docstring)."""
+    if not any(p.get("open_loop") for p in procs):
+        return {"open_loop": False, "arrivals": None, "offered_rps": None, "offered": None,
+                "late": None, "max_lag_ms": None, "backlog": None}
+    return {"open_loop": True, "arrivals": procs[0].get("arrivals"),
+            "offered": sum(p["offered"] for p in procs),
+            "offered_rps": sum(p["offered"] / max(p["t1"] - t0, 1e-9) for p in procs),
+            "late": sum(p["late"] for p in procs),
+            "max_lag_ms": 1000 * max(p["max_lag_s"] for p in procs),
+            "backlog": sum(p["backlog"] for p in procs)}
+
+
+def keeps_up(point: dict, slo_p99_ms: float) -> bool:
+    """An open-loop level the server kept up with: p99 (from due times, so a request that
+    waited for a free user is charged that wait) within the SLO, no error, and nothing due
+    before the close left unsent. Late sends are not a criterion of their own: their wait is
+    in the p99."""
+    return bool(point.get("requests") and point.get("p99_ms") is not None
+                and point["p99_ms"] <= slo_p99_ms and not point.get("errors")
+                and not point.get("backlog"))
+
+
+def series(procs: list[dict], sampler: "Sampler", t0: float, t1: float) -> list[dict]:
+    """The window second by second: every second from t0 (the last one may be partial), with
+    the requests that finished in it (merged over processes), their errors by kind and
+    percentiles, and the server's CPU share, peak RSS and WAL size over it (the sampler's
+    samples bracketing the second)."""
+    n_seconds = max(1, math.ceil(t1 - t0 - 1e-9))
+    merged: dict[int, dict] = {}
+    for p in procs:
+        for b in p.get("seconds") or ():
+            m = merged.setdefault(int(b["s"]), {"n": 0, "late": 0, "failures": {},
+                                                "hist": HdrHistogram(1, 100_000_000, 3)})
+            m["n"] += b["n"]
+            m["late"] += b.get("late", 0)
+            for k, v in b["failures"].items():
+                m["failures"][k] = m["failures"].get(k, 0) + v
+            if b.get("hist"):
+                m["hist"].add(HdrHistogram.decode(b["hist"]))
+            for value, n in b.get("hist_values") or ():
+                m["hist"].record_value(min(max(int(value), 1), 100_000_000), int(n))
+    out = []
+    samples = sampler.samples if sampler is not None else []
+    for sec in range(max(n_seconds, max(merged, default=-1) + 1)):
+        a, b = t0 + sec, min(t0 + sec + 1, t1)
+        m = merged.get(sec, {"n": 0, "late": 0, "failures": {}, "hist": None})
+        h = m["hist"]
+        row = {"second": sec, "t": a, "span_s": b - a, "completed": m["n"],
+               "errors": sum(m["failures"].values()), "late": m["late"],
+               "failures": json.dumps(dict(sorted(m["failures"].items()))),
+               "p50_ms": h.get_value_at_percentile(50) / 1000 if m["n"] else None,
+               "p99_ms": h.get_value_at_percentile(99) / 1000 if m["n"] else None,
+               "max_ms": h.get_max_value() / 1000 if m["n"] else None}
+        before = [x for x in samples if x[0] <= a + 1e-6]
+        after = [x for x in samples if x[0] >= b - 1e-6]
+        inside = [x for x in samples if a <= x[0] <= b]
+        if before and after and after[0][0] > before[-1][0]:
+            x, y = before[-1], after[0]
+            row["server_cpu_pct"] = 100 * (y[1] - x[1]) / (y[0] - x[0])
+        else:
+            row["server_cpu_pct"] = None
+        near = inside or ([before[-1]] if before else [])
+        row["server_rss_mb"] = max(x[2] for x in near) / 2**20 if near else None
+        wal = [x[4] for x in near if x[4] is not None]
+        row["wal_bytes"] = max(wal) if wal else None
+        out.append(row)
+    return out
 
 
 def remote_cpu(procs: list[dict]) -> dict[str, dict]:

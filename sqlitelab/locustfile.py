@@ -24,10 +24,23 @@ opens <warm-up> seconds after the last user has spawned and lasts <length> secon
 with LAB_TARGET); the process writes its LAB_T0/LAB_T1 to LAB_OUT_DIR/window-<pid>.json as soon
 as it knows them, for the harness's samples at the window's edges. Locust's start-up (~0.5 s of
 imports here, more on a busy machine) then costs no more than it takes.
+
+LAB_ARRIVAL_RATE (requests/s of this process; LAB_ARRIVALS constant|poisson, LAB_ARRIVAL_SEED):
+open loop. Requests are due at a schedule's times whether or not earlier ones have been answered;
+a user takes the next due time, sleeps until it, sends; when every user is busy a due request
+waits for the next free one. Latency is counted from the due (intended) time, so a server that
+falls behind is charged for the queue it caused (no coordinated omission); the window still
+counts requests by when they were actually sent (so counts match the server's own counter).
+`late` requests were sent more than LATE_TOLERANCE_S after they were due, `offered` were due in
+the window, `backlog` were due before its close and never sent. The same contract as loadgen's.
+
+Every process also keeps the window per second (`seconds`: completions, failures by kind, late
+requests and an HdrHistogram of each second, by the second the request finished in).
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -61,7 +74,33 @@ OUT_DIR = Path(os.environ.get("LAB_OUT_DIR", "."))
 if not os.environ.get("LAB_SPEC"):
     raise ValueError("LAB_SPEC must name a compiled scenario (python -m sqlitelab.scenarios NAME > spec.json)")
 SPEC = json.loads(Path(os.environ["LAB_SPEC"]).read_text())
-RATE = float(os.environ.get("LAB_RATE_PER_USER", "0"))    # open-loop: requests/s per user; 0 = closed loop
+RATE = float(os.environ.get("LAB_RATE_PER_USER", "0"))    # paced users: requests/s per user; 0 = closed loop
+LATE_TOLERANCE_S = 0.005  # an open-loop request sent later than this after its due time is late
+ARRIVALS_KINDS = ("constant", "poisson")
+
+
+def _arrival_rate() -> float:
+    raw = os.environ.get("LAB_ARRIVAL_RATE", "").strip() or "0"
+    try:
+        rate = float(raw)
+    except ValueError:
+        raise ValueError(f"LAB_ARRIVAL_RATE={raw!r} must be a number of requests/s (0: closed loop)") from None
+    if not math.isfinite(rate) or rate < 0:
+        raise ValueError(f"LAB_ARRIVAL_RATE={raw!r} must be a finite number >= 0 (0: closed loop)")
+    if rate > 0 and (RATE > 0 or TARGET > 0):
+        raise ValueError("open loop (LAB_ARRIVAL_RATE) takes neither LAB_RATE_PER_USER nor LAB_TARGET")
+    return rate
+
+
+ARRIVAL_RATE = _arrival_rate()
+ARRIVALS = os.environ.get("LAB_ARRIVALS", "").strip() or "constant"
+if ARRIVALS not in ARRIVALS_KINDS:
+    raise ValueError(f"LAB_ARRIVALS={ARRIVALS!r} must be one of {', '.join(ARRIVALS_KINDS)}")
+_seed = os.environ.get("LAB_ARRIVAL_SEED", "").strip()
+try:
+    ARRIVAL_SEED = int(_seed) if _seed else None
+except ValueError:
+    raise ValueError(f"LAB_ARRIVAL_SEED={_seed!r} must be an integer") from None
 TIMEOUT = float(os.environ.get("LAB_REQUEST_TIMEOUT", "30"))
 _keepalive = os.environ.get("LAB_KEEPALIVE", "").strip() or "1"  # 0: a new connection per request
 if _keepalive not in ("0", "1"):
@@ -76,6 +115,56 @@ run_counts: Counter = Counter()  # "name status" -> n over the whole run (the au
 state = {"count": 0, "bytes": 0, "sum_us": 0, "first_start": None, "last_end": None,
          "t1": None, "stopping": False, "spawned_at": None, "max_id": SPEC["max_id"],
          "locust_window": None, "overran": 0, "max_overrun_s": 0.0, "cpu_t0": None, "cpu_t1": None}
+
+
+class Schedule:
+    """The due times of one process's open-loop requests: slot 0 when the first user asks,
+    then every 1/rate s (constant) or after exponential gaps of mean 1/rate (poisson)."""
+
+    def __init__(self, rate: float, kind: str, seed: int | None):
+        self.rate, self.kind = rate, kind
+        self.rng = random.Random(seed)
+        self.origin: float | None = None
+        self.k = 0                       # the next slot's index
+        self.next_t: float | None = None  # ... and its due time
+        self.offered = 0                 # slots due in [T0, T1)
+        self.closed = False
+
+    def _advance(self) -> float:
+        t = self.next_t
+        if T0 <= t < T1:
+            self.offered += 1
+        self.k += 1
+        self.next_t = (self.origin + self.k / self.rate if self.kind == "constant"
+                       else t + self.rng.expovariate(self.rate))
+        return t
+
+    def take(self) -> float | None:
+        """The next slot's due time (None once the window has closed)."""
+        if self.closed:
+            return None
+        if self.origin is None:
+            self.origin = self.next_t = time.time()
+        return self._advance()
+
+    def close(self, t1: float) -> int:
+        """At the window's close: the slots due more than LATE_TOLERANCE_S before it that no
+        user took (the backlog; one due closer to the close was not late yet), each slot due
+        before it counted as offered. A taken slot is sent as soon as it is due (gevent runs
+        the user that slept for it)."""
+        self.closed = True
+        backlog = 0
+        while self.origin is not None and self.next_t < t1:
+            backlog += self._advance() < t1 - LATE_TOLERANCE_S
+        return backlog
+
+
+SCHEDULE = Schedule(ARRIVAL_RATE, ARRIVALS, ARRIVAL_SEED) if ARRIVAL_RATE > 0 else None
+due_of: dict = {}  # greenlet -> the due time of the request it is sending (open loop)
+# the window per second (by the second a request finished in, from T0)
+per_second: dict[int, dict] = {}
+open_state = {"late": 0, "max_lag_s": 0.0, "backlog": 0}
+
 # The whole run as `hey` counts it (rakyll/hey requester/report.go): `results` is every
 # finished request whatever its outcome (hey's numRes, transport errors included); `ok` those
 # with an HTTP status (not a transport error), over which the latency sum and maximum are
@@ -88,6 +177,7 @@ def record(request_type, name, response_time, response_length, response=None, ex
            start_time=None, **kw):
     status = getattr(response, "status_code", 0) or 0
     run_counts[f"{request_type} {name} {status}"] += 1
+    due = due_of.pop(gevent.getcurrent(), None)
     us = max(1, int(round(response_time * 1000)))
     run["results"] += 1
     if status:
@@ -105,7 +195,21 @@ def record(request_type, name, response_time, response_length, response=None, ex
         state["max_overrun_s"] = max(state["max_overrun_s"], end - window_end)
     if start_time < T0 or end > T1 or state["t1"] is not None:
         return
+    lag = 0.0
+    if due is not None:  # open loop: from the due time, the wait for a free user included
+        us = max(1, int(round((end - due) * 1e6)))
+        lag = max(0.0, start_time - due)
+        open_state["max_lag_s"] = max(open_state["max_lag_s"], lag)
+    late = lag > LATE_TOLERANCE_S
+    open_state["late"] += late
     hist.record_value(min(us, 100_000_000))
+    sec = per_second.get(int(end - T0))
+    if sec is None:
+        sec = per_second[int(end - T0)] = {"n": 0, "failures": Counter(), "late": 0,
+                                           "hist": HdrHistogram(1, 100_000_000, 3)}
+    sec["n"] += 1
+    sec["late"] += late
+    sec["hist"].record_value(min(us, 100_000_000))
     state["count"] += 1
     state["sum_us"] += us
     state["bytes"] += response_length or 0
@@ -115,6 +219,7 @@ def record(request_type, name, response_time, response_length, response=None, ex
     kind = failure_kind(status, exception)
     if kind:
         window_failures[kind] += 1
+        sec["failures"][kind] += 1
     if TARGET and state["count"] >= TARGET:
         state["t1"] = end
         state["stopping"] = True
@@ -167,6 +272,8 @@ def end_at_window_close(environment, **kw):
                 state["cpu_t0"] = _cpu_seconds()
             gevent.sleep(0.02)
         state["cpu_t1"] = _cpu_seconds()
+        if SCHEDULE is not None:
+            open_state["backlog"] = SCHEDULE.close(T1)
         state["stopping"] = True
         environment.runner.quit()
     gevent.spawn(stopper)
@@ -196,6 +303,13 @@ def dump(environment, **kw):
         "run_max_us": run["max_us"],
         "remote_host": REMOTE_HOST, "cpu_t0": state["cpu_t0"], "cpu_t1": state["cpu_t1"],
         "cpus": len(os.sched_getaffinity(0)),
+        "open_loop": SCHEDULE is not None, "arrival_rate": ARRIVAL_RATE or None,
+        "arrivals": ARRIVALS if SCHEDULE is not None else None,
+        "offered": SCHEDULE.offered if SCHEDULE is not None else 0,
+        "late": open_state["late"], "max_lag_s": open_state["max_lag_s"],
+        "backlog": open_state["backlog"],
+        "seconds": [{"s": s, "n": b["n"], "failures": dict(b["failures"]), "late": b["late"],
+                     "hist": b["hist"].encode().decode()} for s, b in sorted(per_second.items())],
     }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / f"proc-{os.getpid()}.json").write_text(json.dumps(out))
@@ -272,6 +386,14 @@ class LabScenario(LabUser):
     @task
     def send(self):
         self.check()
+        if SCHEDULE is not None:  # open loop: the next due time, whatever the others wait for
+            due = SCHEDULE.take()
+            if due is None:
+                raise StopUser()
+            if (wait := due - time.time()) > 0:
+                gevent.sleep(wait)
+            self.check()
+            due_of[gevent.getcurrent()] = due
         req = self.spec_requests[-1]
         if self.spec_shared:
             draw, cum = random.random(), 0.0

@@ -51,7 +51,9 @@ FILE is a scenario compiled from sqlitelab/scenarios.toml (python -m sqlitelab.s
 [LAB_VAR=VALUE ...] > FILE; sqlitelab.load writes one per level), the file Locust reads too.
 Environment as sqlitelab/locustfile.py: LAB_T0, LAB_T1, LAB_TARGET, LAB_OUT_DIR,
 LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT, LAB_KEEPALIVE (1: one kept-alive connection per user;
-0: a new connection per request, Connection: close).
+0: a new connection per request, Connection: close), and for an open loop LAB_ARRIVAL_RATE
+(requests/s of this process; 0: closed loop), LAB_ARRIVALS (constant | poisson) and
+LAB_ARRIVAL_SEED (an integer: a reproducible Poisson schedule).
 Writes LAB_OUT_DIR/proc-<pid>.json and exits 0; a usage error prints one line and exits 2.
 `
 
@@ -162,7 +164,12 @@ type config struct {
 	outDir     string
 	rate       float64
 	timeout    time.Duration
-	keepalive  bool // LAB_KEEPALIVE: false = a new connection per request, Connection: close
+	// open loop: requests/s this process offers (0: closed loop), constant or poisson
+	arrivalRate float64
+	poisson     bool
+	seed        int64
+	seeded      bool
+	keepalive   bool // LAB_KEEPALIVE: false = a new connection per request, Connection: close
 }
 
 func parseConfig(args []string, getenv func(string) string) (*config, error) {
@@ -207,9 +214,23 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 	cfg.rate = e.float("LAB_RATE_PER_USER", "0")
 	timeout := e.float("LAB_REQUEST_TIMEOUT", "30")
 	cfg.keepalive = e.flag("LAB_KEEPALIVE", "1")
+	cfg.arrivalRate = e.float("LAB_ARRIVAL_RATE", "0")
+	arrivals := e.value("LAB_ARRIVALS", "constant")
+	if seed := e.value("LAB_ARRIVAL_SEED", ""); seed != "" {
+		cfg.seed, cfg.seeded = e.int("LAB_ARRIVAL_SEED", "0"), true
+	}
 	if e.err != nil {
 		return nil, e.err
 	}
+	switch {
+	case cfg.arrivalRate < 0 || math.IsInf(cfg.arrivalRate, 0):
+		return nil, fmt.Errorf("LAB_ARRIVAL_RATE must be a finite number >= 0 (0: closed loop), not %v", cfg.arrivalRate)
+	case arrivals != "constant" && arrivals != "poisson":
+		return nil, fmt.Errorf("LAB_ARRIVALS=%q must be constant or poisson", arrivals)
+	case cfg.arrivalRate > 0 && (cfg.rate > 0 || cfg.target > 0):
+		return nil, errors.New("open loop (LAB_ARRIVAL_RATE) takes neither LAB_RATE_PER_USER nor LAB_TARGET")
+	}
+	cfg.poisson = arrivals == "poisson"
 	switch {
 	case math.IsInf(cfg.t0, 0) || math.IsInf(cfg.t1, 0):
 		return nil, errors.New("LAB_T0 and LAB_T1 must be finite epoch seconds")
@@ -326,6 +347,21 @@ type recorder struct {
 	run                 runStats
 	frozen              bool
 	onTarget            func()
+	// open loop (see schedule): sends more than lateTolerance after their due time, the
+	// longest such lag; and every counted request by the second it finished in
+	late    int64
+	maxLag  float64
+	seconds map[int64]*secondBucket
+}
+
+// lateTolerance: an open-loop request sent later than this after its due time is late.
+const lateTolerance = 0.005
+
+// secondBucket is one second of the window (locustfile.py's per_second).
+type secondBucket struct {
+	n, late  int64
+	failures map[string]int64
+	hist     map[int64]int64
 }
 
 // runStats is the whole run as `hey` reports it (rakyll/hey requester/report.go): results
@@ -341,11 +377,18 @@ type runStats struct {
 func newRecorder(names []string, t0, t1 float64, target int64, onTarget func()) *recorder {
 	return &recorder{names: names, t0: t0, t1: t1, target: target, onTarget: onTarget,
 		status: map[int]int64{}, failures: map[string]int64{},
-		runCounts: map[runKey]int64{}, hist: map[int64]int64{}}
+		runCounts: map[runKey]int64{}, hist: map[int64]int64{}, seconds: map[int64]*secondBucket{}}
 }
 
 // record one finished request: start in epoch seconds, dur from the monotonic clock.
 func (r *recorder) record(o op, status int, kind string, start float64, dur time.Duration, nbytes int64) {
+	r.recordDue(o, status, kind, start, dur, nbytes, 0)
+}
+
+// recordDue records an open-loop request (due > 0: its due time, epoch seconds): in the
+// window its latency counts from the due time, the wait for a free user included; the run's
+// (hey's) accounting keeps the time from its actual send.
+func (r *recorder) recordDue(o op, status int, kind string, start float64, dur time.Duration, nbytes int64, due float64) {
 	end := start + dur.Seconds()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -379,6 +422,28 @@ func (r *recorder) record(o op, status int, kind string, start float64, dur time
 	}
 	if start < r.t0 || end > r.t1 || r.ended {
 		return
+	}
+	lag := 0.0
+	if due > 0 {
+		us = max(1, int64(math.RoundToEven((end-due)*1e6)))
+		lag = math.Max(0, start-due)
+		r.maxLag = math.Max(r.maxLag, lag)
+	}
+	late := lag > lateTolerance
+	sec := int64(math.Floor(end - r.t0))
+	b := r.seconds[sec]
+	if b == nil {
+		b = &secondBucket{failures: map[string]int64{}, hist: map[int64]int64{}}
+		r.seconds[sec] = b
+	}
+	b.n++
+	b.hist[min(us, histMax)]++
+	if late {
+		r.late++
+		b.late++
+	}
+	if kind != "" {
+		b.failures[kind]++
 	}
 	r.hist[min(us, histMax)]++
 	r.count++
@@ -432,6 +497,23 @@ type output struct {
 	RunOK         int64    `json:"run_ok"`
 	RunSumUS      int64    `json:"run_sum_us"`
 	RunMaxUS      int64    `json:"run_max_us"`
+	// open loop (null / 0 in closed loop) and the window second by second
+	OpenLoop    bool         `json:"open_loop"`
+	ArrivalRate *float64     `json:"arrival_rate"`
+	Arrivals    *string      `json:"arrivals"`
+	Offered     int64        `json:"offered"`
+	Late        int64        `json:"late"`
+	MaxLagS     float64      `json:"max_lag_s"`
+	Backlog     int64        `json:"backlog"`
+	Seconds     []secondJSON `json:"seconds"`
+}
+
+type secondJSON struct {
+	S          int64            `json:"s"`
+	N          int64            `json:"n"`
+	Failures   map[string]int64 `json:"failures"`
+	Late       int64            `json:"late"`
+	HistValues [][2]int64       `json:"hist_values"`
 }
 
 // freeze ends recording at `now` (epoch seconds) and returns the file's content. inflight
@@ -480,7 +562,84 @@ func (r *recorder) freeze(now float64, inflight []int64, spawnedAt *float64) *ou
 		out.HistValues = append(out.HistValues, [2]int64{v, n})
 	}
 	sort.Slice(out.HistValues, func(i, j int) bool { return out.HistValues[i][0] < out.HistValues[j][0] })
+	out.Late, out.MaxLagS = r.late, r.maxLag
+	out.Seconds = []secondJSON{}
+	for s, b := range r.seconds {
+		sj := secondJSON{S: s, N: b.n, Failures: b.failures, Late: b.late, HistValues: [][2]int64{}}
+		for v, n := range b.hist {
+			sj.HistValues = append(sj.HistValues, [2]int64{v, n})
+		}
+		sort.Slice(sj.HistValues, func(i, j int) bool { return sj.HistValues[i][0] < sj.HistValues[j][0] })
+		out.Seconds = append(out.Seconds, sj)
+	}
+	sort.Slice(out.Seconds, func(i, j int) bool { return out.Seconds[i].S < out.Seconds[j].S })
 	return out
+}
+
+// ------------------------------------------------------------------------------ open loop
+
+// schedule holds the due times of the process's open-loop requests (locustfile.py's
+// Schedule): slot 0 when the first user asks, then every 1/rate s (constant) or after
+// exponential gaps of mean 1/rate (poisson). Users take slots in order under its mutex.
+type schedule struct {
+	mu      sync.Mutex
+	rate    float64
+	poisson bool
+	rng     *rand.Rand
+	started bool
+	origin  float64
+	k       int64
+	next    float64
+	t0, t1  float64
+	offered int64 // slots due in [t0, t1)
+}
+
+func newSchedule(cfg *config) *schedule {
+	seed := uint64(time.Now().UnixNano())
+	if cfg.seeded {
+		seed = uint64(cfg.seed)
+	}
+	return &schedule{rate: cfg.arrivalRate, poisson: cfg.poisson, t0: cfg.t0, t1: cfg.t1,
+		rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+}
+
+func (s *schedule) advance() float64 {
+	t := s.next
+	if s.t0 <= t && t < s.t1 {
+		s.offered++
+	}
+	s.k++
+	if s.poisson {
+		s.next = t + s.rng.ExpFloat64()/s.rate
+	} else {
+		s.next = s.origin + float64(s.k)/s.rate
+	}
+	return t
+}
+
+// take returns the next slot's due time (epoch seconds).
+func (s *schedule) take(now float64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		s.started, s.origin, s.next = true, now, now
+	}
+	return s.advance()
+}
+
+// untaken counts the slots due more than lateTolerance before t1 that no user took (a slot
+// due closer to the close was not late yet), and counts every slot due before t1 as offered
+// (called once, after the users have stopped).
+func (s *schedule) untaken(t1 float64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for s.started && s.next < t1 {
+		if s.advance() < t1-lateTolerance {
+			n++
+		}
+	}
+	return n
 }
 
 // failureKind is sqlitelab/failures.py's failure_kind: "" for a success or redirect.
@@ -521,6 +680,7 @@ type run struct {
 	users     []*user
 	wg        sync.WaitGroup
 	spawnedAt float64
+	sched     *schedule // open loop; nil in closed loop
 }
 
 func newRun(cfg *config) *run {
@@ -531,6 +691,9 @@ func newRun(cfg *config) *run {
 	}
 	g.rec = newRecorder(names, cfg.t0, cfg.t1, cfg.target, g.stop)
 	g.maxID.Store(cfg.spec.MaxID)
+	if cfg.arrivalRate > 0 {
+		g.sched = newSchedule(cfg)
+	}
 	return g
 }
 
@@ -602,8 +765,25 @@ func execute(cfg *config, signals <-chan os.Signal) *output {
 		grace.Stop()
 	}
 	spawned := g.spawnedAt
-	out := g.rec.freeze(epoch(time.Now()), g.inflight(), &spawned)
+	now := epoch(time.Now())
+	out := g.rec.freeze(now, g.inflight(), &spawned)
 	out.Resent = g.resent.Load()
+	if g.sched != nil {
+		// due before the close (by more than lateTolerance) and never sent: slots no user
+		// took, and slots taken by a user that the stop reached before it sent
+		closeAt := math.Min(cfg.t1, now)
+		out.Backlog = g.sched.untaken(closeAt)
+		for _, u := range g.users {
+			if d := u.pendingDue; d > 0 && d < closeAt-lateTolerance {
+				out.Backlog++
+			}
+		}
+		rate, kind := cfg.arrivalRate, "constant"
+		if cfg.poisson {
+			kind = "poisson"
+		}
+		out.OpenLoop, out.ArrivalRate, out.Arrivals, out.Offered = true, &rate, &kind, g.sched.offered
+	}
 	return out
 }
 
@@ -671,6 +851,9 @@ type user struct {
 	body     []byte // a request body built per request (POST /users/{uid})
 	resp     []byte // the captured response body
 	inflight atomic.Int64
+	// open loop: the due time of the slot taken and not yet sent (0: none); read by execute
+	// after the user has stopped
+	pendingDue float64
 }
 
 func (u *user) loop() {
@@ -680,9 +863,13 @@ func (u *user) loop() {
 	if u.cfg.rate > 0 {
 		period = time.Duration(float64(time.Second) / u.cfg.rate)
 	}
+	if u.g.sched != nil {
+		u.openLoop()
+		return
+	}
 	for !u.g.shouldStop() {
 		cycle := time.Now()
-		u.once()
+		u.once(0)
 		if period > 0 { // constant_throughput: each task + wait lasts at least 1/rate
 			if wait := period - time.Since(cycle); wait > 0 {
 				t := time.NewTimer(wait)
@@ -697,9 +884,34 @@ func (u *user) loop() {
 	}
 }
 
+// openLoop: take the next due time, sleep until it (unless the stop comes first), send.
+// When every user is busy, due requests wait for the next free user: their latency then
+// includes that wait (no coordinated omission).
+func (u *user) openLoop() {
+	for !u.g.shouldStop() {
+		due := u.g.sched.take(epoch(time.Now()))
+		u.pendingDue = due
+		if wait := time.Duration((due - epoch(time.Now())) * float64(time.Second)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-u.g.stopCh:
+				t.Stop()
+				return
+			}
+		}
+		if u.g.shouldStop() {
+			return
+		}
+		u.pendingDue = 0
+		u.once(due)
+	}
+}
+
 // once sends the scenario's next request and records it, as LabScenario's task does: the
-// first request whose cumulative share exceeds a uniform draw, else the last.
-func (u *user) once() {
+// first request whose cumulative share exceeds a uniform draw, else the last. due > 0: an
+// open-loop request's due time (epoch seconds).
+func (u *user) once(due float64) {
 	cfg, g := u.cfg, u.g
 	reqs := cfg.spec.Requests
 	o := op(len(reqs) - 1)
@@ -730,7 +942,7 @@ func (u *user) once() {
 	u.inflight.Store(startNs)
 	status, n, err := u.exchange(r.Method, u.path, body, r.JSON && r.Body != nil, r.Follow, r.TrackMaxID)
 	dur := time.Since(start)
-	g.rec.record(o, status, failureKind(status, err), float64(startNs)/1e9, dur, n)
+	g.rec.recordDue(o, status, failureKind(status, err), float64(startNs)/1e9, dur, n, due)
 	u.inflight.Store(0)
 	if r.TrackMaxID && status == 201 && err == nil {
 		if id, ok := parseID(u.resp); ok {

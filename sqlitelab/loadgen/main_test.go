@@ -509,3 +509,99 @@ func TestExecuteExactTarget(t *testing.T) {
 		t.Fatalf("count %d status %v t1 %v", out.Count, out.Status, out.T1)
 	}
 }
+
+func TestOpenLoopConfigErrors(t *testing.T) {
+	hello := specFile(t, helloSpec)
+	ok := []string{"-spec", hello, "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"}
+	bad := []map[string]string{
+		{"LAB_ARRIVAL_RATE": "-1"}, {"LAB_ARRIVAL_RATE": "NaN"}, {"LAB_ARRIVAL_RATE": "Inf"},
+		{"LAB_ARRIVAL_RATE": "fast"}, {"LAB_ARRIVAL_RATE": "100", "LAB_ARRIVALS": "bursty"},
+		{"LAB_ARRIVAL_RATE": "100", "LAB_ARRIVAL_SEED": "x"},
+		{"LAB_ARRIVAL_RATE": "100", "LAB_RATE_PER_USER": "5"}, {"LAB_ARRIVAL_RATE": "100", "LAB_TARGET": "50"},
+	}
+	for _, e := range bad {
+		if _, err := parseConfig(ok, env(e)); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v", e, err)
+		}
+	}
+	cfg, err := parseConfig(ok, env(map[string]string{"LAB_ARRIVAL_RATE": "250", "LAB_ARRIVALS": "poisson", "LAB_ARRIVAL_SEED": "7"}))
+	if err != nil || cfg.arrivalRate != 250 || !cfg.poisson || !cfg.seeded || cfg.seed != 7 {
+		t.Fatalf("valid open loop refused or misread: %+v %v", cfg, err)
+	}
+}
+
+func TestScheduleConstantAndPoisson(t *testing.T) {
+	c := newSchedule(&config{arrivalRate: 100, t0: 1000.5, t1: 1001.5})
+	for k := 0; k < 5; k++ {
+		if got, want := c.take(1000), 1000+float64(k)/100; math.Abs(got-want) > 1e-9 {
+			t.Fatalf("slot %d due %v, want %v", k, got, want)
+		}
+	}
+	// slots 5..149 untaken; those due before 1001.5 - lateTolerance are the backlog
+	if n := c.untaken(1001.5); n != 145 {
+		t.Errorf("untaken %d, want 145", n)
+	}
+	if c.offered != 100 { // due in [1000.5, 1001.5)
+		t.Errorf("offered %d, want 100", c.offered)
+	}
+	p := newSchedule(&config{arrivalRate: 1000, poisson: true, seeded: true, seed: 3, t0: 0, t1: 1e12})
+	first := p.take(0)
+	var last float64
+	for i := 0; i < 20000; i++ {
+		last = p.take(0)
+	}
+	if mean := (last - first) / 20000; math.Abs(mean-0.001) > 0.00005 {
+		t.Errorf("poisson mean gap %v, want 0.001", mean)
+	}
+	a := newSchedule(&config{arrivalRate: 1000, poisson: true, seeded: true, seed: 3, t1: 1e12})
+	b := newSchedule(&config{arrivalRate: 1000, poisson: true, seeded: true, seed: 3, t1: 1e12})
+	for i := 0; i < 100; i++ {
+		if x, y := a.take(0), b.take(0); x != y {
+			t.Fatalf("the same seed gives another schedule at slot %d: %v vs %v", i, x, y)
+		}
+	}
+}
+
+func TestOpenLoopQueuesBehindASlowServer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond)
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	now := epoch(time.Now())
+	args := []string{"-spec", specFile(t, helloSpec), "-users", "2", "-host", srv.URL, "-max-seconds", "10"}
+	cfg, err := parseConfig(args, env(map[string]string{"LAB_ARRIVAL_RATE": "400", "LAB_T0": fmt.Sprint(now + 0.2),
+		"LAB_T1": fmt.Sprint(now + 1.7), "LAB_OUT_DIR": dir}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := execute(cfg, make(chan os.Signal))
+	if !out.OpenLoop || out.Backlog == 0 || out.Late == 0 || out.Offered < 550 || out.Offered > 610 {
+		t.Errorf("open %v backlog %d late %d offered %d", out.OpenLoop, out.Backlog, out.Late, out.Offered)
+	}
+	var n int64
+	for _, s := range out.Seconds {
+		n += s.N
+	}
+	if n != out.Count || len(out.Seconds) < 1 {
+		t.Errorf("seconds hold %d requests, the window %d", n, out.Count)
+	}
+	// from due time, the first second's median is far below the last's: the queue grew
+	p50 := func(hv [][2]int64) int64 {
+		var total, seen int64
+		for _, v := range hv {
+			total += v[1]
+		}
+		for _, v := range hv {
+			if seen += v[1]; 2*seen >= total {
+				return v[0]
+			}
+		}
+		return 0
+	}
+	firstP50, lastP50 := p50(out.Seconds[0].HistValues), p50(out.Seconds[len(out.Seconds)-1].HistValues)
+	if lastP50 < firstP50+300_000 {
+		t.Errorf("p50 from due time %d µs then %d µs: the queue did not grow", firstP50, lastP50)
+	}
+}
