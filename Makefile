@@ -31,7 +31,7 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel servers ## install everything the lab needs (idempotent; quick the second time)
+setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel $(STAMP)/bin/litestream servers ## install everything the lab needs (idempotent; quick the second time)
 
 $(STAMP)/apt: Makefile
 	@mkdir -p $(STAMP)
@@ -80,6 +80,14 @@ $(STAMP)/venv: $(LOCK) pyproject.toml
 $(STAMP)/kernel: $(STAMP)/venv
 	@$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sqlitelab)" >/dev/null
 	@touch $@
+
+# Litestream, for notebook 08's replication under load (issue 16): built from its Go module at the
+# version sqlitelab/operations.py names (through the Go module proxy; cgo, Debian's gcc), once.
+LITESTREAM_VERSION := $(shell sed -n 's/^LITESTREAM_VERSION = "\(v[0-9.]*\)".*/\1/p' sqlitelab/operations.py)
+$(STAMP)/bin/litestream:
+	@mkdir -p $(STAMP)/bin
+	@echo "setup: building Litestream $(LITESTREAM_VERSION) from its Go module (about a minute, once)"
+	@cd $(STAMP) && GOBIN=$(CURDIR)/$(STAMP)/bin go install github.com/benbjohnson/litestream/cmd/litestream@$(LITESTREAM_VERSION)
 
 servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load generator and the link's delay proxy (cached)
 	@$(PY) -m sqlitelab.servers build

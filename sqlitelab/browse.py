@@ -311,6 +311,52 @@ TABLES: dict[str, dict] = {
             "time_cache_s": "Point timing: the page-cache probes (fincore) before and after, s.",
             "time_pause_s": "Point timing: the pause after the level, s.",
             "time_point_s": "Point timing: the whole point, counts to pause, s.",
+            "open_loop": "1: requests were due on a schedule whatever the server answered (open loop, "
+                         "`rate`), latencies and percentiles from each request's due time; 0: closed loop.",
+            "rate": "Open loop: the requests/s the sweep offered (over every generator process); "
+                    "empty in closed loop.",
+            "arrivals": "Open loop: constant (even spacing) or poisson arrivals.",
+            "offered": "Open loop: requests due in the window.",
+            "offered_rps": "Open loop: requests due in the window per second of it (the offered load).",
+            "late": "Open loop: requests of the window sent more than 5 ms after they were due (every "
+                    "user busy, or the generator behind); their wait is in their latency.",
+            "max_lag_ms": "Open loop: the longest a request of the window waited past its due time to be sent, ms.",
+            "backlog": "Open loop: requests due before the window closed that were never sent (0: the "
+                       "server kept up).",
+            "operation": "The operation run during the level (sqlitelab.operations), empty for none.",
+            "operation_started_s": "When the operation started, seconds after the window opened.",
+            "operation_seconds": "How long the operation took, s.",
+            "operation_result": "What the operation reported (JSON: its timing, sizes and details).",
+        },
+    },
+    "seconds": {
+        "description": "Every point's window second by second (load.series): completions, errors, "
+                       "late sends, the second's own percentiles, and the server's CPU, RSS and WAL. "
+                       "Join to points on run_id, server, profile, scenario, users, rate, repeat, generator.",
+        "facets": ["server", "operation"],
+        "columns": {
+            **_described(),
+            **_shared("run_id", "server", "profile", "scenario", "users", "repeat", "generator"),
+            "database": "sqlite, or postgres.",
+            "rate": "Open loop: the rate offered, requests/s (empty: closed loop).",
+            "headline": "1 when the point is a headline point (not replaced by a confirmation).",
+            "operation": "The operation run during the level, empty for none.",
+            "operation_started_s": "When the operation started, seconds after the window opened.",
+            "operation_seconds": "How long the operation took, s.",
+            "second": "Seconds since the window opened (0, 1, ...).",
+            "t": "The second's start, epoch seconds.",
+            "span_s": "Its length, s (the window's last second may be partial).",
+            "completed": "Requests of the window that finished in this second.",
+            "errors": "Those that failed (any kind).",
+            "failures": "Failures by kind (JSON).",
+            "late": "Open loop: those sent more than 5 ms after they were due.",
+            "p50_ms": "Median latency of the second's requests, ms (open loop: from due time).",
+            "p99_ms": "p99 of the second's requests, ms (open loop: from due time).",
+            "max_ms": "Slowest request of the second, ms.",
+            "server_cpu_pct": "Server CPU over the second, % of one core (its samples bracketing it).",
+            "server_rss_mb": "Server resident memory, peak sampled in the second, MiB.",
+            "wal_bytes": "The SQLite WAL file's size, largest sampled in the second, bytes (empty: "
+                         "Postgres, or a server on another host).",
         },
     },
     "crosschecks": {

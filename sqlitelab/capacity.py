@@ -6,7 +6,11 @@ Seed 000: pack a day's requests into 4 peak hours (1,000,000/day ≈ 70/s); ~2,5
 1,388 req/s. Seed 000: Twitter 2007 at 600 req/s, Shopify 2013 at 833.
 
 Peak throughput at any latency is not capacity: `capacity_at_slo` takes the highest measured
-throughput whose p99 meets the objective with no errors.
+throughput whose p99 meets the objective with no errors. Closed-loop users wait for each answer,
+so a slow server slows its own load down and its p99 looks better than arriving users would
+see it; `open_loop_capacity` sizes capacity as operators do, from offered load: the highest
+arrival rate the server kept up with (load.keeps_up: p99 from due times within the SLO, no
+errors, no backlog), and `three_ways` sets it beside the closed-loop capacity and the naive peak.
 """
 from __future__ import annotations
 
@@ -107,13 +111,72 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     return pd.DataFrame(rows)
 
 
+def _open(points: pd.DataFrame) -> pd.Series:
+    """Which points are open-loop (points stored before issue 16 have no such column)."""
+    if "open_loop" not in points:
+        return pd.Series(False, index=points.index)
+    return points["open_loop"].fillna(False).astype(bool)
+
+
+def open_loop_capacity(points: pd.DataFrame, slo_p99_ms: float = 100.0,
+                       by=("server", "profile", "scenario")) -> pd.DataFrame:
+    """Per group (and users, the most in flight): the offered rates from the lowest up, and
+    the capacity = the highest rate below the first one the server did not keep up with
+    (every repeat must keep up: load.keeps_up). `knee_rate` is that first rate (None: it kept
+    up with every rate offered, and the capacity is a lower bound: `open_lower_bound`)."""
+    from .load import keeps_up
+    _positive(slo_p99_ms=slo_p99_ms)
+    pts = points[_open(points)] if len(points) else points
+    if pts.empty:
+        return pd.DataFrame(columns=[*by, "users", "open_rps", "knee_rate"])
+    rows = []
+    for key, grp in pts.groupby(list(by) + ["users"], sort=True):
+        row = dict(zip(list(by) + ["users"], key))
+        cap, knee, at = 0.0, None, None
+        for rate, lv in grp.groupby("rate", sort=True):
+            if all(keeps_up(p, slo_p99_ms) for p in lv.to_dict("records")):
+                cap, at = float(rate), lv
+            else:
+                knee = float(rate)
+                break
+        row.update({"open_rps": cap, "knee_rate": knee, "open_lower_bound": knee is None,
+                    "open_p99_ms": float(at["p99_ms"].max()) if at is not None else None,
+                    "open_served_rps": float(at["rps"].mean()) if at is not None else None,
+                    "rates": len(grp["rate"].unique())})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def three_ways(points: pd.DataFrame, slo_p99_ms: float = 100.0,
+               by=("notebook", "server", "profile", "scenario")) -> pd.DataFrame:
+    """Per stack and workload: open-loop capacity (from offered load), closed-loop capacity
+    (the best level whose p99 met the SLO) and the naive peak (best rps at any latency), from
+    the same run's open- and closed-loop points."""
+    if points.empty:
+        return pd.DataFrame(columns=[*by, "open_rps", "slo_rps", "peak_rps"])
+    pts = points.assign(experiment=points["experiment"].fillna("") if "experiment" in points else "")
+    opened = open_loop_capacity(pts, slo_p99_ms, by=by)
+    closed = capacity_at_slo(pts[~_open(pts)], slo_p99_ms, by=by)
+    if opened.empty or closed.empty:
+        return pd.DataFrame(columns=[*by, "open_rps", "slo_rps", "peak_rps"])
+    best = opened.loc[opened.groupby(list(by))["open_rps"].idxmax()]
+    out = best.merge(closed, on=list(by), how="inner")
+    keep = [*by, "open_rps", "knee_rate", "open_lower_bound", "open_p99_ms", "users", "slo_rps",
+            "slo_users", "slo_p99_ms", "peak_rps", "peak_users", "peak_p99_ms"]
+    out = out[keep].rename(columns={"users": "open_users"})
+    out["open_over_closed"] = out["open_rps"] / out["slo_rps"].where(out["slo_rps"] > 0)
+    return out.sort_values(list(by)).reset_index(drop=True)
+
+
 # The notebooks whose measurements notebook 06 reads, and for each the experiments that
 # reproduce its article (the others are the "beyond" sweeps: write shares, write paths...).
 COLLECTION = ("01-linear-writes", "02-busy-errors", "03-read-write-mix", "05-single-machine",
-              "07-sqlite-vs-postgres")
+              "07-sqlite-vs-postgres", "08-operations-under-load")
 HEADLINE_EXPERIMENTS = {"02-busy-errors": {"profiles"}, "03-read-write-mix": {"article"},
                         # 07: each workload on each database, not Postgres behind a link
-                        "07-sqlite-vs-postgres": versus.experiments()}
+                        "07-sqlite-vs-postgres": versus.experiments(),
+                        # 08: its closed-loop levels (its open-loop rates: three_ways)
+                        "08-operations-under-load": {"closed"}}
 # `database`: sqlite, or postgres (07); points stored before issue 15 have none and are SQLite's
 GROUP = ("notebook", "experiment", "server", "profile", "scenario", "database")
 
@@ -147,6 +210,9 @@ def estimate(points: pd.DataFrame, slo_p99_ms: float = 100.0, requests_per_user:
     pts = points.assign(experiment=points["experiment"].fillna(""),
                         database=(points["database"].fillna("sqlite") if "database" in points
                                   else "sqlite"))
+    pts = pts[~_open(pts)]  # levels of users; open-loop rates are open_loop_capacity's
+    if pts.empty:
+        return pd.DataFrame(columns=list(GROUP) + ["peak_rps", "slo_rps"])
     cap = capacity_at_slo(pts, slo_p99_ms, by=GROUP)
     for col in ("peak", "slo"):
         rps = cap[f"{col}_rps"]

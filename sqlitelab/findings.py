@@ -378,3 +378,37 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
     lines.append("- Audits: every acknowledged write was in its database, on both databases."
                  if bad == 0 else f"- **AUDIT FAILED** in {bad} workload/stack pair(s).")
     return "\n".join(lines)
+
+
+def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
+    """Notebook 08: open-loop capacity against the closed-loop one and the naive peak
+    (capacity.three_ways), then what each operation cost the users (underload.cost_table), the
+    one that hurt most named."""
+    lines = []
+    for r in three.itertuples():
+        bound = " (kept up with every rate offered: a lower bound)" if r.open_lower_bound else ""
+        knee = f", the first rate it fell behind {r.knee_rate:,.0f}/s" if pd.notna(r.knee_rate) else ""
+        lines.append(f"- **{r.server}**: open-loop capacity {r.open_rps:,.0f} req/s{bound}{knee}; "
+                     f"closed-loop capacity {r.slo_rps:,.0f} req/s ({r.slo_users} users); naive peak "
+                     f"{r.peak_rps:,.0f} req/s at p99 {r.peak_p99_ms:,.1f} ms.")
+    if three.empty:
+        lines.append("- No stack has both open- and closed-loop points.")
+    if cost.empty:
+        lines.append("- No operation ran under load.")
+        return "\n".join(lines)
+    for r in cost.itertuples():
+        cost_x = f" (×{r.p99_cost_x:.1f})" if pd.notna(r.p99_cost_x) else ""
+        lines.append(f"- {r.server} · **{r.operation}**: {r.op_seconds:.2f} s at {r.rate:,.0f} req/s offered; "
+                     f"p99 {r.p99_before_ms:.1f} ms in the seconds before, worst second while it ran "
+                     f"{r.worst_p99_during_ms:.1f} ms{cost_x}; {r.errors_during} errors and {r.late_during} "
+                     f"late sends then; backlog at the close {r.backlog}; audit "
+                     f"{'ok' if r.audit_ok else 'FAILED'}.")
+    ranked = cost.dropna(subset=["p99_cost_x"]).sort_values("p99_cost_x", ascending=False)
+    if len(ranked):
+        w = ranked.iloc[0]
+        lines.append(f"- **Hurt most**: {w.operation} on {w.server}, its worst second's p99 "
+                     f"{w.worst_p99_during_ms:.1f} ms against {w.p99_before_ms:.1f} ms before "
+                     f"(×{w.p99_cost_x:.1f}).")
+    if not cost["audit_ok"].all():
+        lines.append("- **AUDIT FAILED** for some operation: acknowledged writes are missing.")
+    return "\n".join(lines)

@@ -595,6 +595,40 @@ ARTICLES: dict[str, Article] = {a.notebook: a for a in [
                why="one window length for every workload, so that each pair is measured alike"),
         Detail("machine", "the authors' laptops and servers", "col:machine", why=MACHINE_WHY),
     )),
+    Article("08-operations-under-load", "000, 002", "capacity as operators measure it, and the day the backup runs", (
+        Detail("how load is offered", "closed loop: each user (hey, oha, the authors' clients) "
+               "waits for its answer before sending the next", "col:open_loop", expect=[False],
+               why="this notebook's question: requests arrive on a schedule whatever the server "
+                   "answers (open loop, load.run_level's `rate`), latency from each request's due "
+                   "time, so that a server that falls behind is charged for its queue (no "
+                   "coordinated omission); the closed-loop levels are run too, for comparison"),
+        Detail("capacity", "the peak requests/s at any latency",
+               lambda r: (f"the highest offered rate below the first the server did not keep up with "
+                          f"(p99 from due times ≤ {r.param('slo_p99_ms'):g} ms, no errors, no backlog)"),
+               expect=None, why="operators size capacity from latency against offered load; the "
+                                "closed-loop capacity and the naive peak are shown beside it"),
+        Detail("arrivals", "—", "col:arrivals", expect=None,
+               why="constant spacing by default (Poisson on request): each generator process "
+                   "offers its share of the rate"),
+        Detail("workload", "seed 002: 90 % reads, 10 % writes of 2 KB through one writer",
+               "col:scenario", expect=["mix"], why="another workload"),
+        Detail("operations", "seed 000 warns that a CREATE INDEX on a big table blocks writers; "
+               "none of the articles measured one", "col:operation", expect=None,
+               why="an online backup (backup API), VACUUM INTO, CREATE INDEX on the users table, "
+                   "wal_checkpoint(TRUNCATE) and Litestream replicating to a local file replica, "
+                   "each started at a marked second of a steady open-loop load (sqlitelab.operations), "
+                   "in its own process on the server's CPUs, as an operator's command on the server"),
+        Detail("steady load", "—",
+               lambda r: f"{r.param('fraction'):.0%} of each stack's open-loop capacity", expect=None,
+               why="a load the server keeps up with, so that what the operation costs shows"),
+        Detail("users table", "seed 000: “a big table”",
+               lambda r: f"{r.param('users_rows'):,} rows", expect=None,
+               why="the size the scale seeds (the index is built on it)"),
+        Detail("load tool", "hey (000); a Python/asyncio client (002)", "col:generator", expect=None,
+               why="loadgen (the lab's Go generator, calibrated against wrk) at every rate: one "
+                   "Locust core is the limit first"),
+        Detail("machine", "the authors' laptops and servers", "col:machine", why=MACHINE_WHY),
+    )),
     Article("06-capacity", "000, 002, 004", "the articles' napkin math", (
         Detail("peak hours", "seed 000: a day's requests packed into 4 peak hours (1 M/day ≈ 70/s)",
                "param:peak_hours", expect=4, why="set by the notebook's peak_hours"),

@@ -513,6 +513,14 @@ READING: dict[tuple[str, str], str] = {
     ("09-network-delay", "latency"):
         "Each link adds its round trip to every request: compare the gap between lines with "
         "twice the link's delay.",
+    ("08-operations-under-load", "hockey-stick"):
+        "Follow each stack's line to where it leaves the SLO line: below it the server keeps up "
+        "with what arrives and p99 is its own service time; past the knee requests queue, and "
+        "p99 (from their due time) climbs by orders of magnitude for a small step in load.",
+    ("08-operations-under-load", "timeline"):
+        "Look at the shaded span in each column: how far each second's p99 rose while the "
+        "operation ran and how fast it came back after, whether errors or late sends appeared, "
+        "and what the WAL did (a checkpoint empties it; a long reader lets it grow).",
     ("07-sqlite-vs-postgres", "ratio"):
         "Bars right of 1: SQLite served more requests per second than Postgres at each one's best level, "
         "with the same server code on the same cores (left of 1, Postgres did; hatched, the generator "
@@ -1056,3 +1064,66 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     left.set_title("Throughput against wrk")
     right.set_title("p99 against wrk")
     return fit_legends(fig)
+
+
+TIMELINE_ROWS = (("p99_ms", "p99 of the second, ms (log)"),
+                 ("errors_late", "errors + late sends per second"),
+                 ("wal_mib", "WAL, MiB"))
+
+
+def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
+    """underload.timeline(): one column of panels per operation, rows p99 (from due times) of
+    each second, errors and late sends per second, and the WAL's size, a line per stack in its
+    colour, seconds from the window's open on x; the operation shaded from its start to its end
+    (dotted line at its start) in each stack's colour."""
+    ops = list(dict.fromkeys(sec["operation"])) if len(sec) else ["(no operations)"]
+    rows = len(TIMELINE_ROWS)
+    fig, axes, key = new_panels(rows, len(ops), caption=caption,
+                                figsize=(max(7.0, 2.6 * len(ops)), 6.4), sharex=False)
+    stacks = [s for s in STACK_STYLES if s in set(sec.get("server", []))]
+    stacks += sorted(set(sec.get("server", [])) - set(stacks))
+    colours = colours_for(stacks)
+    for j, op in enumerate(ops):
+        g = sec[sec["operation"] == op] if len(sec) else sec
+        for i, (col, label) in enumerate(TIMELINE_ROWS):
+            ax = axes[i * len(ops) + j]
+            for server, s in (g.groupby("server", sort=True) if len(g) else []):
+                s = s.sort_values("second")
+                y = (s["errors"] + s["late"]) if col == "errors_late" else s[col]
+                ax.plot(s["second"] + s["span_s"] / 2, y, color=colours[server]["color"],
+                        marker=colours[server].get("marker", "o"), markersize=2.5, linewidth=1.2)
+                start, length = s["operation_started_s"].iloc[0], s["operation_seconds"].iloc[0]
+                if pd.notna(start):
+                    ax.axvline(start, color=colours[server]["color"], linestyle=":", linewidth=1)
+                    ax.axvspan(start, start + (length if pd.notna(length) else 0), alpha=0.10,
+                               color=colours[server]["color"], linewidth=0)
+            if col == "p99_ms" and len(g) and g[col].notna().any() and (g[col] > 0).all():
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(PlainLogFormatter())
+                ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+            if i == 0:
+                ax.set_title(op)
+            if j == 0:
+                ax.set_ylabel(label, fontsize=8)
+            if i == rows - 1:
+                ax.set_xlabel("seconds into the window")
+    handles = [Line2D([], [], color=colours[s]["color"], marker=colours[s].get("marker", "o"), label=s)
+               for s in stacks]
+    handles.append(Patch(color="#888888", alpha=0.25, label="the operation running"))
+    panel_legend(key, handles, ncols=5)
+    _titled(fig, title)
+    return fit_legends(fig)
+
+
+def hockey_stick_chart(points: pd.DataFrame, slo_p99_ms: float, title: str, caption: str | None = None):
+    """Open-loop points: p99 (from due times; the worst repeat's is not shown, the mean is)
+    against the rate offered, a line per stack (log-log), the SLO as a horizontal line: the knee
+    is where each line leaves it."""
+    pts = points[points["open_loop"].fillna(False).astype(bool)] if "open_loop" in points else points.iloc[0:0]
+    fig = line_chart(pts, x="rate", y="p99_ms", series=["server"], title=title,
+                     xlabel="offered load, requests/s (open loop, log scale)",
+                     ylabel="p99 from due time, ms (log scale)", caption=caption, logx=True, logy=True,
+                     ref_lines={"SLO": slo_p99_ms})
+    fig.axes[0].xaxis.set_major_formatter(PlainLogFormatter())
+    fig.axes[0].xaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    return fig

@@ -205,7 +205,12 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
 # since a column first seen as None would be made TEXT and keep later numbers as text.
 COLUMN_TYPES = {"link_delay_us": int, "link_connections": int, "link_chunks": int,
                 "link_late_mean_us": float, "link_late_max_us": float,
-                "db_link_delay_us": int, "db_link_late_mean_us": float, "db_link_late_max_us": float}
+                "db_link_delay_us": int, "db_link_late_mean_us": float, "db_link_late_max_us": float,
+                # open loop (closed-loop points leave them empty), operations, and `seconds` rows
+                "rate": float, "offered_rps": float, "offered": int, "late": int,
+                "max_lag_ms": float, "backlog": int, "operation_started_s": float,
+                "operation_seconds": float, "p50_ms": float, "p99_ms": float, "max_ms": float,
+                "server_cpu_pct": float, "server_rss_mb": float, "wal_bytes": int}
 
 
 def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:

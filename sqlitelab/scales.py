@@ -23,6 +23,8 @@ on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fi
   at seed scale, 10-s windows, so that `make seed` keeps within its 90 minutes;
 - 07 (no article: the readers' "why not Postgres?") one 5-s run per level at seed scale, two
   levels (8 and 64 users: every workload, stack and database is 112 levels), on 100,000 users rows (seed 004's 5 M would take minutes to copy into each Postgres);
+- 08 (no article: the operators' questions) open-loop rates of 5-s windows and 30-s windows
+  around each operation at seed scale, on 5,000,000 users rows (seed 004's size);
 - 04 above 10 M records (`large`): the lab's writer at the article's own settings there (25 and
   100 rows per transaction, synchronous FULL; the article ran 10 rows only up to 10 M, and NORMAL
   never), without the consumer (the article has none).
@@ -85,6 +87,14 @@ SCALES: dict[str, dict[str, dict]] = {
                   "users_rows": 10_000, "user_bytes": 700, "db_delays_us": [500]},
         "seed": {"levels": [8, 64], "duration": 5.0, "warmup": 1.0, "repeats": 1,
                  "users_rows": 100_000, "user_bytes": 700, "db_delays_us": [100, 500]},
+    },
+    "08-operations-under-load": {
+        "quick": {"levels": [8, 64], "rates": [1000, 2000, 4000, 8000, 16000], "open_users": 64,
+                  "duration": 2.0, "warmup": 0.5, "op_duration": 10.0, "at_s": 3.0,
+                  "users_rows": 1_000_000, "fraction": 0.5},
+        "seed": {"levels": [8, 16, 64], "rates": [1000, 2000, 3000, 4000, 6000, 8000, 11000, 16000],
+                 "open_users": 64, "duration": 5.0, "warmup": 1.0, "op_duration": 30.0, "at_s": 10.0,
+                 "users_rows": 5_000_000, "fraction": 0.5},
     },
     "06-capacity": {
         "quick": {"slo_p99_ms": 100.0},

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import calibrate, config, databases, hosts, layout, link, load, methods, postgres, results, scenarios, wrk
+from . import calibrate, config, databases, hosts, layout, link, load, methods, operations, postgres, results, scenarios, wrk
 from . import servers as stacks
 
 
@@ -82,7 +82,8 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           server_repeats: dict[str, int] | None = None, server_host: str = "local",
           generator_hosts: list[str] | None = None,
           link_delay_us: int | None = None, database: str = "sqlite",
-          db_link_delay_us: int | None = None) -> pd.DataFrame:
+          db_link_delay_us: int | None = None, rates: list[float] | None = None,
+          arrivals: str = "constant", operation: dict | None = None) -> pd.DataFrame:
     """Run a sweep and return its headline points (one row per server, profile, scenario, level
     and repeat), each carrying its notebook, notebook run (`run_id`: the notebook's; None: a
     new one), experiment, scale, machine and commit (results.describe). `scenario`: one name,
@@ -107,7 +108,13 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     durability the profile's `synchronous`, seeded with the same rows), the profile's
     SQLite-only knobs left out; the audit counts rows there. `db_link_delay_us`: the server
     reaches that Postgres over TCP through a link holding each direction that many µs (a
-    database on a host of its own; the link pinned with the generator, as `link_delay_us`'s)."""
+    database on a host of its own; the link pinned with the generator, as `link_delay_us`'s).
+    `rates`: open loop (load.run_level): each level of `levels` is then the most requests in
+    flight, and each rate (requests/s, `arrivals` constant or poisson) a point of its own
+    (`rate`); None: closed loop. `operation`: {"name": one of operations.OPERATIONS, "at_s": s
+    after the window opens, **its parameters}: run on the server's machine and CPUs during
+    every level (sqlitelab.operations), the point's `operation_*` columns say what it did and
+    when. Every point's window second by second goes to the `seconds` table (load.series)."""
     t_run = time.perf_counter()
     spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
     return _run(spec, t_run)
@@ -150,6 +157,9 @@ class Spec:
     link_delay_us: int | None  # µs each way through sqlitelab.link's proxy (None: direct)
     database: str           # sqlite | postgres (servers.DATABASES)
     db_link_delay_us: int | None  # µs each way between the server and its Postgres (None: its socket)
+    rates: tuple[float, ...] | None  # open loop: requests/s per point (None: closed loop)
+    arrivals: str           # constant | poisson (open loop)
+    operation: dict | None  # run during every level (sqlitelab.operations)
     confirm: str | None
     keepalive: bool
     crosscheck: int | None
@@ -170,7 +180,8 @@ class Spec:
            server_knobs, seed_users, seed_items, payload_bytes, seed_user_bytes, scenario_params,
            parameters, progress, results_db, runs_dir, run_id, generator, keepalive, confirm,
            crosscheck, crosscheck_seconds, calibration, server_repeats, server_host,
-           generator_hosts, link_delay_us, database, db_link_delay_us) -> "Spec":
+           generator_hosts, link_delay_us, database, db_link_delay_us, rates, arrivals,
+           operation) -> "Spec":
         server_list = list(servers or ["python-fastapi"])
         profile_list = list(profiles or ["rails71"])
         levels = list(levels)
@@ -234,6 +245,20 @@ class Spec:
             raise ValueError(f"crosscheck must be a number of users >= 1, not {crosscheck!r}")
         if crosscheck is not None and not wrk.available():
             raise load.LoadError("crosscheck needs wrk (make setup installs Debian's package)")
+        if rates is not None:
+            if isinstance(rates, (int, float)) or not list(rates):
+                raise ValueError(f"rates is a list of requests/s, e.g. [100, 200], not {rates!r}")
+            rates = tuple(rates)
+            for r in rates:
+                load.check_rate(r, arrivals, requests)
+            if confirm is not None or crosscheck is not None:
+                raise ValueError("an open-loop sweep (rates) has no confirmation or wrk cross-check")
+        elif arrivals != "constant":
+            raise ValueError("arrivals is for an open-loop sweep: pass rates too")
+        if operation is not None:
+            operation = operations.check(operation)
+            if database != "sqlite" or not server_host.is_local:
+                raise ValueError("an operation runs on the SQLite file of a server on this machine")
         scenario_list = [scenario] if isinstance(scenario, str) else list(scenario)
         # what the database holds, for the scenarios that read it (scenarios.toml's [env])
         seeded = {"LAB_ITEMS": seed_items, "LAB_PAYLOAD_BYTES": payload_bytes,
@@ -259,7 +284,7 @@ class Spec:
             generator_cpus=generator_cpus, layout_note=far_note or lay.note, generator=generator,
             server_host=server_host, generator_hosts=generator_hosts,
             link_delay_us=link_delay_us, database=database, db_link_delay_us=db_link_delay_us,
-            confirm=confirm,
+            rates=rates, arrivals=arrivals, operation=operation, confirm=confirm,
             keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
             calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
             seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
@@ -300,6 +325,8 @@ class Spec:
                 "generator_hosts": [str(h) for h in self.generator_hosts],
                 "link_delay_us": self.link_delay_us, "database": self.database,
                 "db_link_delay_us": self.db_link_delay_us,
+                "rates": list(self.rates) if self.rates else None, "arrivals": self.arrivals,
+                "operation": self.operation,
                 "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
                 "crosscheck": self.crosscheck, "knobs": self.knobs,
                 "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
@@ -350,7 +377,7 @@ def _run(spec: Spec, t_run: float) -> pd.DataFrame:
     first.update({"calibration_seconds": calibration_s, "seed_seconds": seed_s})
 
     from tqdm.auto import tqdm
-    total = (len(spec.profiles) * len(spec.scenarios) * len(spec.levels)
+    total = (len(spec.profiles) * len(spec.scenarios) * len(spec.levels) * len(spec.rates or [None])
              * sum(spec.repeats_of(s) for s in spec.servers))
     bar = tqdm(total=total, desc=spec.notebook, disable=not spec.progress, mininterval=0.5)
     try:
@@ -370,12 +397,17 @@ def _run(spec: Spec, t_run: float) -> pd.DataFrame:
             mine = [p for p in points if p["scenario"] == name]
             for p in mine:  # every point says what it is part of (results.describe)
                 p.update(described[name])
+            per_second = [{**row, **{k: p[k] for k in SECOND_KEYS}}
+                          for p in mine for row in p.get("seconds") or ()]
             r.update({"finished": results.now_iso(), "points": len(mine),
                       "server_timing": [row for row in timing if row["scenario"] == name]})
             # a sweep of several scenarios: each row its own servers' time, the first one the rest
             r["wall_seconds"] = (wall if len(runs) == 1 else
                                  round(spent[name] + (wall - sum(spent.values()) if r is first else 0), 3))
-            results.store_run(r, mine, spec.results_db)
+            results.store_run(r, [{k: v for k, v in p.items() if k != "seconds"} for p in mine],
+                              spec.results_db)
+            if per_second:
+                results.store_rows("seconds", per_second, spec.results_db)
         if checks:
             for c in checks:
                 c.update(described[c["scenario"]])
@@ -395,6 +427,13 @@ def _run(spec: Spec, t_run: float) -> pd.DataFrame:
             f"acknowledged, {c['unknown_outcomes']} unknown, integrity {c['integrity']}" for c in bad),
             AuditWarning, stacklevel=3)
     return every[every["headline"]].reset_index(drop=True) if len(every) else every
+
+
+# What each row of the `seconds` table repeats of its point: enough to join it back
+# (run_id, server, profile, scenario, users, rate, repeat, generator) and to read it alone.
+SECOND_KEYS = ("run_id", "notebook", "notebook_run", "experiment", "scale", "machine", "git_commit",
+               "server", "profile", "scenario", "database", "users", "rate", "repeat", "generator",
+               "headline", "operation", "operation_started_s", "operation_seconds")
 
 
 def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
@@ -527,8 +566,9 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
     with srv:
         health = srv.health
 
-        def measure(users: int, rep: int, gen: str) -> dict:
-            bar.set_postfix_str(f"{stack}/{profile}: {users} users, repeat {rep}"
+        def measure(users: int, rep: int, gen: str, rate: float | None = None) -> dict:
+            bar.set_postfix_str(f"{stack}/{profile}: {users} users"
+                                + (f", {rate:g}/s" if rate is not None else "") + f", repeat {rep}"
                                 + (f" ({gen})" if gen != generator else ""))
             tp = time.perf_counter()
             counted = counts.seconds
@@ -537,15 +577,24 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
             cache_before = databases.page_cache(db)
             tk = time.perf_counter() - t
             tail = "" if gen == generator else f"-{gen}"
-            level_dir = run_dir / stack / profile / scenario / f"u{users:04d}-r{rep}{tail}"
+            at = "" if rate is None else f"-at{rate:g}"
+            level_dir = run_dir / stack / profile / scenario / f"u{users:04d}{at}-r{rep}{tail}"
+            during = (operations.during(spec.operation, db, srv.pinned, level_dir / "operation")
+                      if spec.operation else None)
             p = load.run_level(srv, scenario, users, level_dir, duration=spec.duration,
                                warmup=spec.warmup, requests=spec.requests,
                                max_duration=spec.max_duration,
                                processes=spec.processes if gen == "locust" else 1,
                                cpus=spec.generator_cpus, scenario_params=scenario_params, generator=gen,
                                keepalive=spec.keepalive, workers=list(spec.generator_hosts),
-                               link_delay_us=spec.link_delay_us)
+                               link_delay_us=spec.link_delay_us, rate=rate,
+                               arrivals=spec.arrivals, during=during)
             written = counts.after(sc.counter) - before
+            done = p.pop("during", None) or {}
+            p.update({"rate": rate, "operation": done.get("operation"),
+                      "operation_started_s": done.get("started_s"),
+                      "operation_seconds": done.get("seconds"),
+                      "operation_result": json.dumps(done, sort_keys=True, default=str) if done else None})
             t = time.perf_counter()
             cache_after = databases.page_cache(db)
             tk += time.perf_counter() - t
@@ -590,8 +639,9 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
         st["prime_s"] = time.perf_counter() - t
         t = time.perf_counter()
         for users in levels:
-            for rep in range(1, repeats + 1):
-                out.append(measure(users, rep, generator))
+            for rate in spec.rates or [None]:
+                for rep in range(1, repeats + 1):
+                    out.append(measure(users, rep, generator, rate))
         st["levels_s"] = time.perf_counter() - t
         t = time.perf_counter()
         crosscheck = spec.crosscheck
