@@ -126,7 +126,10 @@ def open_loop_capacity(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     up with every rate offered, and the capacity is a lower bound: `open_lower_bound`)."""
     from .load import keeps_up
     _positive(slo_p99_ms=slo_p99_ms)
-    pts = points[_open(points)] if len(points) else points
+    # the capacity sweeps' rates only: a level with an operation running (08) says what the
+    # operation cost, not what the server keeps up with
+    quiet = points["operation"].isna() if "operation" in points else True
+    pts = points[_open(points) & quiet] if len(points) else points
     if pts.empty:
         return pd.DataFrame(columns=[*by, "users", "open_rps", "knee_rate"])
     rows = []

@@ -1101,6 +1101,8 @@ def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
                 ax.set_yscale("log")
                 ax.yaxis.set_major_formatter(PlainLogFormatter())
                 ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+            if col == "wal_mib":  # from zero: a few KiB of change is not a jump
+                ax.set_ylim(bottom=0)
             if i == 0:
                 ax.set_title(op)
             if j == 0:

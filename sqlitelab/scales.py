@@ -89,10 +89,11 @@ SCALES: dict[str, dict[str, dict]] = {
                  "users_rows": 100_000, "user_bytes": 700, "db_delays_us": [100, 500]},
     },
     "08-operations-under-load": {
-        "quick": {"levels": [8, 64], "rates": [1000, 2000, 4000, 8000, 16000], "open_users": 64,
+        "quick": {"levels": [8, 64], "rates": [2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, 20000],
+                  "open_users": 64,
                   "duration": 2.0, "warmup": 0.5, "op_duration": 10.0, "at_s": 3.0,
                   "users_rows": 1_000_000, "fraction": 0.5},
-        "seed": {"levels": [8, 16, 64], "rates": [1000, 2000, 3000, 4000, 6000, 8000, 11000, 16000],
+        "seed": {"levels": [8, 16, 64], "rates": [2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, 18000, 20000, 24000],
                  "open_users": 64, "duration": 5.0, "warmup": 1.0, "op_duration": 30.0, "at_s": 10.0,
                  "users_rows": 5_000_000, "fraction": 0.5},
     },

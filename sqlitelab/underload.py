@@ -99,6 +99,8 @@ def cost_table(points: pd.DataFrame, seconds: pd.DataFrame) -> pd.DataFrame:
     against the worst second while it ran (and the second after), errors, late sends and the
     backlog while it ran, the WAL's peak, and the audit."""
     rows = []
+    if points.empty or "operation" not in points or seconds.empty:
+        return pd.DataFrame(rows)
     for p in points[points["operation"].notna()].itertuples():
         s = seconds[(seconds["run_id"] == p.run_id) & (seconds["server"] == p.server)
                     & (seconds["operation"] == p.operation)]

@@ -34,7 +34,7 @@ SMOKE = {
     "08-operations-under-load": {"servers": ["go-nethttp", "python-fastapi"], "levels": [4],
                                  "rates": [100, 400], "open_users": 16, "duration": 1.0, "warmup": 0.3,
                                  "op_duration": 3.0, "at_s": 1.0, "users_rows": 20000, "fraction": 0.5,
-                                 "operations_run": ["checkpoint", "create-index"]},
+                                 "operations_run": ["checkpoint"]},
     "09-network-delay": {"server": "go-nethttp", "levels": [1, 4], "delays_us": [500], "duration": 1.0,
                          "warmup": 0.3, "repeats": 1},
 }

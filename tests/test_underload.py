@@ -60,6 +60,11 @@ def test_three_ways_sets_open_loop_beside_closed_loop_and_the_naive_peak():
     est = capacity.estimate(POINTS, 100.0)
     assert set(est["experiment"]) == {"closed"} and est["peak_rps"].max() == 7200
     assert capacity.three_ways(POINTS[~POINTS["open_loop"]], 100.0).empty
+    # a level with an operation running is not a capacity rate (08 stores both)
+    busy = pd.DataFrame([{**_open("go-nethttp", 2000, 400.0), "experiment": "op/backup",
+                          "operation": "backup"}])
+    with_ops = pd.concat([POINTS.assign(operation=None), busy], ignore_index=True)
+    assert capacity.three_ways(with_ops, 100.0).set_index("server").loc["go-nethttp", "open_rps"] == 4000
 
 
 def test_keeps_up_is_what_the_capacity_reads():
