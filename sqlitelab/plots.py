@@ -516,7 +516,8 @@ READING: dict[tuple[str, str], str] = {
     ("08-operations-under-load", "hockey-stick"):
         "Follow each stack's line to where it leaves the SLO line: below it the server keeps up "
         "with what arrives and p99 is its own service time; past the knee requests queue, and "
-        "p99 (from their due time) climbs by orders of magnitude for a small step in load.",
+        "p99 (from their due time) climbs by orders of magnitude for a small step in load. A rate "
+        "whose window left requests unsent (the table's backlog) fell behind even below the line.",
     ("08-operations-under-load", "timeline"):
         "Look at the shaded span in each column: how far each second's p99 rose while the "
         "operation ran and how fast it came back after, whether errors or late sends appeared, "
@@ -1097,7 +1098,7 @@ def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
                     ax.axvline(start, color=colours[server]["color"], linestyle=":", linewidth=1)
                     ax.axvspan(start, start + (length if pd.notna(length) else 0), alpha=0.10,
                                color=colours[server]["color"], linewidth=0)
-            if col == "p99_ms" and len(g) and g[col].notna().any() and (g[col] > 0).all():
+            if col == "p99_ms" and len(g) and g[col].notna().any() and (g[col].dropna() > 0).all():
                 ax.set_yscale("log")
                 ax.yaxis.set_major_formatter(PlainLogFormatter())
                 ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
