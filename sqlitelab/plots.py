@@ -516,8 +516,8 @@ READING: dict[tuple[str, str], str] = {
     ("08-operations-under-load", "hockey-stick"):
         "Follow each stack's line to where it leaves the SLO line: below it the server keeps up "
         "with what arrives and p99 is its own service time; past the knee requests queue, and "
-        "p99 (from their due time) climbs by orders of magnitude for a small step in load. A rate "
-        "whose window left requests unsent (the table's backlog) fell behind even below the line.",
+        "p99 (from their due time) climbs by orders of magnitude for a small step in load (a rate "
+        "whose window left requests unsent, the table's backlog, fell behind even below the line).",
     ("08-operations-under-load", "timeline"):
         "Look at the shaded span in each column: how far each second's p99 rose while the "
         "operation ran and how fast it came back after, whether errors or late sends appeared, "
