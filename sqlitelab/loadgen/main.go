@@ -558,21 +558,24 @@ func (r *recorder) freeze(now float64, inflight []int64, spawnedAt *float64) *ou
 	for k, n := range r.runCounts {
 		out.RunCounts[r.names[k.op]+" "+strconv.Itoa(k.status)] = n
 	}
-	for v, n := range r.hist {
-		out.HistValues = append(out.HistValues, [2]int64{v, n})
-	}
-	sort.Slice(out.HistValues, func(i, j int) bool { return out.HistValues[i][0] < out.HistValues[j][0] })
+	out.HistValues = histValues(r.hist)
 	out.Late, out.MaxLagS = r.late, r.maxLag
 	out.Seconds = []secondJSON{}
 	for s, b := range r.seconds {
-		sj := secondJSON{S: s, N: b.n, Failures: b.failures, Late: b.late, HistValues: [][2]int64{}}
-		for v, n := range b.hist {
-			sj.HistValues = append(sj.HistValues, [2]int64{v, n})
-		}
-		sort.Slice(sj.HistValues, func(i, j int) bool { return sj.HistValues[i][0] < sj.HistValues[j][0] })
-		out.Seconds = append(out.Seconds, sj)
+		out.Seconds = append(out.Seconds, secondJSON{S: s, N: b.n, Failures: b.failures, Late: b.late,
+			HistValues: histValues(b.hist)})
 	}
 	sort.Slice(out.Seconds, func(i, j int) bool { return out.Seconds[i].S < out.Seconds[j].S })
+	return out
+}
+
+// histValues: a histogram's (µs, count) pairs in order of value ("hist_values").
+func histValues(h map[int64]int64) [][2]int64 {
+	out := make([][2]int64, 0, len(h))
+	for v, n := range h {
+		out = append(out, [2]int64{v, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
 }
 
