@@ -522,6 +522,9 @@ READING: dict[tuple[str, str], str] = {
         "Look at the shaded span in each column: how far each second's p99 rose while the "
         "operation ran and how fast it came back after, whether errors or late sends appeared, "
         "and what the WAL did (a checkpoint empties it; a long reader lets it grow).",
+    ("06-capacity", "hockey-stick"):
+        "Where each stack's line crosses the SLO is its open-loop capacity, the number in the table "
+        "above beside the closed-loop capacity and the naive peak (points past it queue).",
     ("07-sqlite-vs-postgres", "ratio"):
         "Bars right of 1: SQLite served more requests per second than Postgres at each one's best level, "
         "with the same server code on the same cores (left of 1, Postgres did; hatched, the generator "
@@ -1123,6 +1126,8 @@ def hockey_stick_chart(points: pd.DataFrame, slo_p99_ms: float, title: str, capt
     against the rate offered, a line per stack (log-log), the SLO as a horizontal line: the knee
     is where each line leaves it."""
     pts = points[points["open_loop"].fillna(False).astype(bool)] if "open_loop" in points else points.iloc[0:0]
+    if "operation" in pts:  # the capacity sweep's rates, not the levels an operation ran in
+        pts = pts[pts["operation"].isna()]
     fig = line_chart(pts, x="rate", y="p99_ms", series=["server"], title=title,
                      xlabel="offered load, requests/s (open loop, log scale)",
                      ylabel="p99 from due time, ms (log scale)", caption=caption, logx=True, logy=True,
