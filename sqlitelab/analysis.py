@@ -38,6 +38,20 @@ def flagged(df: pd.DataFrame, col: str) -> pd.Series:
     return df[col].fillna(False).astype(bool) if col in df else pd.Series(False, index=df.index)
 
 
+def open_loop(points: pd.DataFrame) -> pd.Series:
+    """Which points are open-loop (points stored before issue 16 have no such column)."""
+    if "open_loop" not in points:
+        return pd.Series(False, index=points.index)
+    return points["open_loop"].fillna(False).astype(bool)
+
+
+def rate_points(points: pd.DataFrame) -> pd.DataFrame:
+    """The open-loop points of capacity sweeps: not the levels an operation ran in (08), which
+    say what the operation cost, not what the server keeps up with."""
+    quiet = points["operation"].isna() if "operation" in points else True
+    return points[open_loop(points) & quiet]
+
+
 def generator_cols(df: pd.DataFrame, keys: list[str]) -> dict:
     """Per group of points: whether the generator was the limit (`generator_bound`) or
     plausibly set the pace (`generator_influenced`) in any repeat, and which generator(s)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import versus
+from .analysis import open_loop, rate_points
 
 SECONDS_PER_HOUR = 3600
 DAY = 24 * SECONDS_PER_HOUR
@@ -111,13 +112,6 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     return pd.DataFrame(rows)
 
 
-def _open(points: pd.DataFrame) -> pd.Series:
-    """Which points are open-loop (points stored before issue 16 have no such column)."""
-    if "open_loop" not in points:
-        return pd.Series(False, index=points.index)
-    return points["open_loop"].fillna(False).astype(bool)
-
-
 def open_loop_capacity(points: pd.DataFrame, slo_p99_ms: float = 100.0,
                        by=("server", "profile", "scenario")) -> pd.DataFrame:
     """Per group (and users, the most in flight): the offered rates from the lowest up, and
@@ -126,10 +120,7 @@ def open_loop_capacity(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     up with every rate offered, and the capacity is a lower bound: `open_lower_bound`)."""
     from .load import keeps_up
     _positive(slo_p99_ms=slo_p99_ms)
-    # the capacity sweeps' rates only: a level with an operation running (08) says what the
-    # operation cost, not what the server keeps up with
-    quiet = points["operation"].isna() if "operation" in points else True
-    pts = points[_open(points) & quiet] if len(points) else points
+    pts = rate_points(points) if len(points) else points
     if pts.empty:
         return pd.DataFrame(columns=[*by, "users", "open_rps", "knee_rate"])
     rows = []
@@ -159,7 +150,7 @@ def three_ways(points: pd.DataFrame, slo_p99_ms: float = 100.0,
         return pd.DataFrame(columns=[*by, "open_rps", "slo_rps", "peak_rps"])
     pts = points.assign(experiment=points["experiment"].fillna("") if "experiment" in points else "")
     opened = open_loop_capacity(pts, slo_p99_ms, by=by)
-    closed = capacity_at_slo(pts[~_open(pts)], slo_p99_ms, by=by)
+    closed = capacity_at_slo(pts[~open_loop(pts)], slo_p99_ms, by=by)
     if opened.empty or closed.empty:
         return pd.DataFrame(columns=[*by, "open_rps", "slo_rps", "peak_rps"])
     best = opened.loc[opened.groupby(list(by))["open_rps"].idxmax()]
@@ -213,7 +204,7 @@ def estimate(points: pd.DataFrame, slo_p99_ms: float = 100.0, requests_per_user:
     pts = points.assign(experiment=points["experiment"].fillna(""),
                         database=(points["database"].fillna("sqlite") if "database" in points
                                   else "sqlite"))
-    pts = pts[~_open(pts)]  # levels of users; open-loop rates are open_loop_capacity's
+    pts = pts[~open_loop(pts)]  # levels of users; open-loop rates are open_loop_capacity's
     if pts.empty:
         return pd.DataFrame(columns=list(GROUP) + ["peak_rps", "slo_rps"])
     cap = capacity_at_slo(pts, slo_p99_ms, by=GROUP)

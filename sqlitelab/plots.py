@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from . import config
-from .analysis import flagged, over_repeats
+from .analysis import flagged, over_repeats, rate_points
 
 # --------------------------------------------------------------------------- one style per thing
 
@@ -1125,10 +1125,7 @@ def hockey_stick_chart(points: pd.DataFrame, slo_p99_ms: float, title: str, capt
     """Open-loop points: p99 (from due times; the worst repeat's is not shown, the mean is)
     against the rate offered, a line per stack (log-log), the SLO as a horizontal line: the knee
     is where each line leaves it."""
-    pts = points[points["open_loop"].fillna(False).astype(bool)] if "open_loop" in points else points.iloc[0:0]
-    if "operation" in pts:  # the capacity sweep's rates, not the levels an operation ran in
-        pts = pts[pts["operation"].isna()]
-    fig = line_chart(pts, x="rate", y="p99_ms", series=["server"], title=title,
+    fig = line_chart(rate_points(points), x="rate", y="p99_ms", series=["server"], title=title,
                      xlabel="offered load, requests/s (open loop, log scale)",
                      ylabel="p99 from due time, ms (log scale)", caption=caption, logx=True, logy=True,
                      ref_lines={"SLO": slo_p99_ms})
