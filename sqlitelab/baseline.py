@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import results, servers
+from . import processes, results
 
 _SCRIPT = r"""
 import json, os, sqlite3, sys, time
@@ -52,7 +52,7 @@ def raw_sqlite(seconds: float = 2.0, cpus: str | None = None, synchronous: str =
     if synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ValueError(f"synchronous must be off|normal|full|extra, not {synchronous!r}")
     with tempfile.TemporaryDirectory(prefix="lab-baseline-") as d:
-        cmd, pinned = servers.pin_command(
+        cmd, pinned = processes.pin_command(
             [sys.executable, "-c", _SCRIPT, str(Path(d) / "b.db"), str(seconds), synchronous], cpus)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 60)
     if out.returncode != 0:

@@ -79,6 +79,8 @@ from datetime import datetime, timezone
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+from . import processes
+
 METHODS = ("article", "tuned")
 VARIANTS = {  # of the `article` method; each changes exactly one thing from "as_published"
     "as_published": "the author's code; connections closed where CPython 3.10 closed them",
@@ -1051,19 +1053,15 @@ def syscall_counts(work_dir: Path | str, total: int, rows_per_txn: int, method: 
            str(rows_per_txn), "--records-per-row", str(records_per_row), "--path", str(db), "--no-consume"]
     if synchronous:
         cmd += ["--synchronous", synchronous]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = processes.spawn(cmd, "a buffer point under strace", stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+        processes.stop(proc, grace=5)
         raise PointTimeout(f"strace point exceeded {timeout:.0f} s; process group {proc.pid} stopped", proc.pid)
     finally:
+        processes.forget(proc.pid)
         for f in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
             f.unlink(missing_ok=True)
         for f in work_dir.glob("logs.log*"):

@@ -36,7 +36,6 @@ import random
 import shutil
 import sys
 import tempfile
-import time
 from importlib import metadata
 from pathlib import Path
 

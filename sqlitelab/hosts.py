@@ -22,7 +22,11 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
+from pathlib import Path
+
+from . import processes
 
 # RFC 2544's range for benchmarking: the only addresses a namespaced run may load
 BENCH_NET = ipaddress.ip_network("198.18.0.0/15")
@@ -168,11 +172,11 @@ def start(host: Host, cmd: list[str], env: dict[str, str], log_path, cwd: str | 
           timeout: float = 20) -> Started:
     """Start `cmd` on `host` in a session of its own, its output to `log_path`; for ssh, wait
     (at most `timeout` s) for the remote PID (`LABPID <pid>`, the first line it prints)."""
-    import time
+    what = processes.describe(cmd)
     with open(log_path, "ab") as log:
-        popen = subprocess.Popen(host.command(cmd, env, cwd), env=env, stdout=log,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True, cwd=cwd if host.same_machine else None)
+        popen = processes.spawn(host.command(cmd, env, cwd), what + (f" on {host}" if not host.is_local else ""),
+                                env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=cwd if host.same_machine else None)
     got = Started(host, popen, str(log_path))
     if host.kind != "ssh":
         return got
@@ -182,20 +186,20 @@ def start(host: Host, cmd: list[str], env: dict[str, str], log_path, cwd: str | 
             for line in f.read().decode(errors="replace").splitlines():
                 if line.startswith("LABPID "):
                     got.remote_pid = int(line.split()[1])
+                    processes.register(popen.pid, f"{what} on {host}", remote_kill=host.ssh(
+                        f"kill -KILL -- -{got.remote_pid}"))
                     return got
         if popen.poll() is not None:
             break
         time.sleep(0.05)
     stop(got)
-    from .servers import log_tail
-    raise HostError(f"{host}: the command did not start (ssh exit {popen.poll()}):\n{log_tail(log_path)}")
+    raise HostError(f"{host}: the command did not start (ssh exit {popen.poll()}):\n"
+                    f"{processes.log_tail(log_path)}")
 
 
 def stop(proc: Started, grace: float = 10.0) -> int | None:
     """Stop a started process by its PID: SIGTERM to its group on its host, SIGKILL after
     `grace` s; for ssh, the remote group first (by the PID it reported), then the ssh client."""
-    import time
-    from .servers import stop_process_group
     if proc.remote_pid is not None:
         pgid = f"-{proc.remote_pid}"
         try:
@@ -206,7 +210,7 @@ def stop(proc: Started, grace: float = 10.0) -> int | None:
             proc.host.run(["kill", "-KILL", "--", pgid], timeout=20, check=False)
         except (subprocess.TimeoutExpired, OSError):
             pass
-    return stop_process_group(proc.popen, grace)
+    return processes.stop(proc.popen, grace)
 
 
 def _alive(proc: Started) -> bool:
@@ -220,7 +224,6 @@ def push(host: Host, path) -> None:
     this machine's files. Read before it is written: safe when the two are one file."""
     if host.same_machine:
         return
-    from pathlib import Path
     path = Path(path)
     d, f = shlex.quote(str(path.parent)), shlex.quote(str(path))
     script = f"mkdir -p {d} && cat > {f}.tmp-$$ && mv {f}.tmp-$$ {f}"
@@ -240,7 +243,6 @@ def fetch(host: Host, directory, pattern: str) -> list:
         return []
     import io
     import tarfile
-    from pathlib import Path
     directory = Path(directory)
     script = (f"cd {shlex.quote(str(directory))} && find . -maxdepth 1 -name {shlex.quote(pattern)} "
               "-print0 | tar cf - --null -T -")

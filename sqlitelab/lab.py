@@ -14,11 +14,10 @@ import os
 import secrets
 import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
-from . import config
+from . import config, processes
 
 HOST = "127.0.0.1"
 
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     token = secrets.token_hex(24)
-    proc = subprocess.Popen(lab_command(args.port, token), start_new_session=True)
+    proc = processes.spawn(lab_command(args.port, token), "JupyterLab")
     print(f"\nJupyterLab (notebooks in {config.NOTEBOOKS_DIR}, kernel '{config.KERNEL_NAME}'):\n"
           f"    {lab_url(args.port, token)}\nCtrl-C stops it.\n", flush=True)
     try:
@@ -77,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:  # also on Ctrl-C: the server and its kernels, by the group's PID
-        from .servers import stop_process_group
-        if proc.poll() is None:
-            stop_process_group(proc)
+        processes.stop(proc)
 
 
 def _exit_on_term(signum, frame):

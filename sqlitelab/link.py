@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from . import servers
+from . import processes, servers
 
 PROXY_DIR = Path(__file__).resolve().parent / "delayproxy"
 PROXY_BIN = PROXY_DIR / "target" / "release" / "delayproxy"
@@ -81,20 +81,20 @@ class DelayLink:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         ready = self.log_dir / "delayproxy.addr"
         ready.unlink(missing_ok=True)
-        cmd, self.pinned = servers.pin_command(
+        cmd, self.pinned = processes.pin_command(
             [str(PROXY_BIN), "--listen", "127.0.0.1:0", "--upstream", self.upstream,
              "--delay-us", str(self.delay_us), "--ready", str(ready)], self.cpus)
         log = self.log_dir / "delayproxy.log"
         with open(log, "ab") as f:
             # it quits, its counters written, when its stdin closes (stop)
-            self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.PIPE, start_new_session=True)
+            self.proc = processes.spawn(cmd, "the link's delay proxy", stdout=f,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 10
             while not ready.exists():
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise servers.ServerStartError(
-                        f"delayproxy did not start (exit {self.proc.poll()}):\n{servers.log_tail(log)}")
+                        f"delayproxy did not start (exit {self.proc.poll()}):\n{processes.log_tail(log)}")
                 time.sleep(0.01)
             self.url = "http://" + ready.read_text().strip()
             self._stats_path = Path(f"{ready}.stats")
@@ -120,7 +120,7 @@ class DelayLink:
             self.proc.wait(2)
         except (OSError, subprocess.TimeoutExpired):
             pass
-        servers.stop_process_group(self.proc, grace=2)
+        processes.stop(self.proc, grace=2)
 
     def __exit__(self, *exc) -> None:
         self.stop()

@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config, databases
+from . import config, databases, processes
+from .processes import free_port, log_tail, pin_command
 
 USER = "lab"      # the database role the servers connect as (trust authentication, local only)
 DBNAME = "lab"
@@ -193,12 +194,12 @@ class Postgres:
         return settings(self.durability)
 
     def start(self, timeout: float = 60.0) -> "Postgres":
-        from .servers import free_port, log_tail, pin_command
         prefix, uid, gid = _as_user()
         pg_bin = bin_dir()
         scratch = Path(self.scratch)
         scratch.mkdir(parents=True, exist_ok=True)
         self.socket_dir = Path(tempfile.mkdtemp(prefix="labpg-"))
+        processes.own_path(self.socket_dir)  # removed if we die (the data folder may be in it)
         # The data folder in the run's scratch when the postgres user can reach it there;
         # otherwise (pytest's private tmp folders) beside the socket, removed at stop.
         self.data_dir = scratch / "pgdata" if _reachable(scratch, uid, gid) else self.socket_dir / "data"
@@ -214,6 +215,7 @@ class Postgres:
                               capture_output=True, text=True, timeout=120)
         if init.returncode != 0:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
+            processes.release_path(self.socket_dir)
             raise PostgresError(f"initdb failed ({init.returncode}):\n{(init.stdout + init.stderr)[-2000:]}")
         self.port = self.port or free_port()
         args = [*prefix, str(pg_bin / "postgres"), "-D", str(self.data_dir), "-k", str(self.socket_dir),
@@ -222,8 +224,10 @@ class Postgres:
             args += ["-c", f"{name}={value}"]
         cmd, self.pinned = pin_command(args, self.cpus)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            # its fast shutdown (SIGINT) if we die; its backends follow the postmaster
+            self.proc = processes.spawn(cmd, f"Postgres cluster (port {self.port})",
+                                        stop_signal=signal.SIGINT, stdout=log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         _LIVE[self.proc.pid] = self
         deadline = time.monotonic() + timeout
         try:
@@ -332,8 +336,10 @@ class Postgres:
             return proc.returncode
         finally:
             _LIVE.pop(proc.pid, None)
+            processes.forget(proc.pid)
             if self.socket_dir is not None:
                 shutil.rmtree(self.socket_dir, ignore_errors=True)
+                processes.release_path(self.socket_dir)
 
     def __enter__(self) -> "Postgres":
         return self.start() if self.proc is None else self

@@ -31,7 +31,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import hosts, layout, load, scenarios, servers
+from . import hosts, layout, load, processes, scenarios, servers
 
 BINARY = "wrk"
 TIMEOUT_S = load.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
@@ -135,17 +135,16 @@ def script(scenario: str, scenario_params: dict | None = None) -> str:
 def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Path,
          cpus: str | None, log: Path) -> tuple[dict, float, float, float]:
     """One wrk run: its summary, its CPU seconds, the server's CPU seconds, and wall time."""
-    cmd, _ = servers.pin_command([BINARY, "-t", str(threads), "-c", str(users), "-d", f"{seconds}s",
+    cmd, _ = processes.pin_command([BINARY, "-t", str(threads), "-c", str(users), "-d", f"{seconds}s",
                                   "--timeout", f"{TIMEOUT_S}s", "-s", str(lua), server.url], cpus)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     s0, w0 = load.tree_cpu_seconds(server.pids), time.perf_counter()
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = processes.spawn(cmd, "wrk", stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL)
         try:
             stdout, _ = proc.communicate(timeout=seconds + TIMEOUT_S + 30)
         finally:  # also on a timeout or an interrupt: stop wrk by its PID
-            servers.stop_process_group(proc)
+            processes.stop(proc)
     wall = time.perf_counter() - w0
     s1 = load.tree_cpu_seconds(server.pids)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -156,7 +155,7 @@ def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Pa
     line = next((ln for ln in text.splitlines() if ln.startswith("WRKJSON ")), None)
     if proc.returncode != 0 or line is None:
         raise load.LoadError(f"wrk failed (exit {proc.returncode}); its output:\n"
-                             + servers.log_tail(log))
+                             + processes.log_tail(log))
     return json.loads(line[len("WRKJSON "):]), gen_cpu, s1 - s0, wall
 
 

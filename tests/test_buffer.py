@@ -7,10 +7,9 @@ import math
 import os
 import sqlite3
 
-import psutil
 import pytest
 
-from sqlitelab import buffer
+from sqlitelab import buffer, processes
 
 
 def _rows(path):
@@ -187,13 +186,13 @@ def test_timeout_stops_the_point(tmp_path):
     pid = e.value.pid
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)                          # stopped and reaped: no process left behind
-    assert not psutil.Process().children(recursive=True)   # nor multiprocessing's resource tracker
+    assert not processes.descendants()   # nor multiprocessing's resource tracker
 
 
 def test_a_point_leaves_no_process(tmp_path):
     out = buffer.run_point(tmp_path / "one.db", 2000, 1, method="article", probe=False)
     assert out["audit_ok"]
-    assert not psutil.Process().children(recursive=True)
+    assert not processes.descendants()
 
 
 @pytest.mark.skipif(not buffer.shutil.which("strace"), reason="strace is not installed")

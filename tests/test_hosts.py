@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from sqlitelab import hosts, load, netns, sweep
+from sqlitelab import hosts, load, netns, processes, sweep
 
 root_only = pytest.mark.skipif(os.geteuid() != 0 or not hosts.shutil.which("ip"),
                                reason="network namespaces need root and iproute2 (CAP_NET_ADMIN)")
@@ -219,8 +219,7 @@ def running_sshd(net, name, tmp_path):
         yield hosts.Host.parse(f"ssh:root@{addr}", ssh_options=(
             "-i", str(tmp_path / "client_key"), "-o", f"UserKnownHostsFile={tmp_path / 'known_hosts'}"))
     finally:
-        from sqlitelab import servers
-        servers.stop_process_group(proc, grace=5)
+        processes.stop(proc, grace=5)
         deadline = time.monotonic() + 10  # a session's own sshd ends once its client has gone
         while netns.namespace_pids(net.namespace(name)) and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from sqlitelab import config, lab, servers
+from sqlitelab import config, lab, processes
 
 from test_notebooks import SMOKE  # the same tiny parameters as the papermill smoke run
 
@@ -50,7 +50,7 @@ def jupyterlab(tmp_path):
     nb = load_notebook_node(str(config.NOTEBOOKS_DIR / f"{NOTEBOOK}.ipynb"))
     nb = parameterize_notebook(nb, {"scale": "quick", **SMOKE[NOTEBOOK]})
     nbformat.write(nb, root / f"{NOTEBOOK}.ipynb")
-    port, token = servers.free_port(), "lab-browser-test-token"
+    port, token = processes.free_port(), "lab-browser-test-token"
     runtime = tempfile.mkdtemp(prefix="lab-rt-")
     env = {**os.environ, "LAB_DATA_DIR": str(tmp_path / "data"),
            "LAB_FIGURES_DIR": str(tmp_path / "figures"),
@@ -64,12 +64,12 @@ def jupyterlab(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while _get(f"http://127.0.0.1:{port}/api/status?token={token}")[0] != 200:
-            assert proc.poll() is None, f"JupyterLab exited:\n{servers.log_tail(log)}"
-            assert time.monotonic() < deadline, f"JupyterLab did not answer:\n{servers.log_tail(log)}"
+            assert proc.poll() is None, f"JupyterLab exited:\n{processes.log_tail(log)}"
+            assert time.monotonic() < deadline, f"JupyterLab did not answer:\n{processes.log_tail(log)}"
             time.sleep(0.5)
         yield {"port": port, "token": token, "root": root, "log": log, "tmp": tmp_path}
     finally:
-        servers.stop_process_group(proc)
+        processes.stop(proc)
         kernels = subprocess.run(["pgrep", "-f", runtime], capture_output=True,
                                  text=True).stdout.split()
         for pid in kernels:  # a kernel the server failed to shut down (its own session)
@@ -106,7 +106,7 @@ def _wait_idle(lab_info: dict, timeout: float = 120) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"the notebook's kernel is not idle after {timeout} s: {seen}\n"
-                         f"{servers.log_tail(lab_info['log'], 40)}")
+                         f"{processes.log_tail(lab_info['log'], 40)}")
 
 
 _STATE_JS = """() => {
@@ -123,6 +123,7 @@ _STATE_JS = """() => {
 
 
 @pytest.mark.notebook
+@pytest.mark.timeout(RUN_TIMEOUT + 900)  # the run, and the starts of JupyterLab, its kernel and Chromium
 def test_notebook_runs_in_jupyterlab_in_chromium(jupyterlab):
     from playwright.sync_api import sync_playwright
     lab_info = jupyterlab
@@ -173,7 +174,7 @@ def test_notebook_runs_in_jupyterlab_in_chromium(jupyterlab):
             time.sleep(2)
         finally:
             browser.close()
-    log_tail = servers.log_tail(lab_info["log"], 40)
+    log_tail = processes.log_tail(lab_info["log"], 40)
     assert not state["errors"], f"error output in the notebook:\n{log_tail}"
     assert all(p.strip("[]: ").isdigit() for p in state["prompts"]), \
         f"not every cell ran within {RUN_TIMEOUT} s: {state['prompts']}\n{log_tail}"
@@ -188,7 +189,10 @@ def test_notebook_runs_in_jupyterlab_in_chromium(jupyterlab):
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs)
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
-    assert (lab_info["tmp"] / "figures" / NOTEBOOK).glob("*.png")
+    figures = sorted((lab_info["tmp"] / "figures" / NOTEBOOK).glob("*.png"))
+    assert figures, "the notebook saved no figure"
+    for figure in figures:
+        assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", figure
     for shot in ("1-opened.png", "2-progress-bar.png", "3-finished.png", "4-figure.png"):
         assert (shots / shot).stat().st_size > 10_000, shot
 

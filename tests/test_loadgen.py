@@ -8,11 +8,10 @@ import os
 import sqlite3
 import subprocess
 
-import psutil
 import pytest
 from test_harness import assert_hey_accounting
 
-from sqlitelab import config, databases, load, scenarios, servers
+from sqlitelab import config, databases, load, processes, scenarios, servers
 from sqlitelab.sweep import sweep
 
 pytestmark = pytest.mark.harness
@@ -72,7 +71,7 @@ def test_write_sweep_with_loadgen_audits(tmp_path, monkeypatch):
     assert json.loads(sweep_args)["keepalive"] is False
     assert (df["rows_written"] == df["acked_writes"]).all() and df["audit_ok"].all()
     assert set(df["status_counts"].map(lambda s: tuple(json.loads(s)))) == {("200",)}  # redirect followed
-    assert not psutil.Process().children(recursive=True), "a process outlived the sweep"
+    assert not processes.descendants(), "a process outlived the sweep"
 
 
 @pytest.fixture

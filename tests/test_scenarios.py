@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sqlitelab import config, databases, load, scenarios, servers, sweep, wrk
+from sqlitelab import config, databases, load, processes, scenarios, sweep, wrk
 
 REQUESTS = 24  # per generator and scenario: enough that a 50 % draw shows both requests
 ENV = {"LAB_USERS_ROWS": "3", "LAB_ITEMS": "2", "LAB_PAYLOAD_BYTES": "5", "LAB_WRITE_SHARE": "0.5",
@@ -104,7 +104,7 @@ def sent(tmp_path_factory) -> dict:
         return got
     finally:
         for httpd, proc in runs.values():
-            servers.stop_process_group(proc)
+            processes.stop(proc)
             httpd.shutdown()
             httpd.server_close()
 
@@ -114,6 +114,7 @@ def shape(request: tuple) -> tuple:
     return method, re.sub(r"\d+", "N", path), body and re.sub(r"\d+", "N", body), ctype
 
 
+@pytest.mark.harness  # starts a Locust and a loadgen per scenario (`sent`)
 @pytest.mark.parametrize("scenario", list(scenarios.SCENARIOS))
 def test_locust_and_loadgen_send_the_same_requests(scenario, sent):
     got = {}

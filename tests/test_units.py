@@ -9,7 +9,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from sqlitelab import analysis, databases, findings, layout, plots, scales, servers
+from sqlitelab import analysis, databases, findings, layout, plots, processes, scales, servers
 from sqlitelab.failures import failure_kind
 
 
@@ -35,7 +35,7 @@ def test_cpu_sets():
     assert layout.parse_cpus(None) is None
     with pytest.raises(ValueError, match="CPU set"):
         layout.parse_cpus("4096")
-    cmd, applied = servers.pin_command(["x"], str(cpus[0]))
+    cmd, applied = processes.pin_command(["x"], str(cpus[0]))
     assert applied == str(cpus[0]) and cmd[-1] == "x"
 
 
