@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import capacity, config, load, results, servers
+from . import capacity, config, load, processes, results, servers
 
 HOST = "127.0.0.1"          # loopback only: results.db names the machine and its runs
 DEFAULT_PORT = 8001
@@ -244,6 +244,9 @@ TABLES: dict[str, dict] = {
             "ramp_in_window": "1 when a user spawned after the window opened (the window held a ramp).",
             "acked_writes": "Write requests the generator saw acknowledged (the scenario's success "
                             "statuses) over the whole run.",
+            "inflight_writes": "Write requests sent and never answered when the generator stopped "
+                               "(at its count, its window's close or a kill): each may have been "
+                               "committed, so the audit allows that many rows more.",
             "run_counts": "Every finished request of the whole run by `<request> <status>` (JSON; "
                           "status 0: transport error) — hey's accounting.",
             "locust_avg_ms": "Locust's own average over the whole run, ms (its CSV's Aggregated row).",
@@ -326,7 +329,7 @@ TABLES: dict[str, dict] = {
             "operation": "The operation run during the level (sqlitelab.operations), empty for none.",
             "operation_started_s": "When the operation started, seconds after the window opened.",
             "operation_seconds": "How long the operation took, s.",
-            "operation_result": "What the operation reported (JSON: its timing, sizes and details).",
+            "operation_result": "What the operation reported (JSON: its timing, sizes and details; `copies`: each copy it made, with its size, integrity_check, whether it was verified and whether it was kept — removed once verified unless keep_copies).",
         },
     },
     "seconds": {
@@ -857,13 +860,7 @@ def _listening(port: int) -> bool:
 
 def stop(proc: subprocess.Popen) -> None:
     """Stop Datasette by its PID: SIGTERM, then SIGKILL after 5 s."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    processes.stop(proc, grace=5)
 
 
 def _error(message: str) -> int:
@@ -908,7 +905,7 @@ def main(argv: list[str] | None = None) -> int:
     # explicit, also where SIGINT arrives ignored (a background job of a non-interactive shell)
     previous = {s: signal.signal(s, _terminate) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        proc = subprocess.Popen(command(db, args.port, meta_path), stdin=subprocess.DEVNULL)
+        proc = processes.spawn(command(db, args.port, meta_path), "Datasette", stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while not _listening(args.port):
             if proc.poll() is not None:

@@ -61,7 +61,7 @@ from pathlib import Path
 import psutil
 from hdrh.histogram import HdrHistogram
 
-from . import config, hosts, layout, scenarios, servers
+from . import config, hosts, layout, processes, scenarios, servers
 from . import link as links
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -277,7 +277,7 @@ def locust_command(scenario: str, users: int, url: str, run_time: float, process
     if processes > 1:
         cmd += ["--processes", str(processes)]
     cmd.append("LabScenario")  # locustfile.py's one user class: it sends what LAB_SPEC says
-    return servers.pin_command(cmd, cpus)
+    return processes.pin_command(cmd, cpus)
 
 
 def locust_master_command(users: int, url: str, run_time: float, workers: int, bind: str,
@@ -298,7 +298,7 @@ def locust_worker_command(master: str, port: int, processes: int,
            "--master-host", master, "--master-port", str(port), "--loglevel", "WARNING"]
     if processes > 1:
         cmd += ["--processes", str(processes)]
-    return servers.pin_command(cmd, cpus)
+    return processes.pin_command(cmd, cpus)
 
 
 def worker_processes(processes: int, workers: list[hosts.Host],
@@ -314,7 +314,7 @@ def loadgen_command(spec: Path, users: int, url: str, run_time: float,
                     cpus: str | None) -> tuple[list[str], str | None]:
     cmd = [str(config.LOADGEN_BIN), "-spec", str(spec), "-users", str(users), "-host", url,
            "-max-seconds", f"{run_time:.3f}"]
-    return servers.pin_command(cmd, cpus)
+    return processes.pin_command(cmd, cpus)
 
 
 GO_BIN_DIRS = ("/usr/local/go/bin", str(Path.home() / "go" / "bin"))
@@ -451,7 +451,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         target = ln.url if ln else server.url
         worker_cmds = []
         if workers:
-            port = servers.free_port()
+            port = processes.free_port()
             bind = next(iter(set(back.values()))) if len(set(back.values())) == 1 else "*"
             cmd, pinned = locust_master_command(users, target, t1 - launch + 5, total, bind, port,
                                                 out_dir, cpus)
@@ -506,7 +506,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         window = spawn_window(out_dir)
         if window is None:
             raise LoadError(f"locust never spawned its users (exit {proc.returncode}); its log:\n"
-                            + servers.log_tail(out_dir / "locust.log"))
+                            + processes.log_tail(out_dir / "locust.log"))
         t0, t1 = window
     if "error" in during_out:
         raise during_out["error"]
@@ -582,10 +582,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     hist = HdrHistogram(1, 100_000_000, 3)
     status, failures, run_counts = {}, {}, {}
     for p in procs:
-        if p.get("hist"):
-            hist.add(HdrHistogram.decode(p["hist"]))
-        for value, n in p.get("hist_values") or ():  # loadgen: exact µs values and counts
-            hist.record_value(min(max(int(value), 1), 100_000_000), int(n))
+        add_latencies(hist, p)
         for src, dst in ((p["status"], status), (p["failures"], failures), (p["run_counts"], run_counts)):
             for k, v in src.items():
                 dst[k] = dst.get(k, 0) + v
@@ -611,10 +608,13 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     server_handled = (m1["handled"] - m0["handled"]) if (m0 and m1 and m0["handled"] is not None
                                                         and m1["handled"] is not None and not requests) else None
     sc = SCENARIOS[scenario]
-    acked = 0
+    acked = inflight = 0
     if sc.write:
         acked = sum(v for k, v in run_counts.items()
                     if k.rsplit(" ", 1)[0] == sc.write and int(k.rsplit(" ", 1)[1]) in sc.acked)
+        # sent and never answered when the generator stopped (at its count, its window's close
+        # or a kill): the server may have committed them, so the audit allows for each
+        inflight = sum((p.get("run_inflight") or {}).get(sc.write, 0) for p in procs)
     point = {
         "users": users, "processes": processes, "window_s": win, "requests": count,
         "rps": rps, "mean_ms": (sum(p["sum_us"] for p in procs) / count / 1000) if count else None,
@@ -650,6 +650,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "server_requests": server_handled,
         "ramp_in_window": bool(spawned and max(spawned) > t0),
         "acked_writes": acked,
+        "inflight_writes": inflight,
         "run_counts": json.dumps(dict(sorted(run_counts.items()))),
         "locust_avg_ms": _locust_average(out_dir),
         **_locust_window(procs),
@@ -663,6 +664,16 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "seconds": series(procs, sampler, t0, t0 + win),
     }
     return point
+
+
+def add_latencies(hist: HdrHistogram, measured: dict) -> None:
+    """Add a generator's latencies (a process's window, or one of its seconds) to `hist`:
+    Locust's encoded HdrHistogram (`hist`), or loadgen's exact µs values and counts
+    (`hist_values`)."""
+    if measured.get("hist"):
+        hist.add(HdrHistogram.decode(measured["hist"]))
+    for value, n in measured.get("hist_values") or ():
+        hist.record_value(min(max(int(value), 1), 100_000_000), int(n))
 
 
 def _open_loop(procs: list[dict], t0: float, win: float) -> dict:
@@ -703,10 +714,7 @@ def series(procs: list[dict], sampler: "Sampler", t0: float, t1: float) -> list[
             m["late"] += b.get("late", 0)
             for k, v in b["failures"].items():
                 m["failures"][k] = m["failures"].get(k, 0) + v
-            if b.get("hist"):
-                m["hist"].add(HdrHistogram.decode(b["hist"]))
-            for value, n in b.get("hist_values") or ():
-                m["hist"].record_value(min(max(int(value), 1), 100_000_000), int(n))
+            add_latencies(m["hist"], b)
     out = []
     samples = sampler.samples if sampler is not None else []
     for sec in range(max(n_seconds, max(merged, default=-1) + 1)):

@@ -8,7 +8,8 @@ Run by sqlitelab.load as a subprocess (never inside a notebook kernel). Every Lo
 that runs users records, for each request that starts at or after LAB_T0 and finishes by
 LAB_T1 (epoch seconds), its latency into an HdrHistogram in microseconds, plus counts per
 status code and failure kind; and, for the audit, every response of the whole run by
-(request name, status). Beside the window it keeps `hey`'s accounting of the whole run
+(request name, status), and the requests still in flight when the process stopped (`run_inflight`
+by request name: sent, never answered — a write among them may have been committed). Beside the window it keeps `hey`'s accounting of the whole run
 (`run_*`: every finished request, in the window or not). At quit it writes
 `LAB_OUT_DIR/proc-<pid>.json`.
 
@@ -161,6 +162,9 @@ class Schedule:
 
 SCHEDULE = Schedule(ARRIVAL_RATE, ARRIVALS, ARRIVAL_SEED) if ARRIVAL_RATE > 0 else None
 due_of: dict = {}  # greenlet -> the due time of the request it is sending (open loop)
+# greenlet -> "<method> <name>" of the request it has sent and not yet seen answered: what is
+# left here at the quit was in flight when Locust killed its users (the audit's in-flight writes)
+inflight: dict = {}
 # the window per second (by the second a request finished in, from T0)
 per_second: dict[int, dict] = {}
 open_state = {"late": 0, "max_lag_s": 0.0, "backlog": 0}
@@ -177,6 +181,7 @@ def record(request_type, name, response_time, response_length, response=None, ex
            start_time=None, **kw):
     status = getattr(response, "status_code", 0) or 0
     run_counts[f"{request_type} {name} {status}"] += 1
+    inflight.pop(gevent.getcurrent(), None)
     due = due_of.pop(gevent.getcurrent(), None)
     us = max(1, int(round(response_time * 1000)))
     run["results"] += 1
@@ -297,6 +302,7 @@ def dump(environment, **kw):
         "spawned_at": state["spawned_at"],
         "status": dict(window_status), "failures": dict(window_failures),
         "run_counts": dict(run_counts), "locust_window": state["locust_window"],
+        "run_inflight": dict(Counter(inflight.values())),
         "hist": hist.encode().decode() if state["count"] else None,
         "run_first_start": run["first_start"], "run_last_end": run["last_end"],
         "run_results": run["results"], "run_ok": run["ok"], "run_sum_us": run["sum_us"],
@@ -404,6 +410,7 @@ class LabScenario(LabUser):
                     break
         path = req["fixed_path"] or _join(req["path"])
         body = (req["fixed_body"] or _join(req["body"])) if req["body"] is not None else None
+        inflight[gevent.getcurrent()] = f"{req['method']} {req['name']}"
         r = self.client.request(req["method"], path, name=req["name"], data=body,
                                 headers=JSON_HEADERS if req["json"] else None,
                                 allow_redirects=req["follow"])

@@ -41,6 +41,7 @@ import pandas as pd
 
 from . import calibrate, config, databases, hosts, layout, link, load, methods, operations, postgres, results, scenarios, wrk
 from . import servers as stacks
+from .processes import log_tail, own_path, reap_orphans, release_path  # (sweep has a `processes` argument)
 
 
 class AuditWarning(UserWarning):
@@ -64,6 +65,15 @@ def _check_args(server_list, profile_list, scenario, levels, repeats):
         raise ValueError(f"levels must be positive integers, got {levels!r}")
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+
+
+def _check_window(duration, warmup):
+    """The measured window and its warm-up, refused in one line before anything starts (a bad
+    one would otherwise surface in load.run_level, with a server already running)."""
+    for name, value, least in (("duration", duration, "> 0"), ("warmup", warmup, ">= 0")):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not (value > 0 if name == "duration" else value >= 0)):
+            raise ValueError(f"{name} must be a number of seconds {least}, got {value!r}")
 
 
 def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | None = None, profiles: list[str] | None = None,
@@ -117,6 +127,8 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     when. Every point's window second by second goes to the `seconds` table (load.series)."""
     t_run = time.perf_counter()
     spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
+    for line in reap_orphans():  # what a killed kernel left: its owner is dead
+        print(f"sweep: stopped and removed what a dead run left: {line}", flush=True)
     return _run(spec, t_run)
 
 
@@ -186,6 +198,7 @@ class Spec:
         profile_list = list(profiles or ["rails71"])
         levels = list(levels)
         _check_args(server_list, profile_list, scenario, levels, repeats)
+        _check_window(duration, warmup)
         server_repeats = dict(server_repeats or {})
         for stack, n in server_repeats.items():
             _check_args([stack], profile_list, scenario, levels, n)
@@ -340,6 +353,7 @@ def _run(spec: Spec, t_run: float) -> pd.DataFrame:
     for d in run_dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     spec.tmp_dir.mkdir(parents=True, exist_ok=True)
+    own_path(spec.tmp_dir)  # removed by the watchdog, or the next sweep, if we die
     described = {name: results.describe(spec.notebook, spec.notebook_run,
                                         spec.experiment_of(name), spec.parameters)
                  for name in spec.scenarios}
@@ -413,12 +427,15 @@ def _run(spec: Spec, t_run: float) -> pd.DataFrame:
                 c.update(described[c["scenario"]])
             results.store_rows("crosschecks", checks, spec.results_db)
         shutil.rmtree(spec.tmp_dir, ignore_errors=True)
+        release_path(spec.tmp_dir)
     every = pd.DataFrame(points)
     if len(every) and not every["audit_ok"].all():
-        bad = every.loc[~every["audit_ok"], ["server", "profile", "users", "repeat", "generator",
-                                              "acked_writes", "rows_written", "integrity"]]
-        warnings.warn(f"AUDIT FAILED for {len(bad)} point(s): rows written != acknowledged "
-                      f"writes or integrity_check != ok\n{bad.to_string(index=False)}",
+        bad = every.loc[~every["audit_ok"], ["server", "profile", "scenario", "users", "repeat",
+                                              "generator", "acked_writes", "inflight_writes",
+                                              "rows_written", "audit_rule", "integrity"]]
+        warnings.warn(f"AUDIT FAILED for {len(bad)} point(s): rows written outside acknowledged "
+                      f"writes .. acknowledged + in flight, or integrity_check != ok\n"
+                      f"{bad.to_string(index=False)}",
                       AuditWarning, stacklevel=3)
     bad = [c for c in checks if c["audit_ok"] is False]
     if bad:
@@ -440,8 +457,10 @@ def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
     """Rows written against acknowledged writes. Exact (rows == acks × rows per ack) unless
     some writes' outcome is unknown: a write that ended in a transport error (status 0: the
     connection was reset or timed out, so the server may have committed it before the client
-    gave up) may have added its rows or not, so each allows up to rows_per_ack more (the bound
-    wrk's cross-check uses, acked ≤ rows ≤ acked + unknown). And when the server saves a
+    gave up) may have added its rows or not, and so may a write still in flight when the
+    generator stopped (at its count or its window's close: sent, never answered; counted by the
+    generator, `inflight_writes`); each allows up to rows_per_ack more (the bound wrk's
+    cross-check uses, acked ≤ rows ≤ acked + unknown). And when the server saves a
     request's rows in separate transactions (`metrics_txn=record`, as ActiveRecord does), a
     request that failed may have committed some of its rows first: at most rows_per_ack − 1
     more per failed request. Every acknowledged row must be there in every case."""
@@ -457,10 +476,13 @@ def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
                 unknown += n
             elif partial:
                 failed += n
-    slack = sc.rows_per_ack * unknown + (sc.rows_per_ack - 1) * failed
+    inflight = int(point.get("inflight_writes") or 0)
+    slack = sc.rows_per_ack * (unknown + inflight) + (sc.rows_per_ack - 1) * failed
     rule = "partial" if partial else "exact"
+    rule += f", {unknown} unknown" if unknown else ""
+    rule += f", {inflight} in flight" if inflight else ""
     return {"rows_written": written, "expected_rows": expected,
-            "audit_rule": f"{rule}, {unknown} unknown" if unknown else rule,
+            "audit_rule": rule,
             "unacked_rows": written - expected,
             "audit_ok": expected <= written <= expected + slack}
 
@@ -486,6 +508,24 @@ class Counts:
             self.seconds += time.perf_counter() - t
 
     before = after = read
+
+    def settled(self, counter: str | None, before: int, inflight: int, rows_per_ack: int,
+                quiet_s: float = 0.2, bound_s: float = 3.0) -> int:
+        """Rows written since `before`, once the writes that were in flight at the generator's
+        stop have landed or never will: at once when none was in flight, else when the count
+        reaches its ceiling (each in-flight write committed) or has not moved for `quiet_s`
+        (at most `bound_s`). So such a write is counted in its own level, not the next."""
+        written = self.after(counter) - before
+        if not inflight or counter is None:
+            return written
+        ceiling = written + inflight * rows_per_ack
+        deadline, still = time.monotonic() + bound_s, time.monotonic() + quiet_s
+        while time.monotonic() < min(deadline, still) and written < ceiling:
+            time.sleep(0.02)
+            now = self.after(counter) - before
+            if now != written:
+                written, still = now, time.monotonic() + quiet_s
+        return written
 
 
 def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
@@ -589,7 +629,7 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                                keepalive=spec.keepalive, workers=list(spec.generator_hosts),
                                link_delay_us=spec.link_delay_us, rate=rate,
                                arrivals=spec.arrivals, during=during)
-            written = counts.after(sc.counter) - before
+            written = counts.settled(sc.counter, before, p.get("inflight_writes") or 0, sc.rows_per_ack)
             done = p.pop("during", None) or {}
             p.update({"rate": rate, "operation": done.get("operation"),
                       "operation_started_s": done.get("started_s"),
@@ -685,7 +725,7 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
         st["confirm_s"] = time.perf_counter() - t
         if not srv.alive():
             raise stacks.ServerStartError(f"{stack} died during the sweep:\n"
-                                           f"{stacks.log_tail(log)}")
+                                           f"{log_tail(log)}")
         t = time.perf_counter()
     st["stop_s"] = time.perf_counter() - t
     return out, checks, st
@@ -710,7 +750,8 @@ def _crosscheck(srv, counts, sc, scenario, users, scenario_params, keepalive, ou
     before = counts.before(sc.counter)
     p = wrk.run_point(srv, scenario, users, out_dir, duration=seconds, warmup=warmup, cpus=cpus,
                       scenario_params=scenario_params)
-    written = counts.after(sc.counter) - before
+    # wrk gives up on every request in flight at its stop: let those land before the next point
+    written = counts.settled(sc.counter, before, p["unknown_outcomes"], sc.rows_per_ack)
     only_writes = scenarios.only_writes(scenario, scenarios.lab_env(scenario_params))
     if not sc.write:
         ok, rule = written == 0, "no writes"

@@ -469,21 +469,24 @@ func (r *recorder) recordDue(o op, status int, kind string, start float64, dur t
 
 // output is the per-process file of locustfile.py's dump(), plus hist_values and generator.
 type output struct {
-	PID          int              `json:"pid"`
-	T0           float64          `json:"t0"`
-	T1           float64          `json:"t1"`
-	Target       int64            `json:"target"`
-	Count        int64            `json:"count"`
-	SumUS        int64            `json:"sum_us"`
-	Bytes        int64            `json:"bytes"`
-	Overran      int64            `json:"overran"`
-	MaxOverrunS  float64          `json:"max_overrun_s"`
-	FirstStart   *float64         `json:"first_start"`
-	LastEnd      *float64         `json:"last_end"`
-	SpawnedAt    *float64         `json:"spawned_at"`
-	Status       map[string]int64 `json:"status"`
-	Failures     map[string]int64 `json:"failures"`
-	RunCounts    map[string]int64 `json:"run_counts"`
+	PID         int              `json:"pid"`
+	T0          float64          `json:"t0"`
+	T1          float64          `json:"t1"`
+	Target      int64            `json:"target"`
+	Count       int64            `json:"count"`
+	SumUS       int64            `json:"sum_us"`
+	Bytes       int64            `json:"bytes"`
+	Overran     int64            `json:"overran"`
+	MaxOverrunS float64          `json:"max_overrun_s"`
+	FirstStart  *float64         `json:"first_start"`
+	LastEnd     *float64         `json:"last_end"`
+	SpawnedAt   *float64         `json:"spawned_at"`
+	Status      map[string]int64 `json:"status"`
+	Failures    map[string]int64 `json:"failures"`
+	RunCounts   map[string]int64 `json:"run_counts"`
+	// requests sent and never answered when the process stopped, by request name (a write
+	// among them may have been committed: the audit allows for it)
+	RunInflight  map[string]int64 `json:"run_inflight"`
 	LocustWindow any              `json:"locust_window"`
 	Hist         any              `json:"hist"`
 	HistValues   [][2]int64       `json:"hist_values"`
@@ -518,11 +521,18 @@ type secondJSON struct {
 
 // freeze ends recording at `now` (epoch seconds) and returns the file's content. inflight
 // holds the start (UnixNano) of every request still running, 0 for an idle user: those
-// started inside the window are abandoned and count as overran.
-func (r *recorder) freeze(now float64, inflight []int64, spawnedAt *float64) *output {
+// started inside the window are abandoned and count as overran. ops, read under the lock (so
+// a request is either recorded or in flight, never neither), gives each user's op in flight.
+func (r *recorder) freeze(now float64, inflight []int64, spawnedAt *float64, ops func() []int32) *output {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.frozen = true
+	runInflight := map[string]int64{}
+	for _, o := range ops() {
+		if o > 0 {
+			runInflight[r.names[o-1]]++
+		}
+	}
 	t1 := math.Min(r.t1, now)
 	if r.ended {
 		t1 = r.endT1
@@ -539,7 +549,7 @@ func (r *recorder) freeze(now float64, inflight []int64, spawnedAt *float64) *ou
 	out := &output{PID: os.Getpid(), T0: r.t0, T1: t1, Target: r.target, Count: r.count,
 		SumUS: r.sumUS, Bytes: r.bytes, Overran: r.overran, MaxOverrunS: r.maxOverrun,
 		SpawnedAt: spawnedAt, Status: map[string]int64{}, Failures: map[string]int64{},
-		RunCounts: map[string]int64{}, HistValues: [][2]int64{}, Generator: "loadgen",
+		RunCounts: map[string]int64{}, RunInflight: runInflight, HistValues: [][2]int64{}, Generator: "loadgen",
 		RunResults: r.run.results, RunOK: r.run.ok, RunSumUS: r.run.sumUS, RunMaxUS: r.run.maxUS}
 	if r.haveFirst {
 		fs, le := r.firstStart, r.lastEnd
@@ -730,6 +740,15 @@ func (g *run) start() {
 	g.spawnedAt = epoch(time.Now())
 }
 
+// inflightOps: the op (+1) each user has in flight, 0 for an idle one.
+func (g *run) inflightOps() []int32 {
+	ops := make([]int32, len(g.users))
+	for i, u := range g.users {
+		ops[i] = u.inflightOp.Load()
+	}
+	return ops
+}
+
 func (g *run) inflight() []int64 {
 	starts := make([]int64, len(g.users))
 	for i, u := range g.users {
@@ -769,7 +788,7 @@ func execute(cfg *config, signals <-chan os.Signal) *output {
 	}
 	spawned := g.spawnedAt
 	now := epoch(time.Now())
-	out := g.rec.freeze(now, g.inflight(), &spawned)
+	out := g.rec.freeze(now, g.inflight(), &spawned, g.inflightOps)
 	out.Resent = g.resent.Load()
 	if g.sched != nil {
 		// due before the close (by more than lateTolerance) and never sent: slots no user
@@ -854,6 +873,8 @@ type user struct {
 	body     []byte // a request body built per request (POST /users/{uid})
 	resp     []byte // the captured response body
 	inflight atomic.Int64
+	// the op (+1) of the request in flight, 0 when idle: what was abandoned at a stop
+	inflightOp atomic.Int32
 	// open loop: the due time of the slot taken and not yet sent (0: none); read by execute
 	// after the user has stopped
 	pendingDue float64
@@ -943,10 +964,12 @@ func (u *user) once(due float64) {
 	start := time.Now()
 	startNs := start.UnixNano()
 	u.inflight.Store(startNs)
+	u.inflightOp.Store(int32(o) + 1)
 	status, n, err := u.exchange(r.Method, u.path, body, r.JSON && r.Body != nil, r.Follow, r.TrackMaxID)
 	dur := time.Since(start)
 	g.rec.recordDue(o, status, failureKind(status, err), float64(startNs)/1e9, dur, n, due)
 	u.inflight.Store(0)
+	u.inflightOp.Store(0)
 	if r.TrackMaxID && status == 201 && err == nil {
 		if id, ok := parseID(u.resp); ok {
 			for cur := g.maxID.Load(); id > cur && !g.maxID.CompareAndSwap(cur, id); cur = g.maxID.Load() {

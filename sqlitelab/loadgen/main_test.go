@@ -144,7 +144,11 @@ func TestRecorderWindowTargetOverran(t *testing.T) {
 	if !stopped {
 		t.Fatal("target did not stop the run")
 	}
-	out := r.freeze(300, []int64{int64(151.0 * 1e9), 0}, nil) // one abandoned in flight
+	inFlight := func() []int32 { return []int32{int32(opHello) + 1, 0} }
+	out := r.freeze(300, []int64{int64(151.0 * 1e9), 0}, nil, inFlight) // one abandoned in flight
+	if len(out.RunInflight) != 1 || out.RunInflight["GET GET /hello"] != 1 {
+		t.Fatalf("run_inflight %v", out.RunInflight)
+	}
 	if out.Count != 2 || out.Bytes != 12 || out.SumUS != 1_510_000 {
 		t.Fatalf("count %d bytes %d sum %d", out.Count, out.Bytes, out.SumUS)
 	}
@@ -174,7 +178,7 @@ func TestRecorderRunLevelAccounting(t *testing.T) {
 	r.record(opHello, 0, "timeout", 170, 35*time.Second, 0) // a timeout ending at 205, after T1
 	r.record(opHello, 200, "", 199.9, 5*time.Second, 5)     // a 5-s stall over the close
 	r.record(opRequests, 302, "", 201, ms, 10)              // started after the window
-	out := r.freeze(300, []int64{int64(199.95 * 1e9)}, nil) // one abandoned in flight
+	out := r.freeze(300, []int64{int64(199.95 * 1e9)}, nil, func() []int32 { return []int32{int32(opHello) + 1} }) // one abandoned in flight
 	if out.Count != 1 || out.SumUS != 40_000 || out.Overran != 3 {
 		t.Fatalf("window: count %d sum %d overran %d", out.Count, out.SumUS, out.Overran)
 	}
@@ -198,7 +202,7 @@ func TestRecorderRunLevelAccounting(t *testing.T) {
 	if r.run.results != 6 {
 		t.Fatal("recorded after freeze")
 	}
-	data, _ := json.Marshal(newRecorder(helloOps, 1, 2, 0, nil).freeze(3, nil, nil))
+	data, _ := json.Marshal(newRecorder(helloOps, 1, 2, 0, nil).freeze(3, nil, nil, func() []int32 { return nil }))
 	var empty map[string]any
 	json.Unmarshal(data, &empty)
 	if empty["run_first_start"] != nil || empty["run_last_end"] != nil || empty["run_results"] != 0.0 || empty["run_max_us"] != 0.0 {
