@@ -14,9 +14,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import config, databases, hosts, layout, postgres
+from .processes import free_port, log_tail, pin_command
 
 # One line per stack: the contract suite and the notebooks take their list from here.
 STACKS: dict[str, dict] = {
@@ -34,6 +32,39 @@ STACKS: dict[str, dict] = {
     "go-nethttp": {"multiprocess": False},
     "ruby-puma": {"multiprocess": True},
 }
+
+
+def extra_stacks(value: str | None = None) -> dict[str, dict]:
+    """Stacks that are not bundled: `LAB_EXTRA_STACKS` (or `value`) names stack folders,
+    os.pathsep-separated, each shaped like servers/<stack>/ (an executable `run` that execs the
+    server with the LAB_* environment); the folder's name is the stack's name. They are added to
+    STACKS when this module is imported (one process each, `dir`: where their `run` is), so
+    start_server, sweeps and the contract suite take them like a bundled stack:
+    `LAB_EXTRA_STACKS=tests/stacks/lossy-python`, or your own app's folder."""
+    if value is None:
+        value = os.environ.get("LAB_EXTRA_STACKS", "")
+    out: dict[str, dict] = {}
+    for entry in filter(None, value.split(os.pathsep)):
+        folder = Path(entry).expanduser().resolve()
+        run = folder / "run"
+        if not (run.is_file() and os.access(run, os.X_OK)):
+            raise ValueError(f"LAB_EXTRA_STACKS: {folder} is not a stack folder: it has no executable "
+                             f"`run` (one that execs the server with the LAB_* environment, as "
+                             f"servers/<stack>/run does)")
+        if folder.name in STACKS or folder.name in out:
+            raise ValueError(f"LAB_EXTRA_STACKS: a stack named {folder.name!r} is already known "
+                             f"(rename the folder {folder})")
+        out[folder.name] = {"multiprocess": False, "dir": folder}
+    return out
+
+
+STACKS.update(extra_stacks())
+
+
+def stack_dir(stack: str) -> Path:
+    """The folder of a stack's files (its `run`): servers/<stack>/, or an extra stack's own."""
+    return STACKS.get(stack, {}).get("dir") or config.SERVERS_DIR / stack
+
 
 KNOB_ENV = {
     "pragmas": "LAB_PRAGMAS",
@@ -110,23 +141,6 @@ def knob_env(profile: str | None = None, *, database: str = "sqlite", **knobs) -
 
 # --------------------------------------------------------------------------- processes
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def pin_command(cmd: list[str], cpus: str | None) -> tuple[list[str], str | None]:
-    """Prefix `taskset -c` when a CPU set is asked and taskset exists; return what was applied."""
-    if cpus is None:
-        return cmd, None
-    layout.parse_cpus(cpus)
-    taskset = shutil.which("taskset")
-    if taskset is None:
-        return cmd, None
-    return [taskset, "-c", str(cpus), *cmd], str(cpus)
-
-
 _LIVE: dict[int, "Server"] = {}
 
 
@@ -138,17 +152,9 @@ def _stop_all_live() -> None:
 atexit.register(_stop_all_live)
 
 
-def log_tail(path: Path, lines: int = 25) -> str:
-    try:
-        text = Path(path).read_text(errors="replace")
-    except FileNotFoundError:
-        return "(no log)"
-    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(empty log)"
-
-
 def build_server(stack: str, timeout: float = 900) -> None:
     """Build a stack once (cached by its `run` script); raises with the build log tail."""
-    run = config.SERVERS_DIR / stack / "run"
+    run = stack_dir(stack) / "run"
     if not run.exists():
         raise ServerStartError(f"unknown stack {stack!r}: {run} does not exist")
     proc = subprocess.run([str(run)], env={**os.environ, "LAB_BUILD_ONLY": "1"},
@@ -205,7 +211,7 @@ class Server:
         return self.host_cpus or len(layout.available_cpus())
 
     def start(self, timeout: float = 60.0) -> "Server":
-        run = config.SERVERS_DIR / self.stack / "run"
+        run = stack_dir(self.stack) / "run"
         if not run.exists():
             raise ServerStartError(f"unknown stack {self.stack!r}: {run} does not exist")
         cmd, self.pinned = pin_command([str(run)], self.cpus)
@@ -273,27 +279,6 @@ class Server:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def stop_process_group(proc: subprocess.Popen, grace: float = 10.0) -> int | None:
-    """SIGTERM a process started with start_new_session=True and its group, SIGKILL after
-    `grace` seconds; anything left in the group (forked workers) is killed too."""
-    if proc.poll() is None:
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-    _signal_group(proc.pid, signal.SIGKILL)
-    return proc.returncode
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def follow_cpus(stack: str, env: dict[str, str], cpus: str | None) -> dict[str, str]:
