@@ -15,7 +15,7 @@
 use std::{
     env,
     fs::{File, OpenOptions},
-    future::Future,
+    future::{Future, poll_fn},
     io::Write as _,
     net::SocketAddr,
     path::{Path, PathBuf},
@@ -32,8 +32,8 @@ use std::{
 
 use axum::{
     Json, Router,
-    body::Bytes,
-    extract::{ConnectInfo, DefaultBodyLimit, FromRequest, FromRequestParts, Request, State},
+    body::{Bytes, HttpBody as _},
+    extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State},
     http::{HeaderMap, StatusCode, Uri, header, request::Parts},
     middleware::{self, Next},
     response::{Html, IntoResponse, Response},
@@ -50,6 +50,10 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_postgres::{Error as PgError, Row as PgRow, types::ToSql as PgToSql};
 
 const BODY_LIMIT: usize = 1_048_576;
+/// A body over BODY_LIMIT is still read (and thrown away) up to this many bytes before the 413:
+/// closing a connection with unread data resets it, and a client still sending its body would
+/// see a broken pipe instead of the 413. Beyond it the connection is closed unread.
+const DRAIN_LIMIT: usize = 16 * BODY_LIMIT;
 const PAYLOAD_LIMIT: usize = 65_536;
 // As servers/shared.toml declares them, with the pragma values below (tests/test_contract.py checks).
 const METRIC_NAMES: [&str; 5] = ["cpu", "memory", "disk", "load", "requests"];
@@ -808,25 +812,48 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
 }
 
 /// The raw request body, at most 1 MiB (by Content-Length, or by reading at most that much).
+/// A larger body is read to its end (at most DRAIN_LIMIT bytes) and discarded before the 413,
+/// unless the client waits for `100 Continue` before sending it.
 struct Body(Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for Body {
     type Rejection = AppError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, AppError> {
-        let declared = req
-            .headers()
+    async fn from_request(req: Request, _: &S) -> Result<Self, AppError> {
+        let headers = req.headers();
+        let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
+        let mut too_large = declared.is_some_and(|n| n > BODY_LIMIT as u64);
+        let waits = headers
+            .get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        if too_large && waits {
             return Err(AppError::TooLarge);
         }
-        match Bytes::from_request(req, state).await {
-            Ok(b) => Ok(Body(b)),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(AppError::TooLarge),
-            Err(e) => Err(bad(e.body_text())),
+        let mut body = req.into_body();
+        let mut kept = Vec::with_capacity(declared.filter(|_| !too_large).unwrap_or(0) as usize);
+        let mut read = 0;
+        while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            let frame =
+                frame.map_err(|e| bad(format!("Failed to buffer the request body: {e}")))?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            read += data.len();
+            too_large |= read > BODY_LIMIT;
+            if read > DRAIN_LIMIT {
+                break;
+            }
+            if !too_large {
+                kept.extend_from_slice(&data);
+            }
         }
+        if too_large {
+            return Err(AppError::TooLarge);
+        }
+        Ok(Body(kept.into()))
     }
 }
 
@@ -1959,7 +1986,6 @@ fn router(state: Shared) -> Router {
         .route("/users/", get(empty_id).post(empty_id))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(reject_unclean_paths))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
