@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -16,23 +18,37 @@ if not os.environ.get("LAB_CALIBRATION_DB"):
     _CALIBRATION_DIR = Path(tempfile.mkdtemp(prefix="lab-test-calibration-"))
     os.environ["LAB_CALIBRATION_DB"] = str(_CALIBRATION_DIR / "calibration.db")
 
-from sqlitelab import databases, servers  # noqa: E402  (after LAB_CALIBRATION_DB is set)
+from sqlitelab import config, databases, load, servers, wrk  # noqa: E402  (after LAB_CALIBRATION_DB is set)
 
 
 def pytest_sessionfinish(session, exitstatus):
     if _CALIBRATION_DIR is not None:
         shutil.rmtree(_CALIBRATION_DIR, ignore_errors=True)
+    in_controller = not hasattr(session.config, "workerinput")  # pytest-xdist: not a worker
+    if in_ci() and in_controller and disallowed_skips() and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def selected(variable: str, known) -> list[str]:
+    """The names `variable` lists (comma-separated), every one of `known` when it is unset or
+    empty; a list that names nothing (`,`) or an unknown name is a usage error, not a green
+    run that tested nothing."""
+    wanted = os.environ.get(variable)
+    if not wanted:
+        return list(known)
+    names = [n for n in wanted.split(",") if n]
+    if not names:
+        raise pytest.UsageError(f"{variable}={wanted!r} names nothing "
+                                f"(unset it for all of {', '.join(known)})")
+    unknown = set(names) - set(known)
+    if unknown:
+        kind = variable.removeprefix("LAB_").lower()
+        raise pytest.UsageError(f"{variable} names unknown {kind} {sorted(unknown)}")
+    return names
 
 
 def selected_stacks() -> list[str]:
-    wanted = os.environ.get("LAB_STACKS")
-    stacks = list(servers.STACKS)
-    if wanted:
-        stacks = [s for s in wanted.split(",") if s]
-        unknown = set(stacks) - set(servers.STACKS)
-        if unknown:
-            raise pytest.UsageError(f"LAB_STACKS names unknown stacks {sorted(unknown)}")
-    return stacks
+    return selected("LAB_STACKS", servers.STACKS)
 
 
 STACKS = selected_stacks()
@@ -40,11 +56,7 @@ STACKS = selected_stacks()
 
 def selected_databases() -> list[str]:
     """`LAB_DATABASES=postgres pytest ...` narrows the databases the contract suite runs on."""
-    wanted = [d for d in os.environ.get("LAB_DATABASES", "").split(",") if d] or list(servers.DATABASES)
-    unknown = set(wanted) - set(servers.DATABASES)
-    if unknown:
-        raise pytest.UsageError(f"LAB_DATABASES names unknown databases {sorted(unknown)}")
-    return wanted
+    return selected("LAB_DATABASES", servers.DATABASES)
 
 
 DATABASES = selected_databases()
@@ -84,6 +96,10 @@ def fresh_db(request, tmp_path):
 # fast (no marker: `make test-fast`): starts no server and no load generator;
 # contract: starts servers, drives no load; harness: drives load; notebook: runs notebooks.
 TIERS = ("contract", "harness", "notebook")
+# Per-test timeouts (pytest-timeout) over pyproject.toml's default, by tier: a notebook's smoke
+# run (the session's first calibration of the generators included, when it comes first) and
+# the JupyterLab browser test take minutes.
+TIMEOUTS = {"notebook": 1800}
 
 
 def tier(item) -> str:
@@ -91,19 +107,103 @@ def tier(item) -> str:
     return found[0] if found else "fast"
 
 
-@pytest.fixture(autouse=True)
-def stays_in_its_tier(request, monkeypatch):
-    """A fast test that starts a server, or a contract test that drives load, fails: its
-    marker says less than it does."""
-    t = tier(request.node)
-    if t == "fast":
-        def refuse(self, *a, **kw):
-            raise AssertionError(f"a fast-tier test started {self.stack}: mark it contract or harness")
-        monkeypatch.setattr(servers.Server, "start", refuse)
-    if t in ("fast", "contract"):
-        from sqlitelab import load
+def pytest_collection_modifyitems(items):
+    for item in items:
+        seconds = TIMEOUTS.get(tier(item))
+        if seconds and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(seconds))
 
-        def refuse_load(*a, **kw):
-            raise AssertionError(f"a {t}-tier test drove load: mark it harness")
-        monkeypatch.setattr(load, "run_level", refuse_load)
-    yield
+
+def generator_in(args) -> str | None:
+    """The load generator a command line starts (Locust, loadgen or wrk; pinned by `taskset`
+    or not), or None: `wrk --version` starts none."""
+    if isinstance(args, str):
+        argv = shlex.split(args)
+    elif isinstance(args, (bytes, os.PathLike)):
+        argv = [os.fsdecode(args)]
+    else:
+        argv = [os.fsdecode(a) for a in args]
+    if argv and Path(argv[0]).name == "taskset":
+        argv = argv[3:]  # processes.pin_command: taskset -c CPUS command...
+    if not argv:
+        return None
+    program = Path(argv[0]).name
+    if program == "locust" or argv[1:3] == ["-m", "locust"]:
+        return "locust"
+    if argv[0] == str(config.LOADGEN_BIN):
+        return "loadgen"
+    if program == wrk.BINARY and "--version" not in argv:
+        return "wrk"
+    return None
+
+
+def refusing_popen(t: str) -> type[subprocess.Popen]:
+    """subprocess.Popen, except that a load generator's command line is an AssertionError."""
+    class Popen(subprocess.Popen):
+        def __init__(self, args, *a, **kw):
+            generator = generator_in(args)
+            if generator:
+                raise AssertionError(f"a {t}-tier test started a load generator ({generator}): "
+                                     "mark it harness")
+            super().__init__(args, *a, **kw)
+    return Popen
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A fast test that starts a server, or a fast or contract test that drives load (a level,
+    or a Locust, loadgen or wrk process), fails: its marker says less than it does. Set up
+    around the test's whole protocol rather than in a fixture, so that the module- and
+    session-scoped fixtures it sets up (before any function-scoped one) are held to it too."""
+    t = tier(item)
+    with pytest.MonkeyPatch.context() as mp:
+        if t == "fast":
+            def refuse(self, *a, **kw):
+                raise AssertionError(f"a fast-tier test started {self.stack}: mark it contract or harness")
+            mp.setattr(servers.Server, "start", refuse)
+        if t in ("fast", "contract"):
+            def refuse_load(*a, **kw):
+                raise AssertionError(f"a {t}-tier test drove load: mark it harness")
+            mp.setattr(load, "run_level", refuse_load)
+            mp.setattr(subprocess, "Popen", refusing_popen(t))
+        return (yield)
+
+
+# ---------------------------------------------------------------------------- skips in CI
+# With CI set (.ci/run sets it), a skip whose reason is not listed here fails the session: on a
+# fresh root Debian machine after `make setup` everything the suite needs is there (Chromium,
+# wrk, strace, Litestream, iproute2, sshd, root for the network namespaces), and a narrowed
+# LAB_STACKS or LAB_DATABASES is a developer's choice, not CI's. So none is allowed.
+ALLOWED_SKIPS: frozenset[str] = frozenset()
+_SKIPPED: list[tuple[str, str]] = []  # (node id, reason) of every skip this session
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def _record_skip(report) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        _SKIPPED.append((report.nodeid, reason.removeprefix("Skipped: ")))
+
+
+def pytest_runtest_logreport(report):
+    _record_skip(report)
+
+
+def pytest_collectreport(report):  # a whole module skipped at import
+    _record_skip(report)
+
+
+def disallowed_skips() -> list[tuple[str, str]]:
+    return [(nodeid, reason) for nodeid, reason in _SKIPPED if reason not in ALLOWED_SKIPS]
+
+
+def pytest_terminal_summary(terminalreporter):
+    bad = disallowed_skips() if in_ci() else []
+    if bad:
+        terminalreporter.section("skips CI does not allow (tests/conftest.py ALLOWED_SKIPS)", red=True)
+        for nodeid, reason in bad:
+            terminalreporter.line(f"{nodeid}: {reason}")
