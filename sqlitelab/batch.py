@@ -3,7 +3,13 @@
 Each notebook is executed into data/runs/<run_id>/<notebook>.ipynb (never over the source),
 with the fixed `sqlitelab` kernel, its `scale` and `run_id` parameters set, and any -p
 overrides (values parsed as Python literals: `-p levels "[1, 2]"`). A summary of the points
-each run stored, and where the executed notebooks and figures are, is printed at the end.
+each run stored, and where the executed notebooks and figures are, is printed at the end, with
+every stored row whose audit failed (AUDITED) listed under it.
+
+Every notebook runs, whatever happened to the one before. Exit status: 0 every notebook ran
+and every audit passed; 1 a notebook stopped on an error or stored a failed audit; 2 bad
+arguments (an unknown parameter), before anything runs. The notebooks are those of
+config.NOTEBOOKS_DIR (LAB_NOTEBOOKS_DIR).
 """
 from __future__ import annotations
 
@@ -20,6 +26,20 @@ from . import config, results
 # a batch runs them after the rest, whatever their number.
 READS_THE_OTHERS = ("06-capacity",)
 
+# Tables whose rows carry an audit (`audit_ok`: rows written against writes acknowledged, the
+# database's integrity_check), and the columns that name a failed row in the summary (those the
+# table has: `inflight_writes` only where the sweep records it).
+AUDITED = {
+    "points": ("server", "profile", "scenario", "users", "repeat", "generator", "acked_writes",
+               "inflight_writes", "rows_written", "audit_rule", "integrity"),
+    "crosschecks": ("server", "profile", "scenario", "users", "acked_responses",
+                    "unknown_outcomes", "rows_written", "integrity"),
+    "buffer_points": ("method", "variant", "rows_per_txn", "synchronous", "total", "repeat",
+                      "rows", "rows_expected", "records_in_payloads", "journal_mode"),
+    "buffer_slow_sync": ("method", "variant", "rows_per_txn", "total", "sync_delay_ms", "rows",
+                         "rows_expected", "records_in_payloads"),
+}
+
 
 def notebooks(only: list[str] | None = None) -> list[Path]:
     found = sorted(config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"),
@@ -30,7 +50,7 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
 
 
 def execute(path: Path | str, out: Path | str, parameters: dict, log_output: bool = False) -> None:
-    """papermill with the lab's kernel, its notebooks' folder as the working directory, and the
+    """papermill with the lab's kernel, the notebook's folder as the working directory, and the
     kernel on IPC sockets (no TCP port, no "running over TCP without encryption" warning).
     A parameter the notebook does not declare is refused (check_overrides)."""
     import papermill as pm
@@ -40,7 +60,7 @@ def execute(path: Path | str, out: Path | str, parameters: dict, log_output: boo
     from .lab import kernel_transport
     kernel.KernelManager.transport = kernel_transport()
     pm.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=config.KERNEL_NAME,
-                        cwd=str(config.NOTEBOOKS_DIR), log_output=log_output, progress_bar=False,
+                        cwd=str(Path(path).parent), log_output=log_output, progress_bar=False,
                         config=kernel)
 
 
@@ -76,6 +96,8 @@ def run_notebook(path: Path, scale: str, overrides: dict | None = None,
         execute(path, out, params, log_output)
     except pm.PapermillExecutionError as e:
         error = f"{e.ename}: {e.evalue}"
+    except Exception as e:  # the kernel died, the notebook is unreadable...: the batch goes on
+        error = f"{type(e).__name__}: {e}"
     return {"notebook": path.stem, "run_id": run_id, "executed": str(out),
             "seconds": round(time.perf_counter() - t, 1), "error": error}
 
@@ -86,12 +108,33 @@ def _count(run_id: str, table: str) -> int:
     return int(n["n"].iloc[0]) if len(n) else 0
 
 
-def summary(done: list[dict]) -> str:
+def failed_audits(run_id: str) -> dict:
+    """{table: the rows of notebook run `run_id` whose audit failed} over the AUDITED tables
+    (every stored row, those a confirming generator replaced too), in the columns naming them."""
+    out = {}
+    for table, wanted in AUDITED.items():
+        have = results.read_sql(f"SELECT name FROM pragma_table_info('{table}')")
+        columns = set(have["name"]) if len(have) else set()
+        if "audit_ok" not in columns:
+            continue
+        names = [c for c in wanted if c in columns] or ["audit_ok"]
+        bad = results.read_sql(f"SELECT {', '.join(f'[{c}]' for c in names)} FROM [{table}] "
+                               "WHERE notebook_run = ? AND audit_ok = 0", [run_id])
+        if len(bad):
+            out[table] = bad
+    return out
+
+
+def summary(done: list[dict], failed: dict | None = None) -> str:
+    """The table of the notebooks run, and under it every row whose audit failed. `failed`:
+    {run_id: failed_audits(run_id)} (looked up when not given)."""
     import pandas as pd
+    failed = {d["run_id"]: failed_audits(d["run_id"]) for d in done} if failed is None else failed
     rows = []
     every = results.load_points()
     for d in done:
         pts = every[every["notebook_run"] == d["run_id"]] if len(every) else every
+        bad = sum(len(t) for t in failed.get(d["run_id"], {}).values())
         row = {"notebook": d["notebook"], "seconds": d["seconds"],
                "points": len(pts) or _count(d["run_id"], "buffer_points"),
                "status": "error: " + d["error"] if d["error"] else "ok"}
@@ -99,12 +142,17 @@ def summary(done: list[dict]) -> str:
             row["best rps"] = round(pts["rps"].max(), 1)
             best = pts.loc[pts["rps"].idxmax()]
             row["at"] = f"{best['server']}/{best['profile']} {best['users']}u"
-            row["audit"] = "ok" if pts["audit_ok"].all() else "FAILED"
             row["gen-bound"] = int(pts["generator_bound"].sum())
             row["gen-influenced"] = (int(pts["generator_influenced"].fillna(0).astype(bool).sum())
                                      if "generator_influenced" in pts else 0)
+        row["audit"] = f"FAILED ({bad})" if bad else ("ok" if row["points"] else "")
         rows.append(row)
-    return pd.DataFrame(rows).to_string(index=False)
+    text = pd.DataFrame(rows).to_string(index=False)
+    for d in done:
+        for table, bad in failed.get(d["run_id"], {}).items():
+            text += (f"\n\nAUDIT FAILED: {d['notebook']} ({d['run_id']}), {len(bad)} row(s) of "
+                     f"`{table}` with audit_ok false:\n" + bad.to_string(index=False))
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,12 +188,13 @@ def main(argv: list[str] | None = None) -> int:
         done.append(run_notebook(path, args.scale, taken[path]))
         print(f"   {done[-1]['seconds']} s -> {done[-1]['executed']}"
               + (f"\n   FAILED: {done[-1]['error']}" if done[-1]["error"] else ""), flush=True)
+    failed = {d["run_id"]: failed_audits(d["run_id"]) for d in done}
     print(f"\nSummary ({args.scale} scale, {time.perf_counter() - t:.0f} s in all, "
           f"{results.machine_label()}):")
-    print(summary(done))
+    print(summary(done, failed))
     print(f"\nExecuted notebooks: {config.RUNS_DIR}/<run_id>/\nFigures: {config.FIGURES_DIR}/<notebook>/"
           f"\nResults: {config.RESULTS_DB}")
-    return 1 if any(d["error"] for d in done) else 0
+    return 1 if any(d["error"] for d in done) or any(failed.values()) else 0
 
 
 if __name__ == "__main__":

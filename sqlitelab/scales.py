@@ -109,6 +109,52 @@ SCALES: dict[str, dict[str, dict]] = {
 FINE_LEVELS = [8, 10, 13, 16, 20, 25, 32, 40, 51, 64, 81, 102, 128, 161, 203, 256]
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _integer(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _integers(least: int, empty: bool = False):
+    """A list of integers >= least (empty too when `empty`)."""
+    return lambda v: isinstance(v, (list, tuple)) and (empty or bool(v)) and all(_integer(u) and u >= least for u in v)
+
+
+# What each setting accepts, checked by `settings` before a notebook starts anything: a check
+# and the words an error gives (one line: "<name> must be <words>, not <value>").
+ACCEPTS: dict[str, tuple] = {
+    **{k: (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]")
+       for k in ("levels", "article_levels")},
+    "fine_levels": (_integers(1, empty=True), "a list of integers >= 1 (concurrent users; []: none)"),
+    **{k: (lambda v: _number(v) and v > 0, "a number of seconds > 0")
+       for k in ("duration", "ceiling_seconds", "crosscheck_seconds", "max_seconds", "op_duration")},
+    **{k: (lambda v: _number(v) and v >= 0, "a number of seconds >= 0") for k in ("warmup", "at_s")},
+    **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (runs of each level)")
+       for k in ("repeats", "beyond_repeats")},
+    **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (concurrent users)")
+       for k in ("crosscheck_users", "share_users", "paths_users", "open_users")},
+    **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (requests per level)")
+       for k in ("requests", "beyond_requests")},
+    "write_shares": (lambda v: isinstance(v, (list, tuple)) and bool(v) and all(_number(w) and 0 <= w <= 1 for w in v),
+                     "a non-empty list of write shares, numbers from 0 to 1, e.g. [0.0, 0.5, 1.0]"),
+    "totals": (_integers(1), "a non-empty list of integers >= 1 (records per run)"),
+    "variant_totals": (_integers(1, empty=True), "a list of integers >= 1 (records per run)"),
+    "rows_per_txn": (_integers(1), "a non-empty list of integers >= 1 (rows per transaction)"),
+    "slow_sync_ms": (lambda v: _number(v) and v >= 0, "a number of milliseconds >= 0 (0: no slow-disk run)"),
+    "slow_sync_total": (lambda v: _integer(v) and v >= 1, "an integer >= 1 (records)"),
+    "users_rows": (lambda v: _integer(v) and v >= 1, "an integer >= 1 (rows of the users table)"),
+    "user_bytes": (lambda v: _integer(v) and v >= 0, "an integer >= 0 (bytes of each user's bio)"),
+    **{k: (_integers(0, empty=True), "a list of integers >= 0 (microseconds each way), e.g. [100, 500]")
+       for k in ("delays_us", "db_delays_us")},
+    "rates": (lambda v: isinstance(v, (list, tuple)) and bool(v) and all(_number(r) and r > 0 for r in v),
+              "a non-empty list of numbers > 0 (requests/s), e.g. [100, 200]"),
+    "fraction": (lambda v: _number(v) and v > 0, "a number > 0 (share of the open-loop capacity)"),
+    "slo_p99_ms": (lambda v: _number(v) and v > 0, "a number of milliseconds > 0"),
+}
+
+
 def names(notebook: str) -> list[str]:
     """Every setting a scale of `notebook` holds: each is a `None` parameter of the notebook."""
     return sorted({k for scale in SCALES[notebook].values() for k in scale})
@@ -116,7 +162,8 @@ def names(notebook: str) -> list[str]:
 
 def settings(notebook: str, scale: str, **overrides) -> dict:
     """The scale's settings for `notebook`, with every non-None override applied. A name no
-    scale of the notebook holds is refused (a parameter passed here that nothing reads)."""
+    scale of the notebook holds is refused (a parameter passed here that nothing reads), and so
+    is a value its setting does not accept (ACCEPTS), in one line naming both."""
     if notebook not in SCALES:
         raise ValueError(f"no scales defined for notebook {notebook!r}")
     known = SCALES[notebook]
@@ -129,6 +176,9 @@ def settings(notebook: str, scale: str, **overrides) -> dict:
     out = dict(known[scale])
     for k, v in overrides.items():
         if v is not None:
+            check, words = ACCEPTS.get(k, (None, ""))
+            if check is not None and not check(v):
+                raise ValueError(f"{k} must be {words}, not {v!r}")
             out[k] = v
     out["scale"] = scale
     return out

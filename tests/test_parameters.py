@@ -1,12 +1,20 @@
 """Every knob a notebook uses is a parameter (issue 13): each scale setting is a `None` parameter
 of its notebook, every parameter says what it is in a comment `papermill --help-notebook`
-shows, and a name nothing reads is refused with one line (scales.settings, batch -p)."""
+shows, and a name nothing reads is refused with one line (scales.settings, batch -p). A bad
+value, run through a real notebook with papermill, stops it with one line naming the parameter
+and what it accepts, before any server starts (scales.ACCEPTS, sweep's Spec checks)."""
+import contextlib
+import inspect
 import subprocess
 import sys
+import threading
 
+import nbformat
+import psutil
 import pytest
 
 from sqlitelab import batch, config, scales
+from sqlitelab import servers as stacks
 
 
 NOTEBOOKS = batch.notebooks()
@@ -43,10 +51,52 @@ def test_settings_refuses_a_name_no_scale_holds():
         scales.settings("03-read-write-mix", "quick", shares_users=5)
 
 
-def test_batch_refuses_an_unknown_parameter_in_one_line(capsys):
-    assert batch.main(["--only", "03", "-p", "shares_users", "16"]) == 2
+def test_every_scale_value_is_one_its_setting_accepts():
+    """ACCEPTS refuses bad values, not the scales' own: each passes as an override; and every
+    setting but the named strings and 04's `large` dict has a check."""
+    unchecked = {"synchronous", "methods", "variants", "generator", "large"}
+    for nb, by_scale in scales.SCALES.items():
+        assert set(scales.names(nb)) - set(scales.ACCEPTS) <= unchecked, nb
+        for scale, values in by_scale.items():
+            assert scales.settings(nb, scale, **values) == {**values, "scale": scale}
+
+
+@pytest.mark.parametrize("name,value,says", [
+    ("levels", [-1], "levels must be a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4], not [-1]"),
+    ("levels", [], "levels must be a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4], not []"),
+    ("levels", [True], "levels must be a non-empty list of integers >= 1"),
+    ("duration", 0, "duration must be a number of seconds > 0, not 0"),
+    ("duration", "ten", "duration must be a number of seconds > 0, not 'ten'"),
+    ("warmup", -1, "warmup must be a number of seconds >= 0, not -1"),
+    ("repeats", 0, "repeats must be an integer >= 1 (runs of each level), not 0"),
+    ("repeats", 1.5, "repeats must be an integer >= 1 (runs of each level), not 1.5"),
+])
+def test_settings_refuses_a_bad_value_in_one_line(name, value, says):
+    with pytest.raises(ValueError) as e:
+        scales.settings("01-linear-writes", "quick", **{name: value})
+    assert str(e.value).startswith(says) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name,value,says", [
+    ("duration", 0, "duration must be a number of seconds > 0, got 0"),
+    ("duration", "ten", "duration must be a number of seconds > 0, got 'ten'"),
+    ("warmup", -0.5, "warmup must be a number of seconds >= 0, got -0.5"),
+    ("servers", ["nope"], "unknown servers ['nope']; known: "),
+])
+def test_a_sweep_refuses_a_bad_value_before_anything_starts(name, value, says):
+    from sqlitelab import sweep
+    args = {k: p.default for k, p in inspect.signature(sweep.sweep).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+    with pytest.raises(ValueError) as e:
+        sweep.Spec.of(**{**args, "notebook": "01-linear-writes", name: value})
+    assert str(e.value).startswith(says) and "\n" not in str(e.value)
+
+
+def test_batch_refuses_an_unknown_parameter_in_one_line(capsys, lab_data):
+    assert batch.main(["--only", "01", "03", "-p", "shares_users", "16"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "unknown parameter 'shares_users' for notebook 03" in err
+    assert err.count("\n") == 1 and "unknown parameter 'shares_users' for notebooks 01, 03" in err
+    assert not (lab_data / "runs").exists(), "batch ran a notebook before refusing"
 
 
 def test_batch_passes_a_name_only_to_the_notebooks_that_declare_it():
@@ -60,3 +110,114 @@ def test_smoke_parameters_are_all_declared():
     paths = {p.stem: p for p in NOTEBOOKS}
     for stem, params in SMOKE.items():
         assert batch.check_overrides([paths[stem]], params)[paths[stem]] == params
+
+
+@pytest.fixture
+def lab_data(tmp_path, monkeypatch):
+    """A data and figures folder of the test's own: for this process (config's paths) and for
+    the notebooks' kernels (LAB_DATA_DIR, LAB_FIGURES_DIR, inherited)."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("LAB_DATA_DIR", str(data))
+    monkeypatch.setenv("LAB_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.delenv("LAB_PORT", raising=False)  # marks a server's process (servers_started)
+    for name, value in {"DATA_DIR": data, "RESULTS_DB": data / "results.db", "RUNS_DIR": data / "runs",
+                        "TMP_DIR": data / "tmp", "FIGURES_DIR": tmp_path / "figures"}.items():
+        monkeypatch.setattr(config, name, value)
+    return data
+
+
+@contextlib.contextmanager
+def servers_started():
+    """The command lines of the processes started under this one (a notebook's kernel and its
+    children) that carry a server's LAB_PORT (servers.Server.start), watched while the block runs."""
+    seen, stop, me = [], threading.Event(), psutil.Process()
+
+    def watch():
+        while not stop.is_set():
+            for p in me.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if "LAB_PORT" in p.environ():
+                        seen.append(" ".join(p.cmdline()))
+            stop.wait(0.05)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        t.join()
+
+
+def assert_refused_before_anything_ran(done: dict, data, started: list, *words: str):
+    """One line, saying `words` (the parameter and what it accepts); the notebook stopped before
+    its first measurement: no server process, no stored row, nothing in data/ but the executed
+    notebook."""
+    error = done["error"]
+    assert error and "\n" not in error, f"not one line: {error!r}"
+    for w in words:
+        assert w in error, f"{w!r} not in {error!r}"
+    assert not started, f"a server started: {started}"
+    assert not (data / "results.db").exists(), "the run stored something"
+    assert not (data / "tmp").exists() or not any((data / "tmp").iterdir()), "a sweep made a scratch database"
+    runs = data / "runs"
+    assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*")) == \
+        [done["run_id"], f"{done['run_id']}/{done['notebook']}.ipynb"], "a server log or run folder was written"
+    cells = nbformat.read(done["executed"], as_version=4).cells
+    ran = [c for c in cells if c.cell_type == "code" and c.get("execution_count")]
+    assert any(o.get("output_type") == "error" for o in ran[-1].get("outputs", []))
+    assert not any("sweep(" in c.source or "baseline." in c.source for c in ran[:-1]), \
+        "a cell that measures ran before the error"
+
+
+LEVELS = "a non-empty list of integers >= 1"
+# (notebook, parameter, value, what the error must say it accepts): each kind of value once, on
+# a notebook it applies to (a papermill run costs a kernel's start; the checks are one function,
+# scales.settings, tested on every value in the fast tier above)
+BAD = [
+    ("01", "levels", [-1], LEVELS),
+    ("02", "levels", [], LEVELS),      # 02 sweeps its article_levels first: refused before that
+    ("09", "duration", 0, "a number of seconds > 0"),
+    ("07", "duration", "ten", "a number of seconds > 0"),
+    ("03", "servers", ["nope"], f"known: {list(stacks.STACKS)}"),
+    ("05", "repeats", 0, "an integer >= 1"),
+    ("04", "totals", [], "a non-empty list of integers >= 1"),
+]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("prefix,name,value,accepts", BAD,
+                         ids=[f"{b[0]}-{b[1]}={b[2]!r}" for b in BAD])
+def test_a_bad_value_stops_the_notebook_in_one_line_before_any_server(prefix, name, value, accepts, lab_data):
+    path, = batch.notebooks([prefix])
+    with servers_started() as started:
+        done = batch.run_notebook(path, "quick", {name: value}, log_output=False)
+    said = f"unknown {name}" if name == "servers" else f"{name} must be"
+    assert_refused_before_anything_ran(done, lab_data, started, said, repr(value), accepts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem[:2])
+def test_every_notebook_checks_its_settings_in_the_cell_after_its_parameters(path):
+    nb = nbformat.read(path, as_version=4)
+    i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    assert "scales.settings(NOTEBOOK, scale" in nb.cells[i + 1].source
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem[:2] in ("01", "08")], ids=lambda p: p.stem[:2])
+def test_an_unknown_scale_stops_the_notebook_in_one_line(path, lab_data):
+    """Every notebook calls scales.settings in the cell after its parameters (checked for each in
+    the fast tier); two of them run here."""
+    with servers_started() as started:
+        done = batch.run_notebook(path, "huge", log_output=False)
+    assert_refused_before_anything_ran(done, lab_data, started, "scale must be one of ['quick', 'seed'], not 'huge'")
+
+
+@pytest.mark.notebook
+def test_batch_reports_a_bad_value_and_exits_1(lab_data, capsys):
+    with servers_started() as started:
+        assert batch.main(["--only", "01", "-p", "duration", "ten"]) == 1
+    out = capsys.readouterr().out
+    failed = [line for line in out.splitlines() if "FAILED:" in line]
+    assert failed == ["   FAILED: ValueError: duration must be a number of seconds > 0, not 'ten'"], out
+    assert not started and not (lab_data / "results.db").exists()
