@@ -7,6 +7,10 @@ each in a process of its own, as an operator's command on the server's machine w
 
 Every operation reports `started` and `finished` (epoch seconds), `seconds`, and its own
 details. The database is the live file of a running server (WAL mode, the server writing).
+A run keeps results, not copies: what backup, vacuum-into and litestream make (a copy, a
+replica and its restore) is checked and recorded in the result's `copies` (each one's bytes,
+integrity_check, rows, `verified`, `kept`), then removed, unless `keep_copies=True` asks to
+keep it; a copy that failed its check is kept. The operation's own .json and .log stay.
 `during` runs one at a marked second of a level of load (load.run_level's `during`).
 """
 from __future__ import annotations
@@ -23,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import config
+from . import config, processes
 
 # Declared once: every operation, what it does (notebook 08 prints this).
 OPERATIONS: dict[str, str] = {
@@ -40,11 +44,11 @@ OPERATIONS: dict[str, str] = {
                   "for `seconds`, then the replica restored into a new file and checked",
 }
 PARAMS: dict[str, dict[str, type]] = {  # each operation's parameters and their types
-    "backup": {},
-    "vacuum-into": {},
+    "backup": {"keep_copies": bool},
+    "vacuum-into": {"keep_copies": bool},
     "create-index": {"table": str, "column": str, "index": str},
     "checkpoint": {"busy_timeout_ms": int},
-    "litestream": {"seconds": float},
+    "litestream": {"seconds": float, "keep_copies": bool},
 }
 LITESTREAM_VERSION = "v0.3.13"  # the Makefile builds it: github.com/benbjohnson/litestream/cmd/litestream
 LITESTREAM = config.PROJ_ROOT / ".setup" / "bin" / "litestream"
@@ -81,6 +85,8 @@ def check_params(name: str, params: dict) -> dict:
             raise ValueError(f"operation {name!r} has no parameter {k!r}"
                              + (f"; known: {', '.join(known)}" if known else " (it takes none)"))
         kind = known[k]
+        if kind is bool and not isinstance(v, bool):
+            raise ValueError(f"{name} {k} must be True or False, not {v!r}")
         if kind is str and not (isinstance(v, str) and v and set(v) <= NAME_OK):
             raise ValueError(f"{name} {k} must be a lower-case SQL name, not {v!r}")
         if kind in (int, float) and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 3600_000):
@@ -112,7 +118,7 @@ def backup(db: Path, scratch: Path) -> dict:
     finally:
         out.close()
         src.close()
-    return {"dest": str(dest), "bytes": dest.stat().st_size, "integrity": _integrity(dest)}
+    return {"copies": {dest.name: _verify(dest)}}
 
 
 def vacuum_into(db: Path, scratch: Path) -> dict:
@@ -123,7 +129,7 @@ def vacuum_into(db: Path, scratch: Path) -> dict:
         con.execute("VACUUM INTO ?", (str(dest),))
     finally:
         con.close()
-    return {"dest": str(dest), "bytes": dest.stat().st_size, "integrity": _integrity(dest)}
+    return {"copies": {dest.name: _verify(dest)}}
 
 
 def create_index(db: Path, scratch: Path, table: str = "users", column: str = "departname",
@@ -151,7 +157,8 @@ def checkpoint(db: Path, scratch: Path, busy_timeout_ms: int = 5000) -> dict:
 
 def litestream(db: Path, scratch: Path, seconds: float = 5.0) -> dict:
     """Replicate for `seconds` (Litestream's own process, in this one's process group, so that
-    stopping this operation by its PID stops it too), then restore the replica and check it."""
+    stopping this operation by its PID stops it too), then restore the replica and check it:
+    the replica is verified when its restore is."""
     if not LITESTREAM.exists():
         raise OperationError(f"litestream is not built ({LITESTREAM}): run make setup")
     replica = scratch / "litestream-replica"
@@ -180,23 +187,71 @@ def litestream(db: Path, scratch: Path, seconds: float = 5.0) -> dict:
                            stdout=out, stderr=subprocess.STDOUT, timeout=300)
     if r.returncode != 0:
         raise OperationError(f"litestream restore exited {r.returncode}:\n{_tail(log)}")
-    con = sqlite3.connect(restored)
-    try:
-        counts = {t: con.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0]
-                  for t in ("requests", "metrics", "items", "users")}
-    finally:
-        con.close()
-    return {"replica_bytes": sum(f.stat().st_size for f in replica.rglob("*") if f.is_file()),
-            "replicated_s": seconds, "restore_s": time.time() - replicated,
-            "restored_integrity": _integrity(restored), "restored_counts": counts,
-            "litestream": LITESTREAM_VERSION,
+    restore_s = time.time() - replicated
+    checked = _verify(restored, tables=("requests", "metrics", "items", "users"))
+    copy = {"path": str(replica), "bytes": _bytes(replica), "restored_into": restored.name,
+            "verified": checked["verified"]}
+    return {"replicated_s": seconds, "restore_s": restore_s, "litestream": LITESTREAM_VERSION,
+            "copies": {replica.name: copy, restored.name: checked},
             "log": [line for line in _tail(log, 40).splitlines() if line.strip()]}
+
+
+# ------------------------------------------------------------------ the copies they make
+
+def _files(path: Path) -> list[Path]:
+    """A copy's files: every file of a directory (a replica), or a database and its -wal,
+    -shm and -journal, and those of the .tmp Litestream restores into (it leaves them)."""
+    if path.is_dir():
+        return [f for f in path.rglob("*") if f.is_file()]
+    sides = ("-wal", "-shm", "-journal", ".tmp", ".tmp-wal", ".tmp-shm")
+    return [f for f in (path, *(Path(f"{path}{s}") for s in sides)) if f.exists()]
+
+
+def _bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in _files(path))
+
+
+def _verify(path: Path, tables: tuple[str, ...] = ()) -> dict:
+    """A copy, checked: its bytes, its integrity_check and (`tables`) its rows; `verified` only
+    when it is there, not empty, and ok (one that cannot be read is recorded, not raised)."""
+    out = {"path": str(path), "bytes": _bytes(path), "integrity": "missing"}
+    if path.is_file():
+        try:
+            out["integrity"] = _integrity(path)
+            if tables:
+                out["rows"] = _rows(path, tables)
+        except sqlite3.Error as e:
+            out["integrity"] = f"unreadable: {e}"
+    out["verified"] = out["integrity"] == "ok" and out["bytes"] > 0
+    return out
+
+
+def _settle(copies: dict[str, dict], keep: bool) -> dict[str, dict]:
+    """Each verified copy removed unless `keep`; one that failed its check is kept for whoever
+    reads its record. Each record says whether its copy was `kept`."""
+    for copy in copies.values():
+        copy["kept"] = keep or not copy["verified"]
+        if not copy["kept"]:
+            path = Path(copy["path"])
+            if path.is_dir():
+                shutil.rmtree(path)
+            for f in _files(path):
+                f.unlink(missing_ok=True)
+    return copies
 
 
 def _integrity(path: Path) -> str:
     con = sqlite3.connect(path)
     try:
         return con.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _rows(path: Path, tables: tuple[str, ...]) -> dict[str, int]:
+    con = sqlite3.connect(path)
+    try:
+        return {t: con.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0] for t in tables}
     finally:
         con.close()
 
@@ -213,8 +268,10 @@ RUN = {"backup": backup, "vacuum-into": vacuum_into, "create-index": create_inde
 
 
 def run_here(name: str, db: Path | str, scratch: Path | str, **params) -> dict:
-    """Run an operation in this process (the command line's body): its result, timed."""
+    """Run an operation in this process (the command line's body): its result, timed; the
+    copies it made are then kept or removed (`keep_copies`, _settle)."""
     check_params(name, params)
+    keep = params.pop("keep_copies", False)
     db, scratch = Path(db), Path(scratch)
     if not db.exists():
         raise FileNotFoundError(f"no database at {db}")
@@ -222,6 +279,7 @@ def run_here(name: str, db: Path | str, scratch: Path | str, **params) -> dict:
     started = time.time()
     out = RUN[name](db, scratch, **params)
     finished = time.time()
+    _settle(out.get("copies", {}), keep)
     return {"operation": name, "started": started, "finished": finished,
             "seconds": finished - started, **out}
 
@@ -236,16 +294,15 @@ class Operation:
     by its PID (also on leaving a `with` block early, and at interpreter exit)."""
 
     def __init__(self, name: str, db: Path, scratch: Path, cpus: str | None, params: dict):
-        from .servers import pin_command
         self.name, self.scratch = name, scratch
         scratch.mkdir(parents=True, exist_ok=True)
         args = [f"--{k.replace('_', '-')}={v}" for k, v in params.items()]
-        cmd, self.pinned = pin_command([sys.executable, "-m", "sqlitelab.operations", name, str(db),
+        cmd, self.pinned = processes.pin_command([sys.executable, "-m", "sqlitelab.operations", name, str(db),
                                         str(scratch), *args], cpus)
         self.out_path, self.log_path = scratch / f"{name}.json", scratch / f"{name}.log"
         with open(self.out_path, "wb") as out, open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=log, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, cwd=str(config.PROJ_ROOT))
+            self.proc = processes.spawn(cmd, f"operation {name}", stdout=out, stderr=log,
+                                        stdin=subprocess.DEVNULL, cwd=str(config.PROJ_ROOT))
         _LIVE[self.proc.pid] = self
 
     @property
@@ -266,8 +323,7 @@ class Operation:
         return {**json.loads(lines[-1]), "pinned": self.pinned}
 
     def stop(self) -> None:
-        from .servers import stop_process_group
-        stop_process_group(self.proc, grace=10)
+        processes.stop(self.proc, grace=10)
         _LIVE.pop(self.proc.pid, None)
 
     def __enter__(self) -> "Operation":
@@ -315,6 +371,15 @@ def during(operation: dict, db, cpus: str | None, scratch: Path, timeout: float 
     return run
 
 
+def _parse(kind: type, text: str):
+    """A parameter's value from the command line (a bool is true or false, as `start` writes it)."""
+    if kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(text)
+        return text.lower() == "true"
+    return kind(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlitelab.operations",
                                  description="Run one operation against a live SQLite database.")
@@ -330,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         k = k.replace("-", "_")
         kind = PARAMS[ns.operation].get(k, str)
         try:
-            params[k] = kind(v)
+            params[k] = _parse(kind, v)
         except ValueError:
             ap.error(f"--{k} must be a {kind.__name__}, not {v!r}")
     # a SIGTERM (stop by PID) unwinds through the operation's finally blocks

@@ -28,15 +28,20 @@ def experiment(operation: str | None) -> str:
     return "open" if operation is None else f"op/{operation}"
 
 
+def _workload_args(users_rows: int) -> dict:
+    """sweep's arguments for WORKLOAD, on a users table of `users_rows` rows."""
+    return dict(profiles=[WORKLOAD["profile"]], scenario=WORKLOAD["scenario"],
+                scenario_params=WORKLOAD["scenario_params"], seed_items=WORKLOAD["seed_items"],
+                payload_bytes=WORKLOAD["payload_bytes"], seed_users=users_rows)
+
+
 def run_capacity(*, notebook: str, servers: list[str], levels: list[int], rates: list[float],
                  open_users: int, duration: float, warmup: float, users_rows: int,
                  arrivals: str = "constant", **common) -> pd.DataFrame:
     """The closed-loop levels, then the open-loop rates, of the workload on every stack."""
     from .sweep import sweep
-    args = dict(notebook=notebook, servers=servers, profiles=[WORKLOAD["profile"]],
-                scenario=WORKLOAD["scenario"], scenario_params=WORKLOAD["scenario_params"],
-                seed_items=WORKLOAD["seed_items"], payload_bytes=WORKLOAD["payload_bytes"],
-                seed_users=users_rows, duration=duration, warmup=warmup, **common)
+    args = dict(notebook=notebook, servers=servers, duration=duration, warmup=warmup,
+                **_workload_args(users_rows), **common)
     closed = sweep(experiment="closed", levels=levels, **args)
     opened = sweep(experiment="open", levels=[open_users], rates=rates, arrivals=arrivals, **args)
     return pd.concat([closed, opened], ignore_index=True)
@@ -57,9 +62,11 @@ def steady_rates(points: pd.DataFrame, fraction: float, slo_p99_ms: float) -> pd
 
 def run_operations(*, notebook: str, steady: pd.DataFrame, operations: list[str], open_users: int,
                    duration: float, warmup: float, at_s: float, users_rows: int,
-                   op_params: dict | None = None, **common) -> pd.DataFrame:
+                   op_params: dict | None = None, keep_copies: bool = False, **common) -> pd.DataFrame:
     """Every operation under every stack's steady rate (a sweep each: a fresh copy of the
-    database and a fresh start of the server, so one operation's leftovers never meet the next)."""
+    database and a fresh start of the server, so one operation's leftovers never meet the next).
+    The copies an operation makes are checked, recorded and removed unless `keep_copies`
+    (sqlitelab.operations; `op_params` may still set it per operation)."""
     from . import operations as ops
     from .sweep import sweep
     if not 0 <= at_s < duration:
@@ -67,17 +74,17 @@ def run_operations(*, notebook: str, steady: pd.DataFrame, operations: list[str]
     for name in operations:
         if name not in ops.OPERATIONS:
             raise ValueError(f"unknown operation {name!r}; known: {', '.join(ops.OPERATIONS)}")
+    keep = {name: {"keep_copies": keep_copies} for name in operations  # those that make copies
+            if "keep_copies" in ops.PARAMS[name]}
     frames = []
     for row in steady.dropna(subset=["steady_rate"]).itertuples():
         for name in operations:
             frames.append(sweep(
                 notebook=notebook, experiment=experiment(name), servers=[row.server],
-                profiles=[WORKLOAD["profile"]], scenario=WORKLOAD["scenario"],
-                scenario_params=WORKLOAD["scenario_params"], seed_items=WORKLOAD["seed_items"],
-                payload_bytes=WORKLOAD["payload_bytes"], seed_users=users_rows,
-                levels=[open_users], rates=[round(float(row.steady_rate), 1)], duration=duration,
-                warmup=warmup,
-                operation={"name": name, "at_s": at_s, **(op_params or {}).get(name, {})},
+                **_workload_args(users_rows), levels=[open_users],
+                rates=[round(float(row.steady_rate), 1)], duration=duration, warmup=warmup,
+                operation={"name": name, "at_s": at_s, **keep.get(name, {}),
+                           **(op_params or {}).get(name, {})},
                 **common))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

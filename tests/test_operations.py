@@ -1,7 +1,8 @@
 """The operations notebook 08 runs under load (sqlitelab.operations), each against a real WAL
 database while a writer commits to it, in a process of its own: what each leaves behind is
 checked (copies whole and holding what was committed before they started, the index there,
-the WAL truncated, Litestream's replica restorable), bad input refused, nothing left running."""
+the WAL truncated, Litestream's replica restorable), each copy recorded and then removed unless
+kept (one that fails its check is kept), bad input refused, nothing left running."""
 from __future__ import annotations
 
 import sqlite3
@@ -55,16 +56,57 @@ def _items(path) -> int:
         con.close()
 
 
-@pytest.mark.parametrize("name", ["backup", "vacuum-into"])
-def test_a_copy_under_writes_is_whole_and_holds_what_was_committed_before(live, tmp_path, name):
+COPIES = {"backup": ["backup.db"], "vacuum-into": ["vacuum-into.db"],  # the last: a database
+          "litestream": ["litestream-replica", "litestream-restored.db"]}
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["removed", "kept"])
+@pytest.mark.parametrize("name", list(COPIES))
+def test_a_copy_under_writes_is_whole_recorded_and_removed_unless_kept(live, tmp_path, name, keep):
+    if name == "litestream" and not operations.LITESTREAM.exists():
+        pytest.skip("litestream not built (make setup)")
     db, w = live
     before = _items(db)
-    with operations.start(name, db, tmp_path / "scratch") as op:
+    scratch = tmp_path / "scratch"
+    params = ({"seconds": 2.0} if name == "litestream" else {}) | ({"keep_copies": True} if keep else {})
+    with operations.start(name, db, scratch, **params) as op:
         r = op.wait(120)
     assert r["operation"] == name and r["finished"] >= r["started"] and r["seconds"] >= 0
-    assert r["integrity"] == "ok" and r["bytes"] > 0
-    assert _items(r["dest"]) >= before
+    assert sorted(r["copies"]) == sorted(COPIES[name])
+    for file, copy in r["copies"].items():
+        assert copy["verified"] and copy["bytes"] > 0 and copy["kept"] is keep
+        assert copy["path"] == str(scratch / file) and (scratch / file).exists() is keep
+    made = r["copies"][COPIES[name][-1]]
+    assert made["integrity"] == "ok"
+    if name == "litestream":  # the replica restored: its rows recorded
+        assert made["rows"]["items"] >= before and made["rows"]["users"] == 50_000
+    if keep:
+        assert _items(made["path"]) >= before
+    else:  # the operation's own result and log stay, and nothing else
+        assert {f.name for f in scratch.iterdir()} <= {f"{name}.json", f"{name}.log", "litestream.log"}
+        assert {f"{name}.json", f"{name}.log"} <= {f.name for f in scratch.iterdir()}
     assert not psutil.pid_exists(op.pid) or psutil.Process(op.pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_copy_that_fails_its_check_is_recorded_and_kept(live, tmp_path, monkeypatch):
+    db, w = live
+    verify = operations._verify
+
+    def truncated(path, **kw):  # the copy damaged between its making and its check
+        with open(path, "r+b") as f:
+            f.truncate(path.stat().st_size // 2)
+        return verify(path, **kw)
+    monkeypatch.setattr(operations, "_verify", truncated)
+    r = operations.run_here("vacuum-into", db, tmp_path / "s")  # keep_copies left False
+    copy = r["copies"]["vacuum-into.db"]
+    assert copy["integrity"] != "ok" and not copy["verified"] and copy["kept"]
+    assert (tmp_path / "s" / "vacuum-into.db").exists()
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database" * 100)
+    assert verify(garbage)["integrity"].startswith("unreadable: ")
+    missing = verify(tmp_path / "missing.db")
+    assert missing["integrity"] == "missing" and not missing["verified"] and missing["bytes"] == 0
+    assert not (tmp_path / "missing.db").exists()
 
 
 def test_create_index_builds_it_on_the_users_table_while_writes_go_on(live, tmp_path):
@@ -86,15 +128,6 @@ def test_checkpoint_truncates_the_wal_when_nothing_holds_it(live, tmp_path):
     w.stop()
     r = operations.start("checkpoint", db, tmp_path / "s2").wait(60)
     assert r["busy"] == 0 and r["wal_after"] == 0 and r["log_frames"] == r["checkpointed_frames"]
-
-
-@pytest.mark.skipif(not operations.LITESTREAM.exists(), reason="litestream not built (make setup)")
-def test_litestream_replicates_under_writes_and_its_replica_restores(live, tmp_path):
-    db, w = live
-    before = _items(db)
-    r = operations.start("litestream", db, tmp_path / "scratch", seconds=2.0).wait(120)
-    assert r["restored_integrity"] == "ok" and r["replica_bytes"] > 0
-    assert r["restored_counts"]["items"] >= before and r["restored_counts"]["users"] == 50_000
 
 
 @pytest.mark.skipif(not operations.LITESTREAM.exists(), reason="litestream not built (make setup)")
@@ -124,6 +157,12 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path, live):
         operations.start("create-index", db, tmp_path, table="users; DROP TABLE items")
     with pytest.raises(ValueError, match="positive number"):
         operations.start("litestream", db, tmp_path, seconds=-1)
+    with pytest.raises(ValueError, match="keep_copies must be True or False"):
+        operations.start("backup", db, tmp_path, keep_copies="yes")
+    with pytest.raises(ValueError, match="no parameter 'keep_copies'"):  # it makes no copy
+        operations.check({"name": "checkpoint", "keep_copies": True})
+    with pytest.raises(SystemExit):
+        operations.main(["backup", str(db), str(tmp_path), "--keep-copies=maybe"])
     for bad in ({}, {"name": "backup", "at_s": -1}, {"name": "backup", "at_s": "soon"}, "backup"):
         with pytest.raises(ValueError):
             operations.check(bad)

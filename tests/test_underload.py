@@ -137,3 +137,19 @@ def test_the_timeline_and_the_hockey_stick_draw_with_their_legends_inside():
     assert not plots.clipped_legends(fig)
     lines = [l for l in fig.axes[0].get_lines() if not l.get_label().startswith("_ref")]
     assert lines
+
+
+def test_run_operations_passes_keep_copies_to_the_operations_that_make_copies(monkeypatch):
+    from sqlitelab import sweep
+    calls = []
+    monkeypatch.setattr(sweep, "sweep", lambda **kw: calls.append(kw["operation"]) or pd.DataFrame())
+    steady = pd.DataFrame([{"server": "go-nethttp", "steady_rate": 2000.0}])
+    args = dict(notebook="t", steady=steady, operations=["backup", "checkpoint", "litestream"],
+                open_users=8, duration=10.0, warmup=0.5, at_s=3.0, users_rows=100)
+    underload.run_operations(**args)
+    assert calls == [{"name": "backup", "at_s": 3.0, "keep_copies": False},
+                     {"name": "checkpoint", "at_s": 3.0},  # it makes no copy
+                     {"name": "litestream", "at_s": 3.0, "keep_copies": False}]
+    calls.clear()
+    underload.run_operations(**args, keep_copies=True, op_params={"litestream": {"keep_copies": False}})
+    assert [c.get("keep_copies") for c in calls] == [True, None, False]
