@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import threading
 import time
+import tomllib
 import uuid
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,13 +34,9 @@ from pathlib import Path
 
 SERVER = "lossy-python"
 TABLES = ("requests", "metrics", "items", "users")
-PRAGMA_VALUES = {
-    "journal_mode": ("delete", "truncate", "persist", "memory", "wal", "off"),
-    "synchronous": ("off", "normal", "full", "extra", "0", "1", "2", "3"),
-    "temp_store": ("default", "file", "memory", "0", "1", "2"),
-    "foreign_keys": ("on", "off", "true", "false", "0", "1"),
-    "cache_size": int, "mmap_size": int, "journal_size_limit": int, "wal_autocheckpoint": int,
-}
+# the LAB_PRAGMAS allow-list, read from where the bundled stacks declare it (servers/shared.toml)
+PRAGMA_VALUES = {name: int if allowed == "integer" else tuple(allowed) for name, allowed in tomllib.loads(
+    (Path(__file__).resolve().parents[3] / "servers" / "shared.toml").read_text())["pragmas"].items()}
 MAX_ID = 9223372036854775807
 MAX_BODY = 1_048_576
 MAX_PAYLOAD = 65_536
