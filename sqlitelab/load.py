@@ -61,7 +61,8 @@ from pathlib import Path
 import psutil
 from hdrh.histogram import HdrHistogram
 
-from . import config, hosts, layout, processes, scenarios, servers
+from . import config, hosts, layout, scenarios, servers
+from .processes import free_port, log_tail, pin_command  # (names: `processes` is an argument here)
 from . import link as links
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -277,7 +278,7 @@ def locust_command(scenario: str, users: int, url: str, run_time: float, process
     if processes > 1:
         cmd += ["--processes", str(processes)]
     cmd.append("LabScenario")  # locustfile.py's one user class: it sends what LAB_SPEC says
-    return processes.pin_command(cmd, cpus)
+    return pin_command(cmd, cpus)
 
 
 def locust_master_command(users: int, url: str, run_time: float, workers: int, bind: str,
@@ -298,7 +299,7 @@ def locust_worker_command(master: str, port: int, processes: int,
            "--master-host", master, "--master-port", str(port), "--loglevel", "WARNING"]
     if processes > 1:
         cmd += ["--processes", str(processes)]
-    return processes.pin_command(cmd, cpus)
+    return pin_command(cmd, cpus)
 
 
 def worker_processes(processes: int, workers: list[hosts.Host],
@@ -314,7 +315,7 @@ def loadgen_command(spec: Path, users: int, url: str, run_time: float,
                     cpus: str | None) -> tuple[list[str], str | None]:
     cmd = [str(config.LOADGEN_BIN), "-spec", str(spec), "-users", str(users), "-host", url,
            "-max-seconds", f"{run_time:.3f}"]
-    return processes.pin_command(cmd, cpus)
+    return pin_command(cmd, cpus)
 
 
 GO_BIN_DIRS = ("/usr/local/go/bin", str(Path.home() / "go" / "bin"))
@@ -451,7 +452,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         target = ln.url if ln else server.url
         worker_cmds = []
         if workers:
-            port = processes.free_port()
+            port = free_port()
             bind = next(iter(set(back.values()))) if len(set(back.values())) == 1 else "*"
             cmd, pinned = locust_master_command(users, target, t1 - launch + 5, total, bind, port,
                                                 out_dir, cpus)
@@ -506,7 +507,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         window = spawn_window(out_dir)
         if window is None:
             raise LoadError(f"locust never spawned its users (exit {proc.returncode}); its log:\n"
-                            + processes.log_tail(out_dir / "locust.log"))
+                            + log_tail(out_dir / "locust.log"))
         t0, t1 = window
     if "error" in during_out:
         raise during_out["error"]
