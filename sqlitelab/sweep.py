@@ -354,6 +354,15 @@ def _run(spec: Spec, t_run: float) -> pd.DataFrame:
         d.mkdir(parents=True, exist_ok=True)
     spec.tmp_dir.mkdir(parents=True, exist_ok=True)
     own_path(spec.tmp_dir)  # removed by the watchdog, or the next sweep, if we die
+    try:
+        return _sweep_in(spec, t_run)
+    finally:  # also when the calibration or the template fails
+        shutil.rmtree(spec.tmp_dir, ignore_errors=True)
+        release_path(spec.tmp_dir)
+
+
+def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
+    """_run's work, with its scratch folder made."""
     described = {name: results.describe(spec.notebook, spec.notebook_run,
                                         spec.experiment_of(name), spec.parameters)
                  for name in spec.scenarios}
@@ -426,8 +435,6 @@ def _run(spec: Spec, t_run: float) -> pd.DataFrame:
             for c in checks:
                 c.update(described[c["scenario"]])
             results.store_rows("crosschecks", checks, spec.results_db)
-        shutil.rmtree(spec.tmp_dir, ignore_errors=True)
-        release_path(spec.tmp_dir)
     every = pd.DataFrame(points)
     if len(every) and not every["audit_ok"].all():
         bad = every.loc[~every["audit_ok"], ["server", "profile", "scenario", "users", "repeat",
