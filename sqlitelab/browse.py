@@ -240,7 +240,8 @@ TABLES: dict[str, dict] = {
             "server_rss_mb": "Peak resident memory of the server's process tree, MiB.",
             "locust_cpu_warning": "1 when Locust logged its own 'CPU usage above 90%' warning.",
             "server_requests": "Requests the server itself counted in the window (/health "
-                               "requests_handled at both ends), empty for count-based levels.",
+                               "requests_handled at both ends), empty for count-based levels and when an edge's mark was "
+                               "taken late (the window known only after it passed).",
             "ramp_in_window": "1 when a user spawned after the window opened (the window held a ramp).",
             "acked_writes": "Write requests the generator saw acknowledged (the scenario's success "
                             "statuses) over the whole run.",

@@ -72,6 +72,8 @@ GENERATORS = ("locust", "loadgen")
 # bound). A request abandoned then may still commit later, so it must outlast a server's
 # stall (a 5-s busy timeout behind a queue of requests).
 STOP_TIMEOUT = 30
+# a window-edge mark of the server's own count taken later than this after its edge is no count
+MARK_LATE_S = 0.25
 
 
 # The scenarios (what each user sends, which response acknowledges a write) are declared once
@@ -211,11 +213,16 @@ class Sampler(threading.Thread):
         except FileNotFoundError:
             return 0
 
-    def mark(self, name: str) -> None:
+    def mark(self, name: str, due: float | None = None) -> None:
+        """The server's own count (and CPU) at a window edge. A mark taken more than MARK_LATE_S
+        after it was due (the window became known only after it had passed) counts nothing:
+        its `handled` is None, never a count read at the wrong time."""
         t, scpu, rss, gcpu, _ = self.sample()
         try:
             handled = self.server.get_json("/health", timeout=2)["requests_handled"]
         except (OSError, ValueError, KeyError):
+            handled = None
+        if due is not None and t - due > MARK_LATE_S:
             handled = None
         self.marks[name] = {"t": t, "server_cpu": scpu, "gen_cpu": gcpu, "handled": handled}
 
@@ -232,7 +239,7 @@ class Sampler(threading.Thread):
             # a mark that is due is taken even when stop() came first: a generator that
             # quits at t1 may be reaped before this thread wakes up for the t1 mark
             if pending and now >= pending[0][1]:
-                self.mark(pending.pop(0)[0])
+                self.mark(*pending.pop(0))
                 continue
             if self.stop_event.is_set():
                 return
