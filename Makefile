@@ -82,15 +82,15 @@ $(STAMP)/kernel: $(STAMP)/venv
 	@touch $@
 
 # Litestream, for notebook 08's replication under load (issue 16): built from its Go module at the
-# version sqlitelab/operations.py names (through the Go module proxy; cgo, Debian's gcc), once.
-LITESTREAM_VERSION := $(shell sed -n 's/^LITESTREAM_VERSION = "\(v[0-9.]*\)".*/\1/p' sqlitelab/operations.py)
+# version sqlitelab/infra/operations.py names (through the Go module proxy; cgo, Debian's gcc), once.
+LITESTREAM_VERSION := $(shell sed -n 's/^LITESTREAM_VERSION = "\(v[0-9.]*\)".*/\1/p' sqlitelab/infra/operations.py)
 $(STAMP)/bin/litestream:
 	@mkdir -p $(STAMP)/bin
 	@echo "setup: building Litestream $(LITESTREAM_VERSION) from its Go module (about a minute, once)"
 	@cd $(STAMP) && GOBIN=$(CURDIR)/$(STAMP)/bin go install github.com/benbjohnson/litestream/cmd/litestream@$(LITESTREAM_VERSION)
 
 servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load generator and the link's delay proxy (cached)
-	@$(PY) -m sqlitelab.servers build
+	@$(PY) -m sqlitelab.build build
 
 test: setup ## run the whole test suite: fast, contract, harness and notebook tiers
 	$(PY) -m pytest -q
@@ -131,5 +131,5 @@ clean: ## remove results, runs and scratch databases (keeps the environment)
 	rm -rf data/results.db* data/runs data/tmp
 
 distclean: clean ## also remove the environment and server builds
-	rm -rf $(VENV) $(STAMP) servers/rust-axum/target servers/go-nethttp/bin sqlitelab/loadgen/bin \
-	  sqlitelab/delayproxy/target
+	rm -rf $(VENV) $(STAMP) servers/rust-axum/target servers/go-nethttp/bin sqlitelab/load/loadgen/bin \
+	  sqlitelab/infra/delayproxy/target

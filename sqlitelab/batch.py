@@ -13,13 +13,15 @@ config.NOTEBOOKS_DIR (LAB_NOTEBOOKS_DIR).
 """
 from __future__ import annotations
 
+import pandas as pd
 import argparse
 import ast
 import sys
 import time
 from pathlib import Path
 
-from . import config, results
+from sqlitelab.core import config, machine, results
+from sqlitelab.lab import kernel_transport
 
 
 # Notebooks that read the newest runs of the others (06: capacity from every load notebook):
@@ -53,11 +55,10 @@ def execute(path: Path | str, out: Path | str, parameters: dict, log_output: boo
     """papermill with the lab's kernel, the notebook's folder as the working directory, and the
     kernel on IPC sockets (no TCP port, no "running over TCP without encryption" warning).
     A parameter the notebook does not declare is refused (check_overrides)."""
-    import papermill as pm
+    import papermill as pm  # lazy: papermill and its kernel machinery load in seconds; arguments are checked first
     check_overrides([Path(path)], parameters)
-    from traitlets.config import Config
+    from traitlets.config import Config  # lazy: with papermill
     kernel = Config()
-    from .lab import kernel_transport
     kernel.KernelManager.transport = kernel_transport()
     pm.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=config.KERNEL_NAME,
                         cwd=str(Path(path).parent), log_output=log_output, progress_bar=False,
@@ -66,7 +67,7 @@ def execute(path: Path | str, out: Path | str, parameters: dict, log_output: boo
 
 def parameters(path: Path) -> dict[str, dict]:
     """The parameters a notebook declares (papermill's inference: name, default, help)."""
-    import papermill as pm
+    import papermill as pm  # lazy: papermill and its kernel machinery load in seconds; arguments are checked first
     return pm.inspect_notebook(str(path))
 
 
@@ -84,7 +85,7 @@ def check_overrides(paths: list[Path], overrides: dict) -> dict[Path, dict]:
 
 def run_notebook(path: Path, scale: str, overrides: dict | None = None,
                  runs_dir: Path | None = None, log_output: bool = True) -> dict:
-    import papermill as pm
+    import papermill as pm  # lazy: papermill and its kernel machinery load in seconds; arguments are checked first
     run_id = results.new_run_id(path.stem)
     out_dir = Path(runs_dir or config.RUNS_DIR) / run_id
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -128,7 +129,6 @@ def failed_audits(run_id: str) -> dict:
 def summary(done: list[dict], failed: dict | None = None) -> str:
     """The table of the notebooks run, and under it every row whose audit failed. `failed`:
     {run_id: failed_audits(run_id)} (looked up when not given)."""
-    import pandas as pd
     failed = {d["run_id"]: failed_audits(d["run_id"]) for d in done} if failed is None else failed
     rows = []
     every = results.load_points()
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
               + (f"\n   FAILED: {done[-1]['error']}" if done[-1]["error"] else ""), flush=True)
     failed = {d["run_id"]: failed_audits(d["run_id"]) for d in done}
     print(f"\nSummary ({args.scale} scale, {time.perf_counter() - t:.0f} s in all, "
-          f"{results.machine_label()}):")
+          f"{machine.machine_label()}):")
     print(summary(done, failed))
     print(f"\nExecuted notebooks: {config.RUNS_DIR}/<run_id>/\nFigures: {config.FIGURES_DIR}/<notebook>/"
           f"\nResults: {config.RESULTS_DB}")

@@ -31,7 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import capacity, config, load, processes, results, servers
+from sqlitelab.report import capacity
+from sqlitelab.core import config, processes, results, vocabulary
+from sqlitelab.load import driver as load
+from sqlitelab.infra import servers
 
 HOST = "127.0.0.1"          # loopback only: results.db names the machine and its runs
 DEFAULT_PORT = 8001
@@ -70,16 +73,16 @@ COLUMNS = {
                     "all its experiments.",
     "experiment": "The notebook's experiment (e.g. `article`, `share-10`, a scenario), empty for "
                   "a notebook run's single sweep or table.",
-    "scale": "The scale the notebook ran at (quick or seed; sqlitelab/scales.py), empty for "
+    "scale": "The scale the notebook ran at (quick or seed; sqlitelab/studies/scales.py), empty for "
              "ad-hoc sweeps.",
     "notebook": "The notebook that made the run (its file name without .ipynb), or the tool: "
                 "`generator-comparison` (python -m sqlitelab.calibrate compare); other names: "
                 "ad-hoc sweeps.",
-    "machine": "The measuring machine: cores, CPU model, memory (results.machine_label()).",
+    "machine": "The measuring machine: cores, CPU model, memory (machine.machine_label()).",
     "server": f"The stack (servers/<stack>/): {', '.join(servers.STACKS)}.",
     "profile": "The server profile (servers/profiles.toml): a bundle of knobs; `a+b` is profile a "
                "with overlay b.",
-    "scenario": f"What every user sends (sqlitelab/scenarios.toml): {', '.join(load.SCENARIOS)}.",
+    "scenario": f"What every user sends (sqlitelab/load/scenarios.toml): {', '.join(load.SCENARIOS)}.",
     "users": "Concurrent closed-loop users (wrk: connections).",
     "repeat": "Which repeat of the same level (from 1; buffer points from 0).",
     "generator": f"The load generator: {', '.join(load.GENERATORS)} (loadgen: the lab's Go "
@@ -113,13 +116,13 @@ COLUMNS = {
     "server_pinning": "CPU list the server was pinned to, or empty when unpinned.",
     "layout_note": "Where the CPU layout the notebook asked for (e.g. its article's server "
                    "cores) did not fit this machine, and what the run did instead "
-                   "(sqlitelab.layout); empty when it fitted.",
-    "server_host": "Where the server ran (sqlitelab.hosts): `local` (loopback) or "
+                   "(sqlitelab.core.layout); empty when it fitted.",
+    "server_host": "Where the server ran (sqlitelab.infra.hosts): `local` (loopback) or "
                    "`netns:<name>` (a network namespace on this machine).",
     "generator_hosts": "The hosts of Locust's workers when it ran distributed (its master on "
                        "the notebook's machine), comma-separated; empty: Locust on this machine.",
     "link_delay_us": "Delay added in each direction between generator and server, µs "
-                     "(sqlitelab.link's delayproxy; 0: the proxy alone); empty: the generator reached the "
+                     "(sqlitelab.infra.link's delayproxy; 0: the proxy alone); empty: the generator reached the "
                      "server directly.",
     "link_connections": "TCP connections the delayed link carried during the level.",
     "link_chunks": "Chunks of bytes the link forwarded (both directions).",
@@ -187,7 +190,7 @@ TABLES: dict[str, dict] = {
                       "finished", "git_commit"),
             "parameters": "The notebook's parameters as it ran (JSON; `scale` is quick or seed).",
             "machine": COLUMNS["machine"],
-            "machine_info": "The machine as JSON (results.machine()): host, system, CPU model, "
+            "machine_info": "The machine as JSON (machine.machine()): host, system, CPU model, "
                             "cores, memory GiB.",
             "versions": "Versions of Python, SQLite (Python's) and the lab's Python packages (JSON, "
                         "results.versions()). The servers' own versions are in points.server_versions.",
@@ -236,7 +239,7 @@ TABLES: dict[str, dict] = {
             "connection_errors": "Requests that failed on the connection (refused, reset…).",
             "overran_window": "Requests started in the window but unfinished at its close (not counted).",
             "max_overrun_ms": "How long the longest of those ran past the close, ms (from "
-                              f"load.STALL_MS = {load.STALL_MS:g} ms: a stall).",
+                              f"vocabulary.STALL_MS = {vocabulary.STALL_MS:g} ms: a stall).",
             "server_rss_mb": "Peak resident memory of the server's process tree, MiB.",
             "locust_cpu_warning": "1 when Locust logged its own 'CPU usage above 90%' warning.",
             "server_requests": "Requests the server itself counted in the window (/health "
@@ -275,7 +278,7 @@ TABLES: dict[str, dict] = {
             "db_link_late_mean_us": "How late past its delay the server-to-Postgres link forwarded chunks, mean µs, from its start to this point.",
             "db_link_late_max_us": "The latest single chunk of the server-to-Postgres link so far, µs past its delay.",
             "database_version": "SQLite's version, or Postgres' server_version, as the server's /health reported it.",
-            "postgres_settings": "JSON: every setting the sweep's Postgres was started with (sqlitelab.postgres.settings: fixed, memory sized to the machine, durability matched to the profile's synchronous).",
+            "postgres_settings": "JSON: every setting the sweep's Postgres was started with (sqlitelab.infra.postgres.settings: fixed, memory sized to the machine, durability matched to the profile's synchronous).",
             "db_cached_before": "Share of the database file in the OS page cache before the level "
                                 "(fincore; 0–1).",
             "db_cached_after": "Share of the database file in the OS page cache after the level.",
@@ -327,7 +330,7 @@ TABLES: dict[str, dict] = {
             "max_lag_ms": "Open loop: the longest a request of the window waited past its due time to be sent, ms.",
             "backlog": "Open loop: requests due before the window closed that were never sent (0: the "
                        "server kept up).",
-            "operation": "The operation run during the level (sqlitelab.operations), empty for none.",
+            "operation": "The operation run during the level (sqlitelab.infra.operations), empty for none.",
             "operation_started_s": "When the operation started, seconds after the window opened.",
             "operation_seconds": "How long the operation took, s.",
             "operation_result": "What the operation reported (JSON: its timing, sizes and details; `copies`: each copy it made, with its size, integrity_check, whether it was verified and whether it was kept — removed once verified unless keep_copies).",
@@ -387,7 +390,7 @@ TABLES: dict[str, dict] = {
     },
     "calibrations": {
         "description": "One row per calibration of a generator against wrk on this machine "
-                       "(sqlitelab.calibrate): its /hello ceiling and the CPU share from which "
+                       "(sqlitelab.load.calibrate): its /hello ceiling and the CPU share from which "
                        "its rate or p99 drifts from wrk's.",
         "sort_desc": "started",
         "columns": {
@@ -450,7 +453,7 @@ TABLES: dict[str, dict] = {
     "buffer_points": {
         "description": "Notebook 04 (seed 003, SQLite as a write buffer): one row per point, each "
                        "in a fresh process — the author's method, its one-change variants and the "
-                       "lab's writer (sqlitelab.buffer).",
+                       "lab's writer (sqlitelab.experiments.buffer).",
         "facets": ["method", "variant"],
         "columns": {
             **_described(),
@@ -504,7 +507,7 @@ TABLES: dict[str, dict] = {
             "audit_seconds": "Seconds the audit of the rows took (after the timing).",
             "worker_seconds": "Seconds the point's process spent measuring (start to result).",
             "process_start_seconds": "Start-up of the point's fresh process (a new interpreter "
-                                     "importing sqlitelab.buffer), s.",
+                                     "importing sqlitelab.experiments.buffer), s.",
             "process_seconds": "The point's process from launch to result, s.",
             "remove_seconds": "Removing the point's database files afterwards, s.",
             "point_wall_seconds": "The whole point in the sweep, launch to files removed, s.",

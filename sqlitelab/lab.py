@@ -9,6 +9,7 @@ what the browser test starts.
 """
 from __future__ import annotations
 
+from jupyter_core.paths import jupyter_runtime_dir
 import argparse
 import os
 import secrets
@@ -17,7 +18,7 @@ import socket
 import sys
 from pathlib import Path
 
-from . import config, processes
+from sqlitelab.core import config, processes
 
 HOST = "127.0.0.1"
 
@@ -25,7 +26,6 @@ HOST = "127.0.0.1"
 def kernel_transport() -> str:
     """IPC (config.KERNEL_TRANSPORT) unless Jupyter's runtime folder is too deep for a Unix
     socket's path (108 bytes, with ~50 for the kernel's file name): TCP on loopback then."""
-    from jupyter_core.paths import jupyter_runtime_dir
     return config.KERNEL_TRANSPORT if len(jupyter_runtime_dir()) <= 56 else "tcp"
 
 

@@ -18,7 +18,9 @@ if not os.environ.get("LAB_CALIBRATION_DB"):
     _CALIBRATION_DIR = Path(tempfile.mkdtemp(prefix="lab-test-calibration-"))
     os.environ["LAB_CALIBRATION_DB"] = str(_CALIBRATION_DIR / "calibration.db")
 
-from sqlitelab import config, databases, load, servers, wrk  # noqa: E402  (after LAB_CALIBRATION_DB is set)
+from sqlitelab.core import config  # noqa: E402  (after LAB_CALIBRATION_DB is set)
+from sqlitelab.infra import databases, servers
+from sqlitelab.load import driver as load, wrk
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -64,9 +66,9 @@ DATABASES = selected_databases()
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory):
-    """One real Postgres for a test module (sqlitelab.postgres), stopped by PID at its end (so
+    """One real Postgres for a test module (sqlitelab.infra.postgres), stopped by PID at its end (so
     that no other module's "nothing outlived the sweep" check finds it)."""
-    from sqlitelab import postgres
+    from sqlitelab.infra import postgres
     with postgres.Postgres(tmp_path_factory.mktemp("postgres")) as cluster:
         yield cluster
 

@@ -2,7 +2,7 @@
 that errors, or that stored a point whose audit failed, makes the batch exit 1, and the summary
 names the failing rows under its table. Over small notebooks of the test's own
 (LAB_NOTEBOOKS_DIR), real ones for papermill: the `sqlitelab` kernel, a `parameters` cell,
-points stored through sqlitelab.results."""
+points stored through sqlitelab.core.results."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,8 @@ import sys
 import nbformat
 import pytest
 
-from sqlitelab import batch, config, results
+from sqlitelab import batch
+from sqlitelab.core import config, results
 
 
 def point(run_id: str, notebook: str, audit_ok: bool = True, **more) -> dict:
@@ -39,7 +40,7 @@ def notebook(folder, stem: str, body: str) -> None:
                                        'audit_ok = True  # whether the point stored passes its audit')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [nbformat.v4.new_markdown_cell(f"# {stem}"),
-                nbformat.v4.new_code_cell("from sqlitelab import results\n"
+                nbformat.v4.new_code_cell("from sqlitelab.core import results\n"
                                           f"NOTEBOOK = {stem!r}"),
                 params,
                 nbformat.v4.new_code_cell("run_id = run_id or results.new_run_id(NOTEBOOK)\n" + body)]
@@ -90,7 +91,7 @@ def summary_of(out: str) -> str:
 # ------------------------------------------------------------------ fast: the summary alone
 
 def test_config_takes_its_notebooks_folder_from_the_environment(tmp_path):
-    got = subprocess.run([sys.executable, "-c", "from sqlitelab import config; print(config.NOTEBOOKS_DIR)"],
+    got = subprocess.run([sys.executable, "-c", "from sqlitelab.core import config; print(config.NOTEBOOKS_DIR)"],
                          env={**os.environ, "LAB_NOTEBOOKS_DIR": str(tmp_path)},
                          capture_output=True, text=True, check=True).stdout.strip()
     assert got == str(tmp_path)
@@ -179,7 +180,7 @@ def test_a_failed_audit_fails_the_batch_and_names_the_points(lab, capsys):
 # a real sweep of the lossy server (tests/stacks/lossy-python: it acknowledges before it commits
 # and drops a share of its writes), as a notebook would run one
 SWEEPS_THE_LOSSY_SERVER = """
-from sqlitelab.sweep import sweep
+from sqlitelab.experiments.sweep import sweep
 sweep(notebook=NOTEBOOK, run_id=run_id, servers=["lossy-python"], profiles=["rails71"],
       scenario="mix", scenario_params={"write_share": 1.0, "items": 10}, seed_items=10,
       levels=[4], duration=2, warmup=0.3, calibration=False, generator="loadgen", progress=False)

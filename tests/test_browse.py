@@ -16,7 +16,11 @@ import httpx
 import psutil
 import pytest
 
-from sqlitelab import baseline, browse, capacity, config, load, results, sweep
+from sqlitelab.experiments import baseline, sweep
+from sqlitelab import browse
+from sqlitelab.report import capacity
+from sqlitelab.core import config, results
+from sqlitelab.load import driver as load
 
 T = "2026-01-01T0{}:00:00+00:00"
 R1 = "20260101T000000Z-01-linear-writes-aaaa"   # older quick run of 01: must not count

@@ -1,4 +1,4 @@
-"""sqlitelab.buffer on tiny totals: the article method as the author wrote it, the tuned method,
+"""sqlitelab.experiments.buffer on tiny totals: the article method as the author wrote it, the tuned method,
 projections, argument checks, and timeouts that leave no process behind."""
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import sqlite3
 
 import pytest
 
-from sqlitelab import buffer, processes
+from sqlitelab.experiments import buffer
+from sqlitelab.core import processes
+from sqlitelab.report import analysis
 
 
 def _rows(path):
@@ -125,7 +127,7 @@ def test_sweep_is_tidy(tmp_path):
     assert ("article", "sync_normal", "normal", 3000) in got
     assert ("tuned", "lab", "normal", 3000) in got and ("tuned", "lab", "full", 3000) in got
     assert df["audit_ok"].all() and df["skipped"].isna().all()
-    tab = buffer.article_tables(df)
+    tab = analysis.article_tables(df)
     assert list(tab["rows_per_txn"].drop_duplicates()) == [25, 100, 10, 2]   # the article's order
     assert {"published_records_per_s", "records_per_s", "published_mib", "db_mib"} <= set(tab)
 

@@ -1,11 +1,11 @@
-"""sqlitelab.capacity reproduces the articles' own napkin math."""
+"""sqlitelab.report.capacity reproduces the articles' own napkin math."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from sqlitelab import capacity as cap
-from sqlitelab import findings
+from sqlitelab.report import capacity as cap
+from sqlitelab.report import findings
 
 
 def test_a_million_requests_a_day_is_about_70_per_second():

@@ -4,7 +4,7 @@ It starts each server on a free loopback port with a fresh database and checks w
 client sees (status, exact Content-Type, body, Content-Length, a Date that changes, the
 redirect Location) and what reached the database. Every stack runs on both databases
 (servers.DATABASES: a SQLite file, and a real Postgres the session starts). A stack joins by
-one line in sqlitelab.servers.STACKS.
+one line in sqlitelab.infra.servers.STACKS.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sqlitelab import config, databases, processes, servers
+from sqlitelab.core import config, processes
+from sqlitelab.infra import databases, servers
 from conftest import DATABASES, STACKS
 
 pytestmark = pytest.mark.contract
@@ -920,7 +921,7 @@ def test_postgres_knobs_fail_with_one_line(stack, database, env, names, pg, tmp_
 
 
 def postgres_dbname() -> str:
-    from sqlitelab import postgres
+    from sqlitelab.infra import postgres
     return postgres.DBNAME
 
 

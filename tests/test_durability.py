@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from sqlitelab import databases, servers
+from sqlitelab.infra import databases, servers
 from conftest import STACKS
 
 pytestmark = pytest.mark.contract

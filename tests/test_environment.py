@@ -6,7 +6,7 @@ import tomllib
 
 import yaml
 
-from sqlitelab import config, results
+from sqlitelab.core import config, results
 
 CONDA_NAMES = {"uvicorn-standard": "uvicorn"}  # conda-forge's name for uvicorn[standard]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sqlitelab import config, databases, servers
+from sqlitelab.core import config
+from sqlitelab.infra import databases, servers
 
 STACKS_DIR = Path(__file__).resolve().parent / "stacks"
 LOSSY = STACKS_DIR / "lossy-python"
@@ -67,7 +68,7 @@ def test_extra_stacks_refuses_a_bundled_name_or_a_duplicate(tmp_path):
 
 
 def _import_stacks(value: str) -> subprocess.CompletedProcess:
-    code = ("import json; from sqlitelab import servers; "
+    code = ("import json; from sqlitelab.infra import servers; "
             "print(json.dumps({k: str(v.get('dir', '')) for k, v in servers.STACKS.items()}))")
     return subprocess.run([sys.executable, "-c", code], env={**os.environ, "LAB_EXTRA_STACKS": value},
                           capture_output=True, text=True, timeout=60, cwd=config.PROJ_ROOT)

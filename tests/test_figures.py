@@ -16,7 +16,9 @@ matplotlib.use("Agg")
 import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from sqlitelab import capacity, config, plots, servers  # noqa: E402
+from sqlitelab.report import capacity, plots  # noqa: E402
+from sqlitelab.core import config
+from sqlitelab.infra import servers
 
 STACKS = list(servers.STACKS)
 PROFILES = ["rails71", "rails8", "rails71-retries+rails-dev"]

@@ -8,13 +8,15 @@ never of speed.
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pandas as pd
 import pytest
 
-from sqlitelab import analysis, calibrate, config, databases, findings, layout, load, plots, results, servers, wrk
-from sqlitelab.sweep import sweep
+from sqlitelab.report import analysis, findings, plots
+from sqlitelab.load import calibrate, driver as load, wrk
+from sqlitelab.core import layout, results
+from sqlitelab.infra import databases, servers
+from sqlitelab.experiments.sweep import sweep
 
 needs_wrk = pytest.mark.skipif(not wrk.available(), reason="wrk is not installed (make setup)")
 

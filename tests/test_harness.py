@@ -22,8 +22,10 @@ import psutil
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from sqlitelab import config, databases, load, processes, results, servers
-from sqlitelab.sweep import sweep
+from sqlitelab.core import config, processes, results
+from sqlitelab.infra import databases, servers
+from sqlitelab.load import driver as load
+from sqlitelab.experiments.sweep import sweep
 
 pytestmark = pytest.mark.harness
 STACK = "python-fastapi"
@@ -299,7 +301,7 @@ def test_write_sweep_audits_and_stores(lab_dirs):
 def test_a_sweep_of_several_scenarios_shares_one_file_per_server(lab_dirs):
     """Each scenario stored as its own experiment, on one copy of the database per server (the
     server restarted per scenario); per-stack repeats; where the time went, per point and run."""
-    from sqlitelab import timing
+    from sqlitelab.report import timing
     df = sweep(notebook="test", servers=[STACK], profiles=["rails71"],
                scenario=["hello", "rails-writes-noredirect"], levels=[2], duration=1, warmup=0,
                server_repeats={STACK: 2}, progress=False, calibration=False)
@@ -349,11 +351,11 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
         # passes SIGINT on ignored, and Python then keeps ignoring it
         signal.signal(signal.SIGINT, signal.default_int_handler)
         from pathlib import Path
-        from sqlitelab import config
+        from sqlitelab.core import config
         config.RESULTS_DB = Path({str(lab_dirs)!r}) / "results.db"
         config.RUNS_DIR = Path({str(lab_dirs)!r}) / "runs"
         config.TMP_DIR = Path({str(lab_dirs)!r}) / "tmp"
-        from sqlitelab.sweep import sweep
+        from sqlitelab.experiments.sweep import sweep
         sweep(notebook="test", servers=["{STACK}"], profiles=["rails71"], scenario="hello",
               levels=[2, 2, 2], duration=20, warmup=0.5, progress=False, run_id="{marker}",
               calibration=False)

@@ -1,4 +1,4 @@
-"""Hosts and runners (sqlitelab.hosts), the namespace network (sqlitelab.netns), and a sweep
+"""Hosts and runners (sqlitelab.infra.hosts), the namespace network (sqlitelab.infra.netns), and a sweep
 whose server and Locust workers run in network namespaces this test makes and removes."""
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ import time
 
 import pytest
 
-from sqlitelab import hosts, load, netns, processes, sweep
+from sqlitelab.infra import hosts, netns
+from sqlitelab.load import driver as load
+from sqlitelab.core import processes
+from sqlitelab.experiments import sweep
 
 root_only = pytest.mark.skipif(os.geteuid() != 0 or not hosts.shutil.which("ip"),
                                reason="network namespaces need root and iproute2 (CAP_NET_ADMIN)")
@@ -137,7 +140,7 @@ def test_an_interrupted_namespaced_sweep_leaves_nothing_running(net, tmp_path):
     """SIGINT (an interrupted notebook cell) in the middle of a distributed level: the server,
     the master and every worker are stopped by their PIDs."""
     script = textwrap.dedent(f"""
-        from sqlitelab import sweep
+        from sqlitelab.experiments import sweep
         sweep.sweep(notebook="test-hosts", servers=["go-nethttp"], profiles=["single-writer"],
                     scenario="rails-writes-noredirect", levels=[4], duration=60, progress=False,
                     results_db={str(tmp_path / 'r.db')!r}, runs_dir={str(tmp_path / 'runs')!r},

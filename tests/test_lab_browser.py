@@ -17,7 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from sqlitelab import config, lab, processes
+from sqlitelab.core import config, processes
+from sqlitelab import lab
 
 from test_notebooks import SMOKE  # the same tiny parameters as the papermill smoke run
 

@@ -1,4 +1,4 @@
-"""The CPU layout of a run (sqlitelab.layout), on simulated machines of 1, 2, 4, 16 and 96 CPUs:
+"""The CPU layout of a run (sqlitelab.core.layout), on simulated machines of 1, 2, 4, 16 and 96 CPUs:
 the server half, the generator half, one Locust process per generator CPU; an article's split
 where it fits and a note where it does not; explicit CPU sets kept and checked."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from sqlitelab import layout
+from sqlitelab.core import layout
 
 
 @pytest.mark.parametrize("n, server, generator, processes", [
@@ -86,7 +86,7 @@ def test_cpuset_is_tasksets_form():
 def test_a_sweep_takes_the_machines_layout_or_its_articles_split(monkeypatch):
     """sweep's Spec on a simulated 16-CPU machine (nothing starts): 01 splits the machine in
     halves, 03 gives the server its article's 4 CPUs; loadgen is always one process."""
-    from sqlitelab import sweep
+    from sqlitelab.experiments import sweep
     monkeypatch.setattr(layout, "available_cpus", lambda: list(range(16)))
     args = {k: p.default for k, p in inspect.signature(sweep.sweep).parameters.items()
             if p.default is not inspect.Parameter.empty}
@@ -111,7 +111,7 @@ def test_a_sweep_takes_the_machines_layout_or_its_articles_split(monkeypatch):
     ("python-fastapi", {}, None, None),                        # unpinned: the stack's default
 ])
 def test_a_multiprocess_server_follows_its_cpu_set(stack, knobs, cpus, processes, monkeypatch):
-    from sqlitelab import servers
+    from sqlitelab.infra import servers
     monkeypatch.setattr(layout, "available_cpus", lambda: list(range(16)))
     env = servers.knob_env(None, **knobs)
     got = {**env, **servers.follow_cpus(stack, env, cpus)}.get("LAB_PROCESSES")

@@ -1,11 +1,13 @@
-"""The delayed link (sqlitelab.link): its knob, its proxy's real delay, and points through it."""
+"""The delayed link (sqlitelab.infra.link): its knob, its proxy's real delay, and points through it."""
 from __future__ import annotations
 
 import pandas as pd
 import psutil
 import pytest
 
-from sqlitelab import databases, link, load, servers, sweep
+from sqlitelab.infra import databases, link, servers
+from sqlitelab.load import driver as load
+from sqlitelab.experiments import sweep
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "100", True, link.MAX_DELAY_US + 1])
@@ -88,7 +90,7 @@ def network_points():
 
 
 def test_the_network_table_puts_each_path_against_littles_law():
-    from sqlitelab import analysis, findings
+    from sqlitelab.report import analysis, findings
     t = analysis.network_table(network_points())
     assert t["link"].drop_duplicates().tolist() == ["direct", "link 0 µs", "link 100 µs", "link 500 µs"]
     # users = rps × mean latency for every level; the bound holds what the points were built on
@@ -102,7 +104,7 @@ def test_the_network_table_puts_each_path_against_littles_law():
 
 
 def test_link_columns_stay_numbers_when_a_run_begins_with_the_direct_path(tmp_path):
-    from sqlitelab import results
+    from sqlitelab.core import results
     db = tmp_path / "r.db"
     direct = {"run_id": "r/direct", "link_delay_us": None, "link_late_mean_us": None}
     linked = {"run_id": "r/link", "link_delay_us": 500, "link_late_mean_us": 9.5}

@@ -11,8 +11,10 @@ import subprocess
 import pytest
 from test_harness import assert_hey_accounting
 
-from sqlitelab import config, databases, load, processes, scenarios, servers
-from sqlitelab.sweep import sweep
+from sqlitelab.core import config, processes
+from sqlitelab.infra import databases, servers
+from sqlitelab.load import driver as load, scenarios
+from sqlitelab.experiments.sweep import sweep
 
 pytestmark = pytest.mark.harness
 

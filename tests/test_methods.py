@@ -7,9 +7,11 @@ import json
 import pandas as pd
 import pytest
 
-from sqlitelab import load, methods, servers
+from sqlitelab.load import driver as load
+from sqlitelab.report import methods
+from sqlitelab.infra import servers
 from sqlitelab.batch import notebooks
-from sqlitelab.sweep import audit
+from sqlitelab.experiments.sweep import audit
 
 
 def points(**over) -> pd.DataFrame:
@@ -124,7 +126,7 @@ def test_profile_overlays_merge_left_to_right():
 
 
 def test_seed001_reference_names_profiles_that_exist():
-    from sqlitelab import analysis
+    from sqlitelab.report import analysis
     ref, _ = analysis.reference("seed001_busy_errors")
     for profile in ref["profile"]:
         servers.profile_knobs(profile)  # raises on an unknown name
@@ -173,7 +175,7 @@ def test_audit_allows_each_write_of_unknown_outcome_its_rows_and_no_more():
 def test_seed_scale_keeps_the_articles_settings_and_says_what_it_leaves_out():
     """The seed scale (issue 12): each article's own settings read `same`; what the lab runs less
     of than before is named in the table with its reason."""
-    from sqlitelab import scales
+    from sqlitelab.studies import scales
     cfg = scales.settings("01-linear-writes", "seed")
     v = verdicts(methods.table("01-linear-writes", points(), cfg))
     assert v["warm-up"] == v["repeats"] == v["duration"] == v["concurrency levels"] == "same"

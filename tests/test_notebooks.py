@@ -8,7 +8,7 @@ import sqlite3
 import nbformat
 import pytest
 
-from sqlitelab import config, results
+from sqlitelab.core import config, results
 from sqlitelab.batch import execute, notebooks
 
 NOTEBOOKS = notebooks()
@@ -89,7 +89,7 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     assert method.exists(), "the notebook printed no method table"
     import pandas as pd
     table = pd.read_csv(method)
-    from sqlitelab import methods
+    from sqlitelab.report import methods
     assert methods.unrecorded(table) == [], \
         f"the method table names what the run did not record:\n{table[table['this run'] == methods.NOT_RECORDED]}"
     figures = list((tmp_path / "figures" / path.stem).glob("*.png"))
@@ -104,7 +104,7 @@ def test_capacity_notebook_reads_the_newest_run_at_its_scale(tmp_path, monkeypat
     """06 over real stored points: a notebook-made quick sweep is estimated, an ad-hoc sweep
     (no scale) and the older run of the same notebook are not."""
     import pandas as pd
-    from sqlitelab.sweep import sweep
+    from sqlitelab.experiments.sweep import sweep
     monkeypatch.setenv("LAB_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("LAB_FIGURES_DIR", str(tmp_path / "figures"))
     db, runs = tmp_path / "data" / "results.db", tmp_path / "data" / "runs"

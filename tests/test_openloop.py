@@ -10,7 +10,10 @@ import json
 
 import pytest
 
-from sqlitelab import databases, layout, load, servers
+from sqlitelab.infra import databases, servers
+from sqlitelab.core import layout
+from sqlitelab.load import driver as load
+from sqlitelab.core import vocabulary
 
 DELAY_MS = 10
 USERS = 4
@@ -63,7 +66,7 @@ def test_open_loop_p99_grows_with_the_run_above_capacity_and_closed_loop_does_no
         assert p["offered_rps"] == pytest.approx(2 * CAPACITY, rel=0.02)
         assert p["rps"] < 1.05 * CAPACITY      # the server's capacity, not the offered rate
         assert p["backlog"] > 0 and p["late"] > 0.5 * p["requests"] and p["max_lag_ms"] > 100
-        assert not load.keeps_up(p, slo_p99_ms=100)
+        assert not vocabulary.keeps_up(p, slo_p99_ms=100)
         secs = [r for r in p["seconds"] if r["span_s"] == 1]  # the queue grows second by second
         assert secs[-1]["p50_ms"] > secs[0]["p50_ms"] + 500, [r["p50_ms"] for r in secs]
     # well under capacity the open loop sees the server's own delay, sends on time, keeps up
@@ -72,7 +75,7 @@ def test_open_loop_p99_grows_with_the_run_above_capacity_and_closed_loop_does_no
     # (a Poisson burst can find all 4 users busy: such a request is late, its wait counted)
     assert under["backlog"] == 0 and under["late"] < 0.25 * under["offered"]
     assert DELAY_MS <= under["p50_ms"] < 3 * DELAY_MS
-    assert load.keeps_up(under, slo_p99_ms=100)
+    assert vocabulary.keeps_up(under, slo_p99_ms=100)
     assert json.loads(under["status_counts"]) == {"200": under["requests"]}
 
 
@@ -88,8 +91,8 @@ def test_bad_open_loop_arguments_are_refused_before_anything_starts(rate, arriva
 
 def test_keeps_up_needs_the_slo_no_errors_and_no_backlog():
     ok = {"requests": 1000, "p99_ms": 50.0, "errors": 0, "backlog": 0, "late": 50, "offered": 1000}
-    assert load.keeps_up(ok, 100)
-    assert not load.keeps_up({**ok, "p99_ms": 150.0}, 100)
-    assert not load.keeps_up({**ok, "errors": 1}, 100)
-    assert not load.keeps_up({**ok, "backlog": 1}, 100)
-    assert not load.keeps_up({**ok, "requests": 0}, 100)
+    assert vocabulary.keeps_up(ok, 100)
+    assert not vocabulary.keeps_up({**ok, "p99_ms": 150.0}, 100)
+    assert not vocabulary.keeps_up({**ok, "errors": 1}, 100)
+    assert not vocabulary.keeps_up({**ok, "backlog": 1}, 100)
+    assert not vocabulary.keeps_up({**ok, "requests": 0}, 100)

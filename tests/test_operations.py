@@ -1,4 +1,4 @@
-"""The operations notebook 08 runs under load (sqlitelab.operations), each against a real WAL
+"""The operations notebook 08 runs under load (sqlitelab.infra.operations), each against a real WAL
 database while a writer commits to it, in a process of its own: what each leaves behind is
 checked (copies whole and holding what was committed before they started, the index there,
 the WAL truncated, Litestream's replica restorable), each copy recorded and then removed unless
@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from sqlitelab import databases, operations
+from sqlitelab.infra import databases, operations
 
 
 class Writer(threading.Thread):

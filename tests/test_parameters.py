@@ -13,8 +13,10 @@ import nbformat
 import psutil
 import pytest
 
-from sqlitelab import batch, config, scales
-from sqlitelab import servers as stacks
+from sqlitelab import batch
+from sqlitelab.core import config
+from sqlitelab.studies import scales
+from sqlitelab.infra import servers as stacks
 
 
 NOTEBOOKS = batch.notebooks()
@@ -84,7 +86,7 @@ def test_settings_refuses_a_bad_value_in_one_line(name, value, says):
     ("servers", ["nope"], "unknown servers ['nope']; known: "),
 ])
 def test_a_sweep_refuses_a_bad_value_before_anything_starts(name, value, says):
-    from sqlitelab import sweep
+    from sqlitelab.experiments import sweep
     args = {k: p.default for k, p in inspect.signature(sweep.sweep).parameters.items()
             if p.default is not inspect.Parameter.empty}
     with pytest.raises(ValueError) as e:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sqlitelab import databases, load, servers
+from sqlitelab.infra import databases, servers
+from sqlitelab.load import driver as load
 
 pytestmark = pytest.mark.harness
 

@@ -1,4 +1,4 @@
-"""SQLite or Postgres (issue 15): the lab's real Postgres (sqlitelab.postgres), the knobs that
+"""SQLite or Postgres (issue 15): the lab's real Postgres (sqlitelab.infra.postgres), the knobs that
 choose it, sweeps on it (audited, its CPU counted, behind a delayed link), notebook 07's tables."""
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ import pandas as pd
 import psutil
 import pytest
 
-from sqlitelab import analysis, batch, capacity, databases, postgres, servers, sweep, versus
+from sqlitelab.report import capacity
+from sqlitelab import batch
+from sqlitelab.infra import databases, postgres, servers
+from sqlitelab.experiments import sweep
+from sqlitelab.studies import workloads
 
 
 # ---------------------------------------------------------------------------- fast: declarations
@@ -68,18 +72,18 @@ def test_bad_database_arguments_are_refused_before_anything_starts(kwargs, messa
 
 
 def test_workloads_name_their_runs_per_database():
-    assert versus.experiment("002-mix", "sqlite") == "002-mix/sqlite"
-    assert versus.experiment("001-metrics", "postgres", 100) == "001-metrics/postgres-link-100us"
+    assert workloads.experiment("002-mix", "sqlite") == "002-mix/sqlite"
+    assert workloads.experiment("001-metrics", "postgres", 100) == "001-metrics/postgres-link-100us"
     for e in ("002-mix/sqlite", "004-users/postgres/user-read", "001-metrics/postgres-link-500us"):
-        assert versus.workload_of(e) in versus.WORKLOADS
+        assert workloads.workload_of(e) in workloads.WORKLOADS
     with pytest.raises(ValueError):
-        versus.workload_of("nope/sqlite")
+        workloads.workload_of("nope/sqlite")
     with pytest.raises(ValueError):
-        versus.check(["000-writes", "999-x"])
+        workloads.check(["000-writes", "999-x"])
     # 06 reads each workload on each database, not the linked runs
-    assert "004-users/postgres/user-page" in versus.experiments()
-    assert not [e for e in versus.experiments() if "link" in e]
-    assert capacity.HEADLINE_EXPERIMENTS["07-sqlite-vs-postgres"] == versus.experiments()
+    assert "004-users/postgres/user-page" in workloads.experiments()
+    assert not [e for e in workloads.experiments() if "link" in e]
+    assert capacity.HEADLINE_EXPERIMENTS["07-sqlite-vs-postgres"] == workloads.experiments()
 
 
 def test_capacity_reads_notebooks_after_the_load_notebooks():
@@ -106,13 +110,13 @@ def test_versus_ratios_compare_each_ones_best_level():
         _point(experiment="000-writes/postgres-link-100us", database="postgres", db_link_delay_us=100,
                users=8, rps=300.0, p99_ms=9.0, generator_bound=True),
     ])
-    table = analysis.versus_table(pts, slo_p99_ms=100.0)
+    table = capacity.versus_table(pts, slo_p99_ms=100.0)
     assert set(table["store"]) == {"sqlite", "postgres", "postgres, link 100 µs"}
     pg = table[table["store"] == "postgres"].iloc[0]
     assert pg.best_users == 8 and pg.best_rps == 700.0  # 32 users averaged to 500 over repeats
     assert pg.slo_rps == 700.0  # 32 users' worst repeat p99 150 ms misses the SLO
     assert table[table["store"].str.contains("link")].iloc[0].generator_bound
-    r = analysis.versus_ratios(table).iloc[0]
+    r = capacity.versus_ratios(table).iloc[0]
     assert r.rps_ratio == pytest.approx(1200 / 700) and r.p99_ratio == pytest.approx(20 / 6)
     assert r.sqlite_slo_rps == 1200.0 and r.audit_ok and not r.generator_bound
 
@@ -189,7 +193,7 @@ def test_postgres_behind_a_delayed_link_pays_a_round_trip_per_statement(tmp_path
 @pytest.mark.harness
 def test_an_interrupted_postgres_sweep_leaves_nothing_running(tmp_path):
     script = textwrap.dedent(f"""
-        from sqlitelab import sweep
+        from sqlitelab.experiments import sweep
         sweep.sweep(notebook="scratch", servers=["go-nethttp"], profiles=["rails71"],
                     scenario="rails-writes-noredirect", levels=[4], duration=60, progress=False,
                     results_db={str(tmp_path / 'r.db')!r}, runs_dir={str(tmp_path / 'runs')!r},

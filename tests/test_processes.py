@@ -1,4 +1,4 @@
-"""Every process the lab starts dies with the process that started it (sqlitelab.processes):
+"""Every process the lab starts dies with the process that started it (sqlitelab.core.processes):
 on exit, on SIGKILL of the owner (its watchdog), and — when the watchdog was killed too — at
 the next sweep (reap_orphans), which never touches a live owner's processes."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sqlitelab import config, processes, results
+from sqlitelab.core import config, processes, results
 
 
 def owner_script(data_dir: Path, body: str) -> list[str]:
@@ -23,7 +23,7 @@ def owner_script(data_dir: Path, body: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(f"""
         import os
         os.environ["LAB_DATA_DIR"] = {str(data_dir)!r}
-        from sqlitelab import processes
+        from sqlitelab.core import processes
     """) + textwrap.dedent(body)]
 
 
@@ -206,7 +206,7 @@ def test_a_dead_owners_leftovers_are_reaped_and_a_live_owners_never(tmp_path):
 
 SWEEP = """
     import faulthandler, signal, sys
-    from sqlitelab.sweep import sweep
+    from sqlitelab.experiments.sweep import sweep
     sweep(notebook="scratch", servers=[{stack!r}], profiles=["rails71"], scenario={scenario!r},
           levels={levels!r}, duration={duration!r}, warmup=0.5, progress=False, calibration=False,
           database={database!r}, generator={generator!r}, run_id={run_id!r})

@@ -9,7 +9,10 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from sqlitelab import baseline, browse, capacity, results, timing
+from sqlitelab.experiments import baseline
+from sqlitelab import browse
+from sqlitelab.report import capacity, timing
+from sqlitelab.core import machine, results
 
 
 def _store(db, notebook_run, experiment, rps, minute, scale="quick", notebook="03-read-write-mix"):
@@ -38,7 +41,7 @@ def test_points_say_what_they_belong_to_and_readers_select_by_those_columns(tmp_
     mine = results.load_points(db, run_id=nb_run)
     assert sorted(mine["experiment"].unique()) == ["article", "paths/mix"]
     assert set(mine["notebook_run"]) == {nb_run} and set(mine["scale"]) == {"quick"}
-    assert (mine["machine"] == results.machine_label()).all()
+    assert (mine["machine"] == machine.machine_label()).all()
     assert (mine["git_commit"] == results.git_commit()).all()
     assert set(results.load_points(db, run_id=b)["experiment"]) == {"paths/mix"}  # one sweep
     assert set(results.load_table("runs", nb_run, db)["run_id"]) == {a, b}

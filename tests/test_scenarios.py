@@ -1,4 +1,4 @@
-"""One scenario registry (sqlitelab/scenarios.toml) from which every generator takes what it
+"""One scenario registry (sqlitelab/load/scenarios.toml) from which every generator takes what it
 sends (issue 13). The registry is checked as it loads; both generators are run against a
 recording loopback server and must send the same requests: same methods, paths, bodies,
 headers, redirects followed, ids in range. Change how one generator reads a scenario and the
@@ -16,7 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sqlitelab import config, databases, load, processes, scenarios, sweep, wrk
+from sqlitelab.core import config, processes
+from sqlitelab.infra import databases
+from sqlitelab.load import driver as load, scenarios, wrk
 
 REQUESTS = 24  # per generator and scenario: enough that a 50 % draw shows both requests
 ENV = {"LAB_USERS_ROWS": "3", "LAB_ITEMS": "2", "LAB_PAYLOAD_BYTES": "5", "LAB_WRITE_SHARE": "0.5",

@@ -9,7 +9,11 @@ import pandas as pd
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from sqlitelab import capacity, findings, load, plots, underload
+from sqlitelab.report import capacity, findings, plots
+from sqlitelab.load import driver as load
+from sqlitelab.experiments import underload
+from sqlitelab.core import vocabulary
+from sqlitelab.report import analysis
 
 
 def _open(server, rate, p99, served=None, backlog=0, errors=0, rep=1):
@@ -68,8 +72,8 @@ def test_three_ways_sets_open_loop_beside_closed_loop_and_the_naive_peak():
 
 
 def test_keeps_up_is_what_the_capacity_reads():
-    assert load.keeps_up(_open("x", 1, 99.0), 100) and not load.keeps_up(_open("x", 1, 101.0), 100)
-    assert not load.keeps_up(_open("x", 1, 5.0, backlog=1), 100)
+    assert vocabulary.keeps_up(_open("x", 1, 99.0), 100) and not vocabulary.keeps_up(_open("x", 1, 101.0), 100)
+    assert not vocabulary.keeps_up(_open("x", 1, 5.0, backlog=1), 100)
 
 
 def _hist(values):
@@ -111,21 +115,21 @@ OP_POINTS = pd.DataFrame([{"run_id": "r/op/backup", "server": "go-nethttp", "ope
 
 
 def test_cost_table_compares_the_seconds_before_with_the_worst_while_it_ran():
-    cost = underload.cost_table(OP_POINTS, SECONDS).iloc[0]
+    cost = analysis.cost_table(OP_POINTS, SECONDS).iloc[0]
     assert cost["p99_before_ms"] == pytest.approx(2.0) and cost["worst_p99_during_ms"] == 30.0
     assert cost["p99_cost_x"] == pytest.approx(15.0) and cost["errors_during"] == 1
     assert cost["wal_peak_mib"] == pytest.approx(2.0) and cost["audit_ok"]
-    text = findings.operations(capacity.three_ways(POINTS, 100.0), underload.cost_table(OP_POINTS, SECONDS))
+    text = findings.operations(capacity.three_ways(POINTS, 100.0), analysis.cost_table(OP_POINTS, SECONDS))
     assert "Hurt most**: backup on go-nethttp" in text and "×15.0" in text
     assert "open-loop capacity 4,000 req/s" in text and "closed-loop capacity 6,000" in text
 
 
 def test_steady_rates_take_a_fraction_of_each_stacks_open_loop_capacity():
-    steady = underload.steady_rates(POINTS, 0.5, 100.0).set_index("server")
+    steady = capacity.steady_rates(POINTS, 0.5, 100.0).set_index("server")
     assert steady.loc["go-nethttp", "steady_rate"] == 2000 and steady.loc["rust-axum", "steady_rate"] == 500
     for bad in (0, 1.5, -1):
         with pytest.raises(ValueError, match="fraction"):
-            underload.steady_rates(POINTS, bad, 100.0)
+            capacity.steady_rates(POINTS, bad, 100.0)
 
 
 def test_the_timeline_and_the_hockey_stick_draw_with_their_legends_inside():
@@ -140,9 +144,8 @@ def test_the_timeline_and_the_hockey_stick_draw_with_their_legends_inside():
 
 
 def test_run_operations_passes_keep_copies_to_the_operations_that_make_copies(monkeypatch):
-    from sqlitelab import sweep
     calls = []
-    monkeypatch.setattr(sweep, "sweep", lambda **kw: calls.append(kw["operation"]) or pd.DataFrame())
+    monkeypatch.setattr(underload, "sweep", lambda **kw: calls.append(kw["operation"]) or pd.DataFrame())
     steady = pd.DataFrame([{"server": "go-nethttp", "steady_rate": 2000.0}])
     args = dict(notebook="t", steady=steady, operations=["backup", "checkpoint", "litestream"],
                 open_users=8, duration=10.0, warmup=0.5, at_s=3.0, users_rows=100)

@@ -9,8 +9,11 @@ import pytest
 
 matplotlib.use("Agg")
 
-from sqlitelab import analysis, databases, findings, layout, plots, processes, scales, servers
-from sqlitelab.failures import failure_kind
+from sqlitelab.report import analysis, findings, plots
+from sqlitelab.infra import databases, servers
+from sqlitelab.core import layout, processes
+from sqlitelab.studies import scales
+from sqlitelab.core.failures import failure_kind
 
 
 def test_knob_env_from_profile_with_overrides():
@@ -281,7 +284,7 @@ def test_sampler_waits_for_a_window_the_generator_opens():
     import os
     import time
     from types import SimpleNamespace
-    from sqlitelab import load
+    from sqlitelab.load import driver as load
     srv = SimpleNamespace(pid=os.getpid(), pids=[os.getpid()], runner=SimpleNamespace(kind="local"),
                           get_json=lambda path, timeout: {"requests_handled": 7})
     known = {}
@@ -304,7 +307,8 @@ def test_sampler_waits_for_a_window_the_generator_opens():
 
 
 def test_time_budget_sums_the_phases(tmp_path):
-    from sqlitelab import results, timing
+    from sqlitelab.core import results
+    from sqlitelab.report import timing
     db = tmp_path / "results.db"
     pts = [{"run_id": "r1/a", "users": u, "generator": g, "time_startup_s": 0.5, "time_warmup_s": 0.0,
             "time_window_s": 10.0, "time_shutdown_s": 0.2, "time_merge_s": 0.05, "time_counts_s": 0.01,

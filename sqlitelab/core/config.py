@@ -1,0 +1,25 @@
+"""Every path the lab uses, from one place."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJ_ROOT = Path(os.environ.get("LAB_ROOT", Path(__file__).resolve().parents[2]))
+SERVERS_DIR = PROJ_ROOT / "servers"
+SCHEMA_SQL = SERVERS_DIR / "schema.sql"
+PROFILES_TOML = SERVERS_DIR / "profiles.toml"
+TEMPLATES_DIR = SERVERS_DIR / "templates"
+DATA_DIR = Path(os.environ.get("LAB_DATA_DIR", PROJ_ROOT / "data"))
+RESULTS_DB = DATA_DIR / "results.db"
+# where generator calibrations are kept and looked up (sqlitelab.load.calibrate): results.db,
+# unless a test session shares one calibration between its throw-away data directories
+CALIBRATION_DB = Path(os.environ.get("LAB_CALIBRATION_DB", RESULTS_DB))
+RUNS_DIR = DATA_DIR / "runs"
+TMP_DIR = DATA_DIR / "tmp"          # scratch databases of running sweeps
+FIGURES_DIR = Path(os.environ.get("LAB_FIGURES_DIR", PROJ_ROOT / "figures"))
+NOTEBOOKS_DIR = Path(os.environ.get("LAB_NOTEBOOKS_DIR", PROJ_ROOT / "notebooks"))  # what batch runs (a test: its own)
+KERNEL_NAME = "sqlitelab"           # the Jupyter kernel `make setup` registers
+KERNEL_TRANSPORT = "ipc"            # kernels (papermill's, JupyterLab's) talk over IPC sockets, not TCP
+LOCK_FILE = PROJ_ROOT / "requirements.lock"  # every Python dependency, exact (`make lock`)
+LOADGEN_DIR = Path(__file__).resolve().parents[1] / "load" / "loadgen"   # the Go load generator (source)
+LOADGEN_BIN = LOADGEN_DIR / "bin" / "loadgen"

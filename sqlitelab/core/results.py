@@ -1,0 +1,290 @@
+"""data/results.db, the catalogue of every run and point (written with sqlite-utils,
+readable in Datasette), and the metadata that makes a number reproducible."""
+from __future__ import annotations
+
+import re
+from packaging.markers import Marker
+import hashlib
+import json
+import platform
+import secrets
+import sqlite3
+import subprocess
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+import sqlite_utils
+
+from sqlitelab.core import config
+from sqlitelab.core.machine import machine, machine_label
+
+
+def new_run_id(notebook: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{notebook}-{secrets.token_hex(2)}"
+
+
+def sweep_id(notebook_run: str, experiment: str | None) -> str:
+    """The key of one sweep (or stored table) of a notebook run in `runs`, and its folder under
+    data/runs/: `<notebook_run>/<experiment>`. A key only: what it is made of is stored in its
+    own columns (`notebook_run`, `experiment`), and nothing reads it back out of the id."""
+    return f"{notebook_run}/{experiment}" if experiment else notebook_run
+
+
+def describe(notebook: str, notebook_run: str, experiment: str | None,
+             parameters: dict | None) -> dict:
+    """What every stored row says about itself (beside its own generator and CPU pinning):
+    the notebook, its run, the experiment, the scale it ran at, the machine and the commit."""
+    return {"notebook": notebook, "notebook_run": notebook_run, "experiment": experiment or None,
+            "scale": (parameters or {}).get("scale"), "machine": machine_label(),
+            "git_commit": git_commit()}
+
+
+# What rows stored before they described themselves get from their run (migrate()).
+DESCRIBED = ("notebook", "notebook_run", "experiment", "scale", "machine", "git_commit")
+
+
+def migrate(path: Path | str | None = None) -> None:
+    """Bring a results.db written before rows described themselves up to date, once: `runs`
+    gets `notebook_run` and `scale`, and every table keyed by run_id the DESCRIBED columns,
+    taken from its run. The only place a run id is ever split: those old rows said nothing
+    else about the notebook run they belong to."""
+    path = Path(path or config.RESULTS_DB)
+    if not path.exists():
+        return
+    con = sqlite3.connect(path, timeout=30)
+    try:
+        def columns(table: str) -> set[str]:
+            return {r[1] for r in con.execute(f"PRAGMA table_info([{table}])")}
+
+        tables = [r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        if "runs" not in tables:
+            return
+        todo = [t for t in tables if "run_id" in columns(t) and not set(DESCRIBED) <= columns(t)]
+        if not todo:
+            return
+        with con:
+            have = columns("runs")
+            for c in ("notebook_run", "scale", "experiment"):
+                if c not in have:
+                    con.execute(f"ALTER TABLE runs ADD COLUMN [{c}] TEXT")
+            con.execute("UPDATE runs SET notebook_run = CASE WHEN instr(run_id, '/') > 0 "
+                        "THEN substr(run_id, 1, instr(run_id, '/') - 1) ELSE run_id END "
+                        "WHERE notebook_run IS NULL")
+            con.execute("UPDATE runs SET experiment = substr(run_id, instr(run_id, '/') + 1) "
+                        "WHERE experiment IS NULL AND instr(run_id, '/') > 0")
+            con.execute("UPDATE runs SET scale = json_extract(parameters, '$.scale') "
+                        "WHERE scale IS NULL AND json_valid(parameters)")
+            for table in todo:
+                if table == "runs":
+                    continue
+                have = columns(table)
+                for c in DESCRIBED:
+                    if c not in have:
+                        con.execute(f"ALTER TABLE [{table}] ADD COLUMN [{c}] TEXT")
+                for c in DESCRIBED:
+                    con.execute(f"UPDATE [{table}] SET [{c}] = (SELECT r.[{c}] FROM runs r "
+                                f"WHERE r.run_id = [{table}].run_id) WHERE [{c}] IS NULL")
+    finally:
+        con.close()
+
+
+def git_commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=config.PROJ_ROOT, text=True,
+                             capture_output=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=config.PROJ_ROOT, text=True, capture_output=True,
+                               timeout=10).stdout.strip()
+        return (sha or "unknown") + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def measured_on(rows: pd.DataFrame) -> str:
+    """The machine(s) `rows` were measured on, from their own `machine` column (for a caption
+    or a table's heading; this machine's label when the rows say none)."""
+    got = sorted(rows["machine"].dropna().unique()) if "machine" in rows else []
+    return "; ".join(got) if got else machine_label()
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version(), "sqlite (python)": sqlite3.sqlite_version}
+    for pkg in ("locust", "pandas", "matplotlib", "sqlite-utils", "hdrhistogram", "papermill"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def lock_pins(path: Path | str | None = None) -> dict[str, str]:
+    """requirements.lock's `name==version` pins that apply to this Python and platform (the
+    lock is universal: a package may be pinned per Python version), names normalised."""
+    path = Path(path or config.LOCK_FILE)
+    pins = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)\s*(?:;([^\\]*))?", line)
+        if m and (not m.group(3) or Marker(m.group(3).strip()).evaluate()):
+            pins[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    return pins
+
+
+def lock() -> dict:
+    """Which locked environment made a run: the lock file's hash, and whether every pin that
+    applies here is what is installed (`lock_drift` lists those that are not)."""
+    try:
+        text = config.LOCK_FILE.read_bytes()
+    except OSError:
+        return {"lock_hash": None, "lock_ok": None, "lock_drift": None}
+    drift = []
+    for name, pinned in lock_pins().items():
+        try:
+            got = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue  # a pin for another Python or platform (the lock is universal)
+        if got != pinned:
+            drift.append(f"{name} {got} (locked {pinned})")
+    return {"lock_hash": hashlib.sha256(text).hexdigest()[:16], "lock_ok": not drift,
+            "lock_drift": drift}
+
+
+def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
+    path = Path(path or config.RESULTS_DB)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    migrate(path)
+    db = sqlite_utils.Database(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    return db
+
+
+def store_run(run: dict, points: list[dict], path: Path | str | None = None,
+              table: str = "points") -> None:
+    """The run's row in `runs` (dicts and lists as JSON), with the lock it ran from, and its
+    measurements in `table`, each carrying the run's description (DESCRIBED: `describe`)
+    where it does not give its own."""
+    missing = [k for k in ("run_id", "notebook", "notebook_run") if not run.get(k)]
+    if missing:
+        raise ValueError(f"a run needs {', '.join(missing)} (results.describe)")
+    run = {**lock(), **{k: None for k in DESCRIBED}, **run}
+    points = [{**{k: run[k] for k in DESCRIBED}, **p} for p in points]
+    db = open_db(path)
+    row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
+           for k, v in run.items()}
+    db["runs"].insert(row, pk="run_id", replace=True, alter=True)
+    db.conn.close()
+    if points:
+        store_rows(table, points, path)
+
+
+# Numeric columns that a run's first rows may leave empty (a direct path has no link): declared,
+# since a column first seen as None would be made TEXT and keep later numbers as text.
+COLUMN_TYPES = {"link_delay_us": int, "link_connections": int, "link_chunks": int,
+                "link_late_mean_us": float, "link_late_max_us": float,
+                "db_link_delay_us": int, "db_link_late_mean_us": float, "db_link_late_max_us": float,
+                # open loop (closed-loop points leave them empty), operations, and `seconds` rows
+                "rate": float, "offered_rps": float, "offered": int, "late": int,
+                "max_lag_ms": float, "backlog": int, "operation_started_s": float,
+                "operation_seconds": float, "p50_ms": float, "p99_ms": float, "max_ms": float,
+                "server_cpu_pct": float, "server_rss_mb": float, "wal_bytes": int}
+
+
+def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:
+    """Rows of a run's side table (e.g. `crosschecks`), each carrying its run_id."""
+    db = open_db(path)
+    types = {k: t for k, t in COLUMN_TYPES.items() if any(k in r for r in rows)}
+    if db[table].exists():
+        for name, kind in types.items():
+            if name not in db[table].columns_dict:
+                db[table].add_column(name, kind)
+    db[table].insert_all(rows, alter=True, columns=types)
+    db[table].create_index(["run_id"], if_not_exists=True)
+    db.conn.close()
+
+
+def _read(query, path: Path | str | None) -> pd.DataFrame:
+    """`query(con)` on results.db (migrated first), or an empty frame when there is none."""
+    path = Path(path or config.RESULTS_DB)
+    if not path.exists():
+        return pd.DataFrame()
+    migrate(path)
+    con = sqlite3.connect(path)
+    try:
+        return query(con)
+    finally:
+        con.close()
+
+
+def read_sql(sql: str, args: list | tuple = (), path: Path | str | None = None) -> pd.DataFrame:
+    """A query's rows from results.db; an empty frame when the file or a table is missing."""
+    def query(con):
+        try:
+            return pd.read_sql_query(sql, con, params=list(args))
+        except (sqlite3.OperationalError, pd.errors.DatabaseError):
+            return pd.DataFrame()
+    return _read(query, path)
+
+
+def load_table(table: str, run_id: str | None = None, path: Path | str | None = None) -> pd.DataFrame:
+    """A table's rows (all, or those of `run_id`: a notebook run, all its experiments, or one
+    sweep)."""
+    if run_id:
+        return read_sql(f"SELECT * FROM [{table}] WHERE notebook_run = ? OR run_id = ?",
+                        [run_id, run_id], path)
+    return read_sql(f"SELECT * FROM [{table}]", [], path)
+
+
+def load_points(path: Path | str | None = None, notebook: str | None = None,
+                run_id: str | None = None, headline_only: bool = True) -> pd.DataFrame:
+    """Every stored point (each says its notebook, notebook run, experiment, scale, machine,
+    commit, generator and CPU pinning), with its run's start, newest runs first. `run_id`: a
+    notebook run (all its experiments) or one sweep. `headline_only`: without the points a
+    confirming generator replaced (sweep's `confirm`)."""
+    def query(con):
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"runs", "points"} <= tables:
+            return pd.DataFrame()
+        sql = "SELECT p.*, r.started FROM points p JOIN runs r USING (run_id)"
+        where, args = [], []
+        if notebook:
+            where.append("p.notebook = ?"); args.append(notebook)
+        if run_id:
+            where.append("(p.notebook_run = ? OR p.run_id = ?)"); args += [run_id, run_id]
+        columns = {r[1] for r in con.execute("PRAGMA table_info(points)")}
+        if headline_only and "headline" in columns:  # points from before the flag are headline
+            where.append("coalesce(p.headline, 1) = 1")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return pd.read_sql_query(sql + " ORDER BY r.started DESC", con, params=args)
+    return _read(query, path)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def elapsed(t0: float) -> float:
+    return round(time.perf_counter() - t0, 3)
+
+
+def store_table(run_id: str, notebook: str, table: str, rows: pd.DataFrame,
+                parameters: dict | None = None, path: Path | str | None = None,
+                experiment: str | None = None) -> None:
+    """A run row plus its measurements in another table (e.g. `buffer_points`), each row
+    describing itself (`describe`), and a CSV copy under data/runs/<run_id>/. `run_id`: the
+    notebook run; `experiment`: which of its tables, when it stores several."""
+    key = sweep_id(run_id, experiment)
+    described = describe(notebook, run_id, experiment, parameters)
+    run = {"run_id": key, **described, "started": now_iso(), "finished": now_iso(),
+           "parameters": parameters or {}, "machine_info": machine(), "versions": versions(),
+           "points": len(rows)}
+    records = [{"run_id": key, **{k: (None if pd.isna(v) else v) for k, v in r.items()}, **described}
+               for r in rows.to_dict("records")]
+    store_run(run, records, path, table)
+    out = (Path(path).parent / "runs" if path else config.RUNS_DIR) / key
+    out.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(out / f"{table}.csv", index=False)

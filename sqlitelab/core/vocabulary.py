@@ -1,0 +1,33 @@
+"""The lab's words for what it measures, shared by every layer: when a request has stalled,
+how a pragma's value is named, how a point's path and store are labelled, when an open-loop
+level kept up."""
+from __future__ import annotations
+
+import pandas as pd
+
+STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
+SYNCHRONOUS = {"0": "off", "1": "normal", "2": "full", "3": "extra"}  # PRAGMA synchronous's numbers
+
+
+def link_label(delay_us) -> str:
+    """A point's path from generator to server: `direct`, or `link <n> µs` (each way)."""
+    if delay_us is None or delay_us != delay_us:  # None or NaN: no link
+        return "direct"
+    return f"link {int(delay_us)} µs"
+
+
+def store_label(database, db_link_delay_us=None) -> str:
+    """`sqlite`, `postgres`, or `postgres, link 100 µs` (its own host, sweep's db_link_delay_us)."""
+    if db_link_delay_us is None or pd.isna(db_link_delay_us):
+        return str(database)
+    return f"{database}, link {int(db_link_delay_us)} µs"
+
+
+def keeps_up(point: dict, slo_p99_ms: float) -> bool:
+    """An open-loop level the server kept up with: p99 (from due times, so a request that
+    waited for a free user is charged that wait) within the SLO, no error, and nothing due
+    before the close left unsent. Late sends are not a criterion of their own: their wait is
+    in the p99."""
+    return bool(point.get("requests") and point.get("p99_ms") is not None
+                and point["p99_ms"] <= slo_p99_ms and not point.get("errors")
+                and not point.get("backlog"))

@@ -1,0 +1,775 @@
+"""sweep(): servers × profiles × levels × repeats → a tidy DataFrame, stored and audited.
+
+sweep's arguments become one `Spec` (checked, before anything starts); every step reads it.
+For each server and profile: a fresh database (copied from one seeded template), the server
+started on its CPU set, a primer, then every level and repeat through `load.run_level`, each
+audited (rows written == acknowledged writes, counted from the file: `Counts`) while the
+server still runs; then the server is stopped by its PID and the file checked (`PRAGMA
+integrity_check`). Several scenarios (`scenario=[...]`) share the copy, each with its own
+server start. Points go to data/results.db; raw Locust output, histograms and server logs
+stay in data/runs/<run_id>/. Where the wall time went is kept too: `time_*` columns per point,
+`server_timing` and `*_seconds` per run (sqlitelab.report.timing.budget sums them).
+
+The generator is never the story (see sqlitelab.load.calibrate and load.influence):
+- every point says whether its generator was the limit (`generator_bound`: its CPU saturated)
+  or plausibly set the pace (`generator_influenced`, with the reason in `influence`), from the
+  generator's calibration on this machine (measured once, the first time it is needed);
+- `confirm="loadgen"`: each level where Locust was bound or influenced is measured again, on the
+  same server right after the sweep's levels, with loadgen; those points are the level's
+  *headline* (`headline` true; the Locust ones false, `replaced_by` naming loadgen, and the
+  loadgen ones carrying what they replaced in `replaced_*`). sweep() returns the headline
+  points; results.db keeps all;
+- `crosscheck=<users>`: one wrk point per server and profile at that level, stored in
+  `crosschecks` beside the lab's own rate at the level (`analysis.crosscheck_table`), measured
+  before the confirmation: a point of that level more than calibrate.TOLERANCE short of wrk's
+  rate is marked influenced (and so confirmed) too.
+  `confirm` naming the sweep's own generator confirms nothing (there is no other to ask), so a
+  notebook can keep `confirm="loadgen"` whichever generator its scale runs.
+"""
+from __future__ import annotations
+
+import inspect
+from tqdm.auto import tqdm
+import contextlib
+import json
+import os
+import shutil
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from sqlitelab.load import calibrate, driver as load, scenarios, wrk
+from sqlitelab.core import config, layout, machine, results
+from sqlitelab.infra import databases, hosts, link, operations, postgres
+from sqlitelab.studies import scales
+from sqlitelab.infra import servers as stacks
+from sqlitelab.core.processes import log_tail, own_path, reap_orphans, release_path  # (sweep has a `processes` argument)
+
+
+class AuditWarning(UserWarning):
+    """Rows written differ from acknowledged writes, or the database failed its check."""
+
+
+def _check_args(server_list, profile_list, scenario, levels, repeats):
+    unknown = [s for s in server_list if s not in stacks.STACKS]
+    if unknown:
+        raise ValueError(f"unknown servers {unknown}; known: {list(stacks.STACKS)}")
+    known = stacks.load_profiles()
+    bad = [p for p in profile_list if any(part not in known for part in p.split("+"))]
+    if bad:
+        raise ValueError(f"unknown profiles {bad}; known: {list(known)} (and a+b overlays)")
+    names = [scenario] if isinstance(scenario, str) else list(scenario or [])
+    bad = [s for s in names if s not in load.SCENARIOS]
+    if bad or not names or len(set(names)) != len(names):
+        raise ValueError(f"unknown scenario {scenario!r} (one name, or a list of distinct names); "
+                         f"known: {list(load.SCENARIOS)}")
+    if not levels or any((not isinstance(u, int)) or u < 1 for u in levels):
+        raise ValueError(f"levels must be positive integers, got {levels!r}")
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+
+
+def _check_window(duration, warmup):
+    """The measured window and its warm-up, refused in one line before anything starts (a bad
+    one would otherwise surface in load.run_level, with a server already running)."""
+    for name, value, least in (("duration", duration, "> 0"), ("warmup", warmup, ">= 0")):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not (value > 0 if name == "duration" else value >= 0)):
+            raise ValueError(f"{name} must be a number of seconds {least}, got {value!r}")
+
+
+def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | None = None, profiles: list[str] | None = None,
+          scenario: str | list[str] = "rails-writes", levels: list[int] = (1, 2, 4), repeats: int = 1,
+          duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
+          max_duration: float = 300.0, pause: float = 0.1, processes: int | str = "auto",
+          server_cpus: str | None = "auto", generator_cpus: str | None = "auto",
+          knobs: dict | None = None, server_knobs: dict[str, dict] | None = None,
+          seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,
+          seed_user_bytes: int = 0,
+          scenario_params: dict | None = None, parameters: dict | None = None, progress: bool = True,
+          results_db: Path | None = None, runs_dir: Path | None = None,
+          run_id: str | None = None, generator: str = "locust",
+          keepalive: bool = True, confirm: str | None = None, crosscheck: int | None = None,
+          crosscheck_seconds: float | None = None, calibration: bool = True,
+          server_repeats: dict[str, int] | None = None, server_host: str = "local",
+          generator_hosts: list[str] | None = None,
+          link_delay_us: int | None = None, database: str = "sqlite",
+          db_link_delay_us: int | None = None, rates: list[float] | None = None,
+          arrivals: str = "constant", operation: dict | None = None) -> pd.DataFrame:
+    """Run a sweep and return its headline points (one row per server, profile, scenario, level
+    and repeat), each carrying its notebook, notebook run (`run_id`: the notebook's; None: a
+    new one), experiment, scale, machine and commit (results.describe). `scenario`: one name,
+    or a list: each then stored as its own experiment (`<experiment>/<scenario>`, as one sweep
+    per scenario would store it), run in turn on one copy
+    of the database per server and profile, the server restarted for each (`_one_server`).
+    `keepalive=False`: a new connection per request (`oha --disable-keepalive`,
+    load.run_level). `confirm`, `crosscheck`: see the module's docstring (`crosscheck_seconds`:
+    wrk's duration, the sweep's `duration` by default). `calibration=False` skips the
+    generator calibration: no point is then marked influenced by its CPU. `server_repeats`:
+    repeats per stack where they differ from `repeats` (e.g. the article's stack three times,
+    the others once). `server_cpus`, `generator_cpus`, `processes`: "auto" takes the machine's
+    CPU layout (sqlitelab.core.layout: the server half, the generator half, one Locust process per
+    generator CPU; on 2 CPUs: 0, 1 and one process). `server_host`, `generator_hosts`: where
+    the server and the Locust workers run (sqlitelab.infra.hosts: `local`, `netns:<name>`, and for
+    workers `ssh:<host>` too); with generator hosts Locust runs distributed, its master here
+    (`load.run_level`).
+    `link_delay_us`: the generator reaches the server through a link that holds each direction
+    that many µs (sqlitelab.infra.link; 0: the link's proxy alone), a new one for each level; None:
+    directly. `database="postgres"`: every server runs on a real Postgres the sweep starts for it
+    (sqlitelab.infra.postgres: one cluster per server and profile, pinned to the server's CPUs, its
+    durability the profile's `synchronous`, seeded with the same rows), the profile's
+    SQLite-only knobs left out; the audit counts rows there. `db_link_delay_us`: the server
+    reaches that Postgres over TCP through a link holding each direction that many µs (a
+    database on a host of its own; the link pinned with the generator, as `link_delay_us`'s).
+    `rates`: open loop (load.run_level): each level of `levels` is then the most requests in
+    flight, and each rate (requests/s, `arrivals` constant or poisson) a point of its own
+    (`rate`); None: closed loop. `operation`: {"name": one of operations.OPERATIONS, "at_s": s
+    after the window opens, **its parameters}: run on the server's machine and CPUs during
+    every level (sqlitelab.infra.operations), the point's `operation_*` columns say what it did and
+    when. Every point's window second by second goes to the `seconds` table (load.series)."""
+    t_run = time.perf_counter()
+    spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
+    for line in reap_orphans():  # what a killed kernel left: its owner is dead
+        print(f"sweep: stopped and removed what a dead run left: {line}", flush=True)
+    return _run(spec, t_run)
+
+
+def locals_of(fn, values: dict) -> dict:
+    """`fn`'s arguments out of its `locals()` (taken first thing in its body)."""
+    return {k: values[k] for k in inspect.signature(fn).parameters}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One sweep, checked and resolved: what sweep() was asked, in the form each step reads —
+    CPU sets resolved, repeats per stack, each scenario's experiment, run id, folder and
+    generator parameters. `Spec.of(**sweep's arguments)` refuses bad input before anything
+    starts; `_run` and the per-server and per-scenario steps read nothing else."""
+    notebook: str
+    notebook_run: str
+    experiment: str | None
+    one_scenario: bool      # `scenario` was one name (a list: an experiment per scenario)
+    servers: tuple[str, ...]
+    profiles: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    levels: tuple[int, ...]
+    repeats: int
+    server_repeats: dict
+    duration: float
+    warmup: float
+    requests: int | None
+    max_duration: float
+    pause: float
+    processes: int
+    server_cpus: str | None
+    generator_cpus: str | None
+    layout_note: str        # where the CPU layout asked for did not fit (layout.Layout.note)
+    generator: str
+    server_host: hosts.Host
+    generator_hosts: tuple[hosts.Host, ...]  # none: Locust on this machine, as always
+    link_delay_us: int | None  # µs each way through sqlitelab.infra.link's proxy (None: direct)
+    database: str           # sqlite | postgres (servers.DATABASES)
+    db_link_delay_us: int | None  # µs each way between the server and its Postgres (None: its socket)
+    rates: tuple[float, ...] | None  # open loop: requests/s per point (None: closed loop)
+    arrivals: str           # constant | poisson (open loop)
+    operation: dict | None  # run during every level (sqlitelab.infra.operations)
+    confirm: str | None
+    keepalive: bool
+    crosscheck: int | None
+    crosscheck_seconds: float | None
+    calibration: bool
+    knobs: dict
+    server_knobs: dict
+    seed: dict              # databases.seeded_template's arguments
+    scenario_params: dict   # scenario -> what its generator is told (scenarios.lab_env)
+    parameters: dict        # the notebook's parameters, stored with the run
+    progress: bool
+    results_db: Path | None
+    runs_dir: Path
+
+    @classmethod
+    def of(cls, *, notebook, experiment, servers, profiles, scenario, levels, repeats, duration,
+           warmup, requests, max_duration, pause, processes, server_cpus, generator_cpus, knobs,
+           server_knobs, seed_users, seed_items, payload_bytes, seed_user_bytes, scenario_params,
+           parameters, progress, results_db, runs_dir, run_id, generator, keepalive, confirm,
+           crosscheck, crosscheck_seconds, calibration, server_repeats, server_host,
+           generator_hosts, link_delay_us, database, db_link_delay_us, rates, arrivals,
+           operation) -> "Spec":
+        server_list = list(servers or ["python-fastapi"])
+        profile_list = list(profiles or ["rails71"])
+        levels = list(levels)
+        _check_args(server_list, profile_list, scenario, levels, repeats)
+        _check_window(duration, warmup)
+        server_repeats = dict(server_repeats or {})
+        for stack, n in server_repeats.items():
+            _check_args([stack], profile_list, scenario, levels, n)
+        server_host = hosts.Host.parse(server_host)
+        if database not in stacks.DATABASES:
+            raise ValueError(f"database must be one of {', '.join(stacks.DATABASES)}, not {database!r}")
+        if database == "postgres":
+            if not server_host.same_machine:
+                raise ValueError("database='postgres' runs its Postgres beside the server, on this machine")
+            for name in profile_list:  # each profile's durability has a Postgres equivalent
+                postgres.durability_for(stacks.profile_knobs(name).get("pragmas"))
+            for k in {*(knobs or {}), *(kk for v in (server_knobs or {}).values() for kk in v)}:
+                if k in stacks.SQLITE_ONLY_KNOBS:
+                    raise ValueError(f"knob {k!r} is SQLite's; it has no meaning with database='postgres'")
+        if db_link_delay_us is not None:
+            if database != "postgres":
+                raise ValueError("db_link_delay_us puts a link between a server and its Postgres: "
+                                 "database='postgres' only (SQLite is in the server's process)")
+            link.check_delay(db_link_delay_us)
+        far_note = ""
+        if server_host.kind == "ssh":  # the server has a machine of its own, the generator this one
+            if server_cpus not in ("auto", None):
+                raise ValueError("a server over ssh runs on every CPU of its machine: leave server_cpus 'auto'")
+            server_cpus = None
+            if generator_cpus == "auto":
+                generator_cpus = ",".join(map(str, layout.available_cpus()))
+            far_note = (f"server on {server_host}, unpinned on its own machine; "
+                        f"the generator on this machine's CPUs {generator_cpus}")
+        # the machine's layout, or the split the notebook's article used where it fits
+        lay = layout.resolve(server_cpus, generator_cpus, processes,
+                             server=scales.server_split(notebook))
+        if processes == "auto":  # Locust: one process per generator CPU; loadgen is one process
+            processes = lay.processes if generator == "locust" else 1
+        server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
+        load.check_generator(generator, processes)
+        if isinstance(generator_hosts, str):
+            raise ValueError("generator_hosts is a list of hosts, e.g. ['netns:gen1']")
+        generator_hosts = tuple(hosts.Host.parse(h) for h in (generator_hosts or ()))
+        if any(h.is_local for h in generator_hosts):
+            raise ValueError("generator_hosts names other hosts; leave it empty for this machine")
+        if generator_hosts and (generator != "locust" or confirm not in (None, "locust")):
+            raise ValueError("generator hosts run Locust workers: generator='locust', no confirmation")
+        if (generator_hosts or not server_host.is_local) and crosscheck is not None:
+            raise ValueError("crosscheck (wrk) runs on this machine: not with other hosts")
+        for h in (server_host, *generator_hosts):
+            h.check()
+        if link_delay_us is not None:
+            link.check_delay(link_delay_us)
+        if link_delay_us is not None and (generator_hosts or crosscheck is not None):
+            raise ValueError("a delayed link is between this machine's generator and the server: "
+                             "not with generator hosts or a wrk cross-check (which go direct)")
+        if confirm is not None:
+            load.check_generator(confirm)
+            if confirm == generator:  # nothing to confirm with: the generator itself
+                confirm = None
+        if crosscheck is not None and (not isinstance(crosscheck, int) or crosscheck < 1):
+            raise ValueError(f"crosscheck must be a number of users >= 1, not {crosscheck!r}")
+        if crosscheck is not None and not wrk.available():
+            raise load.LoadError("crosscheck needs wrk (make setup installs Debian's package)")
+        if rates is not None:
+            if isinstance(rates, (int, float)) or not list(rates):
+                raise ValueError(f"rates is a list of requests/s, e.g. [100, 200], not {rates!r}")
+            rates = tuple(rates)
+            for r in rates:
+                load.check_rate(r, arrivals, requests)
+            if confirm is not None or crosscheck is not None:
+                raise ValueError("an open-loop sweep (rates) has no confirmation or wrk cross-check")
+        elif arrivals != "constant":
+            raise ValueError("arrivals is for an open-loop sweep: pass rates too")
+        if operation is not None:
+            operation = operations.check(operation)
+            if database != "sqlite" or not server_host.is_local:
+                raise ValueError("an operation runs on the SQLite file of a server on this machine")
+        scenario_list = [scenario] if isinstance(scenario, str) else list(scenario)
+        # what the database holds, for the scenarios that read it (scenarios.toml's [env])
+        seeded = {"LAB_ITEMS": seed_items, "LAB_PAYLOAD_BYTES": payload_bytes,
+                  "LAB_USERS_ROWS": seed_users}
+        each = {}
+        for name in scenario_list:
+            these = {**(scenario_params or {})}
+            for var in load.SCENARIOS[name].env:
+                if var in seeded:
+                    these.setdefault(var[4:].lower(), seeded[var])
+            each[name] = these
+        return cls(
+            notebook=notebook, notebook_run=run_id or results.new_run_id(notebook),
+            # several sweeps of one notebook run are its experiments; a list of scenarios: each
+            # is stored as its own experiment (`<experiment>/<scenario>`), as separate sweeps
+            # would store it, but they share the template, the calibration and each server's
+            # copy of the database
+            experiment=experiment or None, one_scenario=isinstance(scenario, str),
+            servers=tuple(server_list), profiles=tuple(profile_list), scenarios=tuple(scenario_list),
+            levels=tuple(levels), repeats=repeats, server_repeats=server_repeats,
+            duration=duration, warmup=warmup, requests=requests, max_duration=max_duration,
+            pause=pause, processes=processes, server_cpus=server_cpus,
+            generator_cpus=generator_cpus, layout_note=far_note or lay.note, generator=generator,
+            server_host=server_host, generator_hosts=generator_hosts,
+            link_delay_us=link_delay_us, database=database, db_link_delay_us=db_link_delay_us,
+            rates=rates, arrivals=arrivals, operation=operation, confirm=confirm,
+            keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
+            calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
+            seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
+                  "user_bytes": seed_user_bytes},
+            scenario_params=each, parameters=dict(parameters or {}), progress=progress,
+            results_db=results_db, runs_dir=Path(runs_dir or config.RUNS_DIR))
+
+    def experiment_of(self, scenario: str) -> str | None:
+        """A single scenario is the sweep's `experiment`; each of a list its own,
+        `<experiment>/<scenario>`."""
+        if self.one_scenario:
+            return self.experiment or None
+        return "/".join(e for e in (self.experiment, scenario) if e)
+
+    def run_id(self, scenario: str) -> str:
+        return results.sweep_id(self.notebook_run, self.experiment_of(scenario))
+
+    def run_dir(self, scenario: str) -> Path:
+        return self.runs_dir / self.run_id(scenario)
+
+    @property
+    def tmp_dir(self) -> Path:
+        return config.TMP_DIR / results.sweep_id(self.notebook_run, self.experiment)
+
+    def repeats_of(self, stack: str) -> int:
+        return self.server_repeats.get(stack, self.repeats)
+
+    def knobs_for(self, stack: str) -> dict:
+        return {**self.knobs, **self.server_knobs.get(stack, {})}
+
+    def record(self) -> dict:
+        """The sweep's arguments as its runs row stores them (`sweep`)."""
+        return {"servers": list(self.servers), "profiles": list(self.profiles),
+                "levels": list(self.levels), "repeats": self.repeats,
+                "server_repeats": self.server_repeats, "duration": self.duration,
+                "warmup": self.warmup, "requests": self.requests, "processes": self.processes,
+                "layout_note": self.layout_note, "server_host": str(self.server_host),
+                "generator_hosts": [str(h) for h in self.generator_hosts],
+                "link_delay_us": self.link_delay_us, "database": self.database,
+                "db_link_delay_us": self.db_link_delay_us,
+                "rates": list(self.rates) if self.rates else None, "arrivals": self.arrivals,
+                "operation": self.operation,
+                "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
+                "crosscheck": self.crosscheck, "knobs": self.knobs,
+                "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
+                "seed_user_bytes": self.seed["user_bytes"], "seed_items": self.seed["items"]}
+
+
+def _run(spec: Spec, t_run: float) -> pd.DataFrame:
+    """The sweep itself: calibration, the seeded template, each server and profile in turn
+    (`_one_server`), then the runs, points and cross-checks stored and the audits reported."""
+    run_dirs = {name: spec.run_dir(name) for name in spec.scenarios}
+    for d in run_dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    spec.tmp_dir.mkdir(parents=True, exist_ok=True)
+    own_path(spec.tmp_dir)  # removed by the watchdog, or the next sweep, if we die
+    try:
+        return _sweep_in(spec, t_run)
+    finally:  # also when the calibration or the template fails
+        shutil.rmtree(spec.tmp_dir, ignore_errors=True)
+        release_path(spec.tmp_dir)
+
+
+def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
+    """_run's work, with its scratch folder made."""
+    described = {name: results.describe(spec.notebook, spec.notebook_run,
+                                        spec.experiment_of(name), spec.parameters)
+                 for name in spec.scenarios}
+    common = {"notebook": spec.notebook, "started": results.now_iso(),
+              "parameters": spec.parameters, "git_commit": results.git_commit(),
+              "machine": machine.machine_label(), "machine_info": machine.machine(),
+              "versions": results.versions(), "server_cpus": spec.server_cpus,
+              "generator_cpus": spec.generator_cpus}
+    runs = {name: {"run_id": spec.run_id(name), **described[name], **common, "scenario": name,
+                   "sweep": {**spec.record(), "scenario_params": spec.scenario_params[name]}}
+            for name in spec.scenarios}
+    first = runs[spec.scenarios[0]]
+    points: list[dict] = []
+    checks: list[dict] = []
+    timing: list[dict] = []  # one row per server, profile and scenario (sqlitelab.report.timing)
+    used = [g for g in (spec.generator, spec.confirm) if g]
+    if "loadgen" in used:
+        load.build_loadgen()
+    t = time.perf_counter()
+    cals = ({g: calibrate.ensure(g, spec.server_cpus, spec.generator_cpus, progress=spec.progress)
+             for g in used} if spec.calibration else {})
+    calibration_s = results.elapsed(t)
+    onsets = {g: (cals[g]["onset_util"] if g in cals else None) for g in used}
+    t = time.perf_counter()
+    cached, seed_cached = databases.seeded_template(**spec.seed)
+    template = spec.tmp_dir / "template.db"  # a link: the cache may prune its entry meanwhile
+    try:
+        os.link(cached, template)
+    except OSError:
+        shutil.copyfile(cached, template)
+    seed_s = results.elapsed(t)
+    for r in runs.values():  # what the sweep spent once, on its first scenario's row
+        r.update({"calibrations": {g: c["calib_id"] for g, c in cals.items()},
+                  "seed_cached": seed_cached, "calibration_seconds": 0.0, "seed_seconds": 0.0})
+    first.update({"calibration_seconds": calibration_s, "seed_seconds": seed_s})
+
+    total = (len(spec.profiles) * len(spec.scenarios) * len(spec.levels) * len(spec.rates or [None])
+             * sum(spec.repeats_of(s) for s in spec.servers))
+    bar = tqdm(total=total, desc=spec.notebook, disable=not spec.progress, mininterval=0.5)
+    try:
+        for stack in spec.servers:
+            for profile in spec.profiles:
+                got, check, st = _one_server(spec, stack, profile, template, bar, onsets)
+                points += got
+                checks += check
+                timing += st
+    finally:
+        bar.close()
+        wall = results.elapsed(t_run)
+        spent = {name: sum(v for row in timing if row["scenario"] == name
+                           for k, v in row.items() if k.endswith("_s"))
+                 for name in spec.scenarios}
+        for name, r in runs.items():
+            mine = [p for p in points if p["scenario"] == name]
+            for p in mine:  # every point says what it is part of (results.describe)
+                p.update(described[name])
+            per_second = [{**row, **{k: p[k] for k in SECOND_KEYS}}
+                          for p in mine for row in p.get("seconds") or ()]
+            r.update({"finished": results.now_iso(), "points": len(mine),
+                      "server_timing": [row for row in timing if row["scenario"] == name]})
+            # a sweep of several scenarios: each row its own servers' time, the first one the rest
+            r["wall_seconds"] = (wall if len(runs) == 1 else
+                                 round(spent[name] + (wall - sum(spent.values()) if r is first else 0), 3))
+            results.store_run(r, [{k: v for k, v in p.items() if k != "seconds"} for p in mine],
+                              spec.results_db)
+            if per_second:
+                results.store_rows("seconds", per_second, spec.results_db)
+        if checks:
+            for c in checks:
+                c.update(described[c["scenario"]])
+            results.store_rows("crosschecks", checks, spec.results_db)
+    every = pd.DataFrame(points)
+    if len(every) and not every["audit_ok"].all():
+        bad = every.loc[~every["audit_ok"], ["server", "profile", "scenario", "users", "repeat",
+                                              "generator", "acked_writes", "inflight_writes",
+                                              "rows_written", "audit_rule", "integrity"]]
+        warnings.warn(f"AUDIT FAILED for {len(bad)} point(s): rows written outside acknowledged "
+                      f"writes .. acknowledged + in flight, or integrity_check != ok\n"
+                      f"{bad.to_string(index=False)}",
+                      AuditWarning, stacklevel=3)
+    bad = [c for c in checks if c["audit_ok"] is False]
+    if bad:
+        warnings.warn(f"AUDIT FAILED for {len(bad)} wrk cross-check(s): " + "; ".join(
+            f"{c['server']}/{c['profile']}: {c['rows_written']} rows, {c['acked_responses']} "
+            f"acknowledged, {c['unknown_outcomes']} unknown, integrity {c['integrity']}" for c in bad),
+            AuditWarning, stacklevel=3)
+    return every[every["headline"]].reset_index(drop=True) if len(every) else every
+
+
+# What each row of the `seconds` table repeats of its point: enough to join it back
+# (run_id, server, profile, scenario, users, rate, repeat, generator) and to read it alone.
+SECOND_KEYS = ("run_id", "notebook", "notebook_run", "experiment", "scale", "machine", "git_commit",
+               "server", "profile", "scenario", "database", "users", "rate", "repeat", "generator",
+               "headline", "operation", "operation_started_s", "operation_seconds")
+
+
+def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
+    """Rows written against acknowledged writes. Exact (rows == acks × rows per ack) unless
+    some writes' outcome is unknown: a write that ended in a transport error (status 0: the
+    connection was reset or timed out, so the server may have committed it before the client
+    gave up) may have added its rows or not, and so may a write still in flight when the
+    generator stopped (at its count or its window's close: sent, never answered; counted by the
+    generator, `inflight_writes`); each allows up to rows_per_ack more (the bound wrk's
+    cross-check uses, acked ≤ rows ≤ acked + unknown). And when the server saves a
+    request's rows in separate transactions (`metrics_txn=record`, as ActiveRecord does), a
+    request that failed may have committed some of its rows first: at most rows_per_ack − 1
+    more per failed request. Every acknowledged row must be there in every case."""
+    expected = point["acked_writes"] * sc.rows_per_ack
+    partial = sc.rows_per_ack > 1 and knobs.get("metrics_txn") == "record"
+    unknown = failed = 0
+    if sc.write is not None:
+        for key, n in json.loads(point["run_counts"] or "{}").items():
+            name, status = key.rsplit(" ", 1)
+            if name != sc.write or int(status) in sc.acked:
+                continue
+            if int(status) == 0:
+                unknown += n
+            elif partial:
+                failed += n
+    inflight = int(point.get("inflight_writes") or 0)
+    slack = sc.rows_per_ack * (unknown + inflight) + (sc.rows_per_ack - 1) * failed
+    rule = "partial" if partial else "exact"
+    rule += f", {unknown} unknown" if unknown else ""
+    rule += f", {inflight} in flight" if inflight else ""
+    return {"rows_written": written, "expected_rows": expected,
+            "audit_rule": rule,
+            "unacked_rows": written - expected,
+            "audit_ok": expected <= written <= expected + slack}
+
+
+class Counts:
+    """The one count a point's audit needs (databases.COUNTERS: what the scenario's acknowledged writes
+    grow; none for a scenario that writes nothing), read from the file before and after the
+    point, with the time it took. (Not the count after one point as the count before the next:
+    a request the previous generator gave up on — wrk gives up on every request in flight at
+    its stop — may still commit in between.)"""
+
+    def __init__(self, db: Path):
+        self.db = db
+        self.seconds = 0.0
+
+    def read(self, counter: str | None) -> int:
+        if counter is None:
+            return 0
+        t = time.perf_counter()
+        try:
+            return databases.count_rows(self.db, counter)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    before = after = read
+
+    def settled(self, counter: str | None, before: int, inflight: int, rows_per_ack: int,
+                quiet_s: float = 0.2, bound_s: float = 3.0) -> int:
+        """Rows written since `before`, once the writes that were in flight at the generator's
+        stop have landed or never will: at once when none was in flight, else when the count
+        reaches its ceiling (each in-flight write committed) or has not moved for `quiet_s`
+        (at most `bound_s`). So such a write is counted in its own level, not the next."""
+        written = self.after(counter) - before
+        if not inflight or counter is None:
+            return written
+        ceiling = written + inflight * rows_per_ack
+        deadline, still = time.monotonic() + bound_s, time.monotonic() + quiet_s
+        while time.monotonic() < min(deadline, still) and written < ceiling:
+            time.sleep(0.02)
+            now = self.after(counter) - before
+            if now != written:
+                written, still = now, time.monotonic() + quiet_s
+        return written
+
+
+def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
+                onsets: dict) -> tuple[list[dict], list[dict], list[dict]]:
+    """One server and profile: one copy of the template for all `scenarios`, the server
+    started afresh for each (seed 004 ran a server program per endpoint, all on one file),
+    the file checked once at the end. Returns points, cross-checks and where the wall time
+    went (one row per scenario, for sqlitelab.report.timing)."""
+    with contextlib.ExitStack() as stack_of:
+        t = time.perf_counter()
+        if spec.database == "postgres":  # its own cluster, seeded with the template's rows
+            pg = postgres.Postgres(spec.tmp_dir / f"{stack}-{profile}-pg", cpus=spec.server_cpus,
+                                   durability=postgres.durability_for(
+                                       stacks.profile_knobs(profile).get("pragmas")))
+            db = stack_of.enter_context(pg).prepare(**spec.seed)
+            if spec.db_link_delay_us is not None:  # the database on a host of its own
+                pg.link = stack_of.enter_context(link.DelayLink(
+                    f"http://127.0.0.1:{pg.port}", spec.db_link_delay_us, spec.generator_cpus,
+                    spec.tmp_dir / f"{stack}-{profile}-dblink"))
+        else:
+            db = spec.tmp_dir / f"{stack}-{profile}.db"
+            shutil.copyfile(template, db)
+        if spec.server_host.kind == "ssh":  # copied to the same path there, read there from now on
+            hosts.push(spec.server_host, db)
+            db = databases.OnHost(db, spec.server_host)
+        copy_s = time.perf_counter() - t
+        counts = Counts(db)
+        out: list[dict] = []
+        checks: list[dict] = []
+        timing: list[dict] = []
+        for scenario in spec.scenarios:
+            got, check, st = _one_scenario(spec, stack, profile, db, counts, scenario, bar, onsets)
+            out += got
+            checks += check
+            timing.append(st)
+        timing[0]["copy_s"] = copy_s
+        t = time.perf_counter()
+        integrity = databases.integrity_check(db)
+        timing[-1]["integrity_s"] = time.perf_counter() - t
+        size = databases.size(db)
+        timing[-1]["db_mib"] = size / 2**20 if size is not None else None
+    for p in out:
+        p["integrity"] = integrity
+        p["audit_ok"] = bool(p["audit_ok"] and integrity == "ok")
+    for c in checks:
+        c["integrity"] = integrity
+        c["audit_ok"] = bool(c["audit_ok"] and integrity == "ok") if c["audit_ok"] is not None else None
+    return out, checks, timing
+
+
+def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.OnHost", counts: "Counts",
+                  scenario: str, bar, onsets: dict) -> tuple[list[dict], list[dict], dict]:
+    """One scenario on a fresh start of the server: the levels and repeats, the wrk
+    cross-check, the confirmation of the levels the generator limited, each point audited."""
+    run_dir, run_id = spec.run_dir(scenario), spec.run_id(scenario)
+    scenario_params = spec.scenario_params[scenario]
+    repeats, levels, generator, confirm = (spec.repeats_of(stack), spec.levels, spec.generator,
+                                           spec.confirm)
+    # where the server's wall time goes (sqlitelab.report.timing): start, prime, levels, cross-check,
+    # confirmation, stop; each point has its own `time_*`
+    sc = load.SCENARIOS[scenario]
+    st = {"server": stack, "profile": profile, "scenario": scenario, "copy_s": 0.0,
+          "integrity_s": 0.0}
+    log = run_dir / f"server-{stack}-{profile}.log"
+    bar.set_postfix_str(f"{stack}/{profile}: starting")
+    out: list[dict] = []
+    checks: list[dict] = []
+    onsets = onsets or {}
+    label = machine.machine_label()
+    t = time.perf_counter()
+    # a server here with workers on other machines listens where they reach this machine
+    far = [h for h in spec.generator_hosts if not h.same_machine]
+    listen = far[0].reach_back() if far and spec.server_host.is_local else None
+    srv = stacks.start_server(stack, db, profile=profile, cpus=spec.server_cpus, log_path=log,
+                              timeout=300, host=spec.server_host, listen=listen,
+                              **spec.knobs_for(stack))
+    st["start_s"] = time.perf_counter() - t
+    with srv:
+        health = srv.health
+
+        def measure(users: int, rep: int, gen: str, rate: float | None = None) -> dict:
+            bar.set_postfix_str(f"{stack}/{profile}: {users} users"
+                                + (f", {rate:g}/s" if rate is not None else "") + f", repeat {rep}"
+                                + (f" ({gen})" if gen != generator else ""))
+            tp = time.perf_counter()
+            counted = counts.seconds
+            before = counts.before(sc.counter)
+            t = time.perf_counter()
+            cache_before = databases.page_cache(db)
+            tk = time.perf_counter() - t
+            tail = "" if gen == generator else f"-{gen}"
+            at = "" if rate is None else f"-at{rate:g}"
+            level_dir = run_dir / stack / profile / scenario / f"u{users:04d}{at}-r{rep}{tail}"
+            during = (operations.during(spec.operation, db, srv.pinned, level_dir / "operation")
+                      if spec.operation else None)
+            p = load.run_level(srv, scenario, users, level_dir, duration=spec.duration,
+                               warmup=spec.warmup, requests=spec.requests,
+                               max_duration=spec.max_duration,
+                               processes=spec.processes if gen == "locust" else 1,
+                               cpus=spec.generator_cpus, scenario_params=scenario_params, generator=gen,
+                               keepalive=spec.keepalive, workers=list(spec.generator_hosts),
+                               link_delay_us=spec.link_delay_us, rate=rate,
+                               arrivals=spec.arrivals, during=during)
+            written = counts.settled(sc.counter, before, p.get("inflight_writes") or 0, sc.rows_per_ack)
+            done = p.pop("during", None) or {}
+            p.update({"rate": rate, "operation": done.get("operation"),
+                      "operation_started_s": done.get("started_s"),
+                      "operation_seconds": done.get("seconds"),
+                      "operation_result": json.dumps(done, sort_keys=True, default=str) if done else None})
+            t = time.perf_counter()
+            cache_after = databases.page_cache(db)
+            tk += time.perf_counter() - t
+            p.update(audit(sc, p, written, health["knobs"]))
+            p.update({
+                "run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,
+                "repeat": rep, "integrity": None, "machine": label,
+                "db_mib": cache_before[1] / 2**20 if cache_before else None,
+                "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
+                "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
+                "server_pinning": srv.pinned, "layout_note": spec.layout_note or None,
+                "server_host": str(spec.server_host),
+                "knobs": json.dumps(health["knobs"], sort_keys=True),
+                "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
+                "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
+                "sqlite_version": health.get("sqlite_version"),
+                "database": health.get("database", "sqlite"),
+                "database_version": health.get("database_version", health.get("sqlite_version")),
+                "postgres_settings": (json.dumps(db.settings(), sort_keys=True)
+                                      if databases.is_postgres(db) else None),
+                "db_link_delay_us": spec.db_link_delay_us,
+                **_db_link_stats(db),
+                "server_processes": health["knobs"].get("processes"),
+                "server_threads": health["knobs"].get("threads"),
+                "write_path": health["knobs"].get("write_path"),
+                "txn_mode": health["knobs"].get("txn_mode"),
+                "busy": health["knobs"].get("busy"),
+            })
+            why = load.influence(p, onsets.get(gen))
+            p.update({"generator_influenced": why is not None, "influence": why,
+                      "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None})
+            bar.update(1)
+            t = time.perf_counter()
+            time.sleep(spec.pause)
+            p.update({"time_counts_s": counts.seconds - counted, "time_cache_s": tk,
+                      "time_pause_s": time.perf_counter() - t,
+                      "time_point_s": time.perf_counter() - tp})
+            return p
+
+        t = time.perf_counter()
+        load.prime(srv)
+        st["prime_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        for users in levels:
+            for rate in spec.rates or [None]:
+                for rep in range(1, repeats + 1):
+                    out.append(measure(users, rep, generator, rate))
+        st["levels_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        crosscheck = spec.crosscheck
+        if crosscheck:  # before the confirmation: a level short of wrk's rate is confirmed too
+            check = _crosscheck(srv, counts, sc, scenario, crosscheck, scenario_params, spec.keepalive,
+                                run_dir / stack / profile / scenario / f"u{crosscheck:04d}-wrk",
+                                spec.crosscheck_seconds or spec.duration, spec.warmup,
+                                spec.generator_cpus,
+                                {"run_id": run_id, "server": stack, "profile": profile,
+                                 "machine": label})
+            checks.append(check)
+            for p in out:
+                short = check.get("rps") and p["users"] == crosscheck and \
+                    p["rps"] < (1 - calibrate.TOLERANCE) * check["rps"]
+                if short and not (p["generator_bound"] or p["generator_influenced"]):
+                    p.update({"generator_influenced": True, "influence":
+                              f"{p['rps'] / check['rps']:.2f} of wrk's rate at this level (cross-check), "
+                              f"generator at {p['gen_cpu_pct']:.0f} % CPU"})
+        st["crosscheck_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        st["confirmed_levels"] = 0
+        if confirm:  # the levels the generator limited, again with the other generator
+            flagged = [u for u in levels
+                       if any(p["generator_bound"] or p["generator_influenced"]
+                              for p in out if p["users"] == u)]
+            bar.total += len(flagged) * repeats
+            st["confirmed_levels"] = len(flagged)
+            for users in flagged:
+                first = [p for p in out if p["users"] == users]
+                for p in first:
+                    p.update({"headline": False, "replaced_by": confirm})
+                for rep in range(1, repeats + 1):
+                    q = measure(users, rep, confirm)
+                    was = first[rep - 1]
+                    q.update({"replaced_generator": generator, "replaced_rps": was["rps"],
+                              "replaced_p99_ms": was["p99_ms"],
+                              "replaced_gen_cpu_pct": was["gen_cpu_pct"],
+                              "replaced_reason": ("generator-bound" if was["generator_bound"]
+                                                  else was["influence"])})
+                    out.append(q)
+        st["confirm_s"] = time.perf_counter() - t
+        if not srv.alive():
+            raise stacks.ServerStartError(f"{stack} died during the sweep:\n"
+                                           f"{log_tail(log)}")
+        t = time.perf_counter()
+    st["stop_s"] = time.perf_counter() - t
+    return out, checks, st
+
+
+def _db_link_stats(db) -> dict:
+    """How late the server-to-Postgres link ran so far (its proxy's counters since the server's
+    database started; None without one)."""
+    stats = db.link.stats() if getattr(db, "link", None) is not None else {}
+    return {"db_link_late_mean_us": stats.get("late_mean_us"),
+            "db_link_late_max_us": stats.get("late_max_us")}
+
+
+def _crosscheck(srv, counts, sc, scenario, users, scenario_params, keepalive, out_dir, seconds, warmup,
+                cpus, ident: dict) -> dict:
+    """One wrk point at `users` on the running server, audited: every 2xx/3xx wrk saw of a
+    write is a row, plus at most the requests whose outcome wrk never learnt."""
+    why = wrk.expressible(scenario, scenario_params, keepalive)
+    row = {**ident, "scenario": scenario, "users": users, "skipped": why}
+    if why:
+        return {**row, "audit_ok": None}
+    before = counts.before(sc.counter)
+    p = wrk.run_point(srv, scenario, users, out_dir, duration=seconds, warmup=warmup, cpus=cpus,
+                      scenario_params=scenario_params)
+    # wrk gives up on every request in flight at its stop: let those land before the next point
+    written = counts.settled(sc.counter, before, p["unknown_outcomes"], sc.rows_per_ack)
+    only_writes = scenarios.only_writes(scenario, scenarios.lab_env(scenario_params))
+    if not sc.write:
+        ok, rule = written == 0, "no writes"
+    elif only_writes:  # every response was a write's (rows_per_ack rows each)
+        lo = p["acked_responses"] * sc.rows_per_ack
+        ok, rule = lo <= written <= lo + p["unknown_outcomes"] * sc.rows_per_ack, "acked ≤ rows ≤ acked + unknown"
+    else:  # wrk does not tell a write's response from a read's: an upper bound only
+        ok = written <= (p["acked_responses"] + p["unknown_outcomes"]) * sc.rows_per_ack
+        rule = "rows ≤ responses + unknown (reads and writes not told apart)"
+    return {**row, **{k: v for k, v in p.items() if k != "users"}, "rows_written": written,
+            "audit_rule": rule, "audit_ok": bool(ok)}

@@ -1,0 +1,346 @@
+"""Bundled servers: the stacks, their profiles and knobs, their builds, and their processes
+started (pinned to a CPU set) and stopped by PID. Their databases: sqlitelab.infra.databases; the
+load generators and loadgen's build: sqlitelab.load.driver.
+
+    db = databases.prepare_database(tmp / "x.db", users=1000, items=1000)
+    with start_server("python-fastapi", db, profile="rails71", cpus="0") as srv:
+        httpx.get(srv.url + "/health")
+
+Nothing started here outlives its `with` block, an exception, a KeyboardInterrupt (an
+interrupted notebook cell) or the interpreter (atexit).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import time
+import tomllib
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlitelab.core import config, layout
+from sqlitelab.infra import databases, hosts, postgres
+from sqlitelab.core.processes import free_port, log_tail, pin_command
+
+# One line per stack: the contract suite and the notebooks take their list from here.
+STACKS: dict[str, dict] = {
+    "python-fastapi": {"multiprocess": True},
+    "rust-axum": {"multiprocess": False},
+    "go-nethttp": {"multiprocess": False},
+    "ruby-puma": {"multiprocess": True},
+}
+
+
+def extra_stacks(value: str | None = None) -> dict[str, dict]:
+    """Stacks that are not bundled: `LAB_EXTRA_STACKS` (or `value`) names stack folders,
+    os.pathsep-separated, each shaped like servers/<stack>/ (an executable `run` that execs the
+    server with the LAB_* environment); the folder's name is the stack's name. They are added to
+    STACKS when this module is imported (one process each, `dir`: where their `run` is), so
+    start_server, sweeps and the contract suite take them like a bundled stack:
+    `LAB_EXTRA_STACKS=tests/stacks/lossy-python`, or your own app's folder."""
+    if value is None:
+        value = os.environ.get("LAB_EXTRA_STACKS", "")
+    out: dict[str, dict] = {}
+    for entry in filter(None, value.split(os.pathsep)):
+        folder = Path(entry).expanduser().resolve()
+        run = folder / "run"
+        if not (run.is_file() and os.access(run, os.X_OK)):
+            raise ValueError(f"LAB_EXTRA_STACKS: {folder} is not a stack folder: it has no executable "
+                             f"`run` (one that execs the server with the LAB_* environment, as "
+                             f"servers/<stack>/run does)")
+        if folder.name in STACKS or folder.name in out:
+            raise ValueError(f"LAB_EXTRA_STACKS: a stack named {folder.name!r} is already known "
+                             f"(rename the folder {folder})")
+        out[folder.name] = {"multiprocess": False, "dir": folder}
+    return out
+
+
+STACKS.update(extra_stacks())
+
+
+def stack_dir(stack: str) -> Path:
+    """The folder of a stack's files (its `run`): servers/<stack>/, or an extra stack's own."""
+    return STACKS.get(stack, {}).get("dir") or config.SERVERS_DIR / stack
+
+
+KNOB_ENV = {
+    "pragmas": "LAB_PRAGMAS",
+    "txn_mode": "LAB_TXN_MODE",
+    "busy": "LAB_BUSY",
+    "write_path": "LAB_WRITE_PATH",
+    "processes": "LAB_PROCESSES",
+    "threads": "LAB_THREADS",
+    "readers": "LAB_READERS",
+    "metrics_txn": "LAB_METRICS_TXN",
+    "cache": "LAB_CACHE",
+    "sql_log": "LAB_SQL_LOG",
+}
+
+
+# Knobs that only mean something to SQLite: with LAB_DATABASE=postgres a profile's are left out
+# (a servers' start-up error otherwise); its `synchronous` picks Postgres' durability instead
+# (sqlitelab.infra.postgres.durability_for).
+SQLITE_ONLY_KNOBS = ("pragmas", "txn_mode", "busy", "cache", "sql_log")
+DATABASES = ("sqlite", "postgres")
+
+
+class ServerStartError(RuntimeError):
+    """A server did not come up; the message ends with the tail of its log."""
+
+
+def load_profiles(path: Path = config.PROFILES_TOML) -> dict[str, dict]:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def profile_knobs(profile: str) -> dict:
+    """The knobs of a named profile; `a+b` overlays profile b on a (b's knobs win), so a
+    busy policy and a server shape can be combined: `rails71-retries+rails-dev`."""
+    profiles = load_profiles()
+    values: dict = {}
+    for name in profile.split("+"):
+        if name not in profiles:
+            raise ValueError(f"unknown profile {name!r}; known: {', '.join(profiles)}")
+        values.update({k: v for k, v in profiles[name].items() if k in KNOB_ENV})
+    return values
+
+
+def pragmas_with(profile: str, **changes) -> str:
+    """A profile's LAB_PRAGMAS with some pragmas set to other values (or added):
+    `pragmas_with("single-writer", synchronous="normal")`."""
+    items = [i.split("=", 1) for i in profile_knobs(profile).get("pragmas", "").split(",") if "=" in i]
+    out = {k.strip(): v.strip() for k, v in items}
+    out.update({k: str(v) for k, v in changes.items()})
+    return ",".join(f"{k}={v}" for k, v in out.items())
+
+
+def knob_env(profile: str | None = None, *, database: str = "sqlite", **knobs) -> dict[str, str]:
+    """LAB_* variables for a named profile, with knob overrides (None drops a knob). With
+    `database="postgres"` the profile's SQLite-only knobs are left out; setting one is an error."""
+    if database not in DATABASES:
+        raise ValueError(f"database must be one of {'|'.join(DATABASES)}, not {database!r}")
+    values: dict = {}
+    if profile is not None:
+        values.update(profile_knobs(profile))
+    for k, v in knobs.items():
+        if k not in KNOB_ENV:
+            raise ValueError(f"unknown knob {k!r}; known: {', '.join(KNOB_ENV)}")
+        if database != "sqlite" and k in SQLITE_ONLY_KNOBS and v is not None:
+            raise ValueError(f"knob {k!r} is SQLite's; it has no meaning with database={database!r}")
+        values[k] = v
+    if database != "sqlite":
+        values = {k: v for k, v in values.items() if k not in SQLITE_ONLY_KNOBS}
+    env = {KNOB_ENV[k]: str(v) for k, v in values.items() if v is not None}
+    if database != "sqlite":
+        env["LAB_DATABASE"] = database
+    return env
+
+
+# --------------------------------------------------------------------------- processes
+
+_LIVE: dict[int, "Server"] = {}
+
+
+def _stop_all_live() -> None:
+    for srv in list(_LIVE.values()):
+        srv.stop()
+
+
+atexit.register(_stop_all_live)
+
+
+def build_server(stack: str, timeout: float = 900) -> None:
+    """Build a stack once (cached by its `run` script); raises with the build log tail."""
+    run = stack_dir(stack) / "run"
+    if not run.exists():
+        raise ServerStartError(f"unknown stack {stack!r}: {run} does not exist")
+    proc = subprocess.run([str(run)], env={**os.environ, "LAB_BUILD_ONLY": "1"},
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise ServerStartError(f"{stack}: build failed (exit {proc.returncode}):\n{tail}")
+
+
+@dataclass
+class Server:
+    """One running server process, started by `start_server`; `db` is a SQLite file or a
+    running sqlitelab.infra.postgres.Postgres."""
+    stack: str
+    db: "Path | postgres.Postgres"
+    port: int
+    env: dict[str, str]
+    log_path: Path
+    cpus: str | None = None
+    host: str = "127.0.0.1"
+    proc: subprocess.Popen | None = field(default=None, repr=False)  # here: the server, or its ssh client
+    pinned: str | None = None
+    health: dict | None = None
+    runner: hosts.Host = field(default_factory=lambda: hosts.Host("local"))  # where it runs
+    started: "hosts.Started | None" = field(default=None, repr=False)
+    bind: str | None = None  # LAB_HOST when it is not `host` (an ssh host named by its name)
+    host_cpus: int | None = None  # CPUs of an ssh host (`nproc` there)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def database(self) -> str:
+        return "postgres" if isinstance(self.db, postgres.Postgres) else "sqlite"
+
+    @property
+    def pid(self) -> int:
+        """The server's PID on its own host."""
+        assert self.started is not None
+        return self.started.pid
+
+    @property
+    def pids(self) -> list[int]:
+        """What its CPU and memory are: its own process tree and, on Postgres, the database's
+        (SQLite's work happens inside the server's process; Postgres' in its backends)."""
+        return [self.pid] + ([self.db.pid] if self.database == "postgres" else [])
+
+    @property
+    def cpu_count(self) -> int:
+        """The CPUs it may use: its pinned set, or every CPU of its host."""
+        if self.pinned:
+            return len(layout.parse_cpus(self.pinned))
+        return self.host_cpus or len(layout.available_cpus())
+
+    def start(self, timeout: float = 60.0) -> "Server":
+        run = stack_dir(self.stack) / "run"
+        if not run.exists():
+            raise ServerStartError(f"unknown stack {self.stack!r}: {run} does not exist")
+        cmd, self.pinned = pin_command([str(run)], self.cpus)
+        env = {**os.environ, **self.env, "LAB_HOST": self.bind or self.host, "LAB_PORT": str(self.port)}
+        for name in ("LAB_BUILD_ONLY", "LAB_DB", "LAB_DATABASE_URL"):
+            env.pop(name, None)
+        if self.database == "postgres":
+            env["LAB_DATABASE_URL"] = self.db.server_dsn
+        else:
+            env["LAB_DB"] = os.fspath(self.db)  # on an ssh host: the same path there
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # Own session: the server and any workers it forks form a group we can signal (in a
+        # namespace too: `ip netns exec` execs it, the same PID; over ssh, the PID its shell
+        # reported, and the repository at the same path there builds and runs it).
+        if self.runner.kind == "ssh":
+            self.host_cpus = int(self.runner.run(["nproc"], timeout=20).strip())
+        self.started = hosts.start(self.runner, cmd, env, self.log_path,
+                                   cwd=str(config.PROJ_ROOT) if self.runner.kind == "ssh" else None)
+        self.proc = self.started.popen
+        _LIVE[self.proc.pid] = self
+        try:
+            self.health = self.wait_healthy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def get_json(self, path: str, timeout: float = 5.0) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def wait_healthy(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise ServerStartError(
+                    f"{self.stack} exited with status {code} before answering /health "
+                    f"(log {self.log_path}):\n{log_tail(self.log_path)}")
+            try:
+                return self.get_json("/health", timeout=2.0)
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServerStartError(
+                    f"{self.stack} did not answer /health within {timeout:.0f} s "
+                    f"(log {self.log_path}):\n{log_tail(self.log_path)}")
+            time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace: float = 10.0) -> int | None:
+        """SIGTERM the server's process group, then SIGKILL; returns the exit status."""
+        proc = self.proc
+        if proc is None:
+            return None
+        try:
+            return hosts.stop(self.started, grace)
+        finally:
+            _LIVE.pop(proc.pid, None)
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def follow_cpus(stack: str, env: dict[str, str], cpus: str | None) -> dict[str, str]:
+    """A multi-process stack (python-fastapi, ruby-puma) pinned to k CPUs runs k processes,
+    unless a profile or knob sets LAB_PROCESSES or its write path is one process by design
+    (`writer`, `batch`). rust-axum and go-nethttp follow their CPU set by themselves: tokio's
+    workers and GOMAXPROCS read the process's affinity. One CPU: one process, the default."""
+    if (cpus is None or not STACKS[stack]["multiprocess"] or "LAB_PROCESSES" in env
+            or env.get("LAB_WRITE_PATH", "pool") != "pool"):
+        return {}
+    return {"LAB_PROCESSES": str(len(layout.parse_cpus(cpus)))}
+
+
+def start_server(stack: str, db: Path | str, *, profile: str | None = None,
+                 cpus: str | None = None, port: int | None = None,
+                 log_path: Path | str | None = None, timeout: float = 60.0,
+                 extra_env: dict[str, str] | None = None, host: "str | hosts.Host" = "local",
+                 listen: str | None = None, **knobs) -> Server:
+    """Start `stack` on a free port with a profile and knob overrides; wait for /health. `db`:
+    a SQLite file made by sqlitelab.infra.databases, or a running sqlitelab.infra.postgres.Postgres
+    (LAB_DATABASE=postgres; the profile's SQLite-only knobs left out). On
+    loopback by default; `host="netns:<name>"` starts it in that namespace, listening on the
+    namespace's own address (sqlitelab.infra.hosts); `listen`: another address of this machine (one
+    its Locust workers on other machines reach)."""
+    runner = hosts.Host.parse(host)
+    runner.check()
+    if listen is not None:
+        if not runner.is_local:
+            raise ValueError("listen= is for a server on this machine (a host listens on its own address)")
+        hosts.check_target(listen, runner)
+    if stack not in STACKS:
+        raise ValueError(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
+    if isinstance(db, postgres.Postgres):
+        if not runner.same_machine:
+            raise ValueError("a server on Postgres runs on this machine (its Postgres does)")
+        if not db.alive():
+            raise ServerStartError(f"{stack}: its Postgres (port {db.port}) is not running")
+        env = knob_env(profile, database="postgres", **knobs)
+        default_log = Path(db.scratch) / f"{stack}.log"
+    else:
+        env = knob_env(profile, **knobs)
+        if runner.kind == "ssh":
+            if cpus is not None:
+                raise ValueError("a server over ssh has its machine's CPUs (cpus=None)")
+            if not isinstance(db, databases.OnHost):  # a file here: copied to the same path there
+                hosts.push(runner, db)
+                db = databases.OnHost(Path(db), runner)
+            default_log = db.path.with_suffix(f".{stack}.log")
+        else:
+            db = Path(db)
+            default_log = db.with_suffix(f".{stack}.log")
+    env.update(extra_env or {})
+    env.update(follow_cpus(stack, env, cpus))
+    log_path = Path(log_path) if log_path else default_log
+    address = listen or runner.address()
+    bind = hosts.resolve(address) if runner.kind == "ssh" else None
+    srv = Server(stack=stack, db=db, port=port or free_port(), env=env, log_path=log_path,
+                 cpus=cpus, host=address, runner=runner, bind=bind)
+    return srv.start(timeout=timeout)
+
+
+def our_processes() -> list[int]:
+    """PIDs of servers this interpreter started that are still alive."""
+    return [pid for pid, s in _LIVE.items() if s.alive()]
+
