@@ -130,6 +130,11 @@ lock: ## re-resolve every Python dependency of pyproject.toml into requirements.
 clean: ## remove results, runs and scratch databases (keeps the environment)
 	rm -rf data/results.db* data/runs data/tmp
 
+# Every stack's build outputs, as its servers/<stack>/stack.toml declares them (`build_outputs`,
+# on one line): a new stack's need no edit here (tests/test_stacks.py checks this reads them).
+STACK_BUILDS = $(strip $(foreach m,$(wildcard servers/*/stack.toml),$(addprefix $(dir $(m)),\
+  $(shell sed -n 's/^build_outputs *= *\[\([^]]*\)\].*/\1/p' $(m) | tr -d '",'))))
+
 distclean: clean ## also remove the environment and server builds
-	rm -rf $(VENV) $(STAMP) servers/rust-axum/target servers/go-nethttp/bin sqlitelab/load/loadgen/bin \
+	rm -rf $(VENV) $(STAMP) $(STACK_BUILDS) sqlitelab/load/loadgen/bin \
 	  sqlitelab/infra/delayproxy/target

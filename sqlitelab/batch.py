@@ -22,11 +22,12 @@ from pathlib import Path
 
 from sqlitelab.core import config, machine, results
 from sqlitelab.lab import kernel_transport
+from sqlitelab.studies import registry
 
 
-# Notebooks that read the newest runs of the others (06: capacity from every load notebook):
-# a batch runs them after the rest, whatever their number.
-READS_THE_OTHERS = ("06-capacity",)
+# Notebooks that read the newest runs of the others (their study's READS_THE_OTHERS; notebook 06:
+# capacity from every load notebook): a batch runs them after the rest, whatever their number.
+READS_THE_OTHERS = tuple(s.ID for s in registry.studies() if s.READS_THE_OTHERS)
 
 # Tables whose rows carry an audit (`audit_ok`: rows written against writes acknowledged, the
 # database's integrity_check), and the columns that name a failed row in the summary (those the

@@ -10,7 +10,7 @@ import sys
 import time
 
 from sqlitelab.infra import databases, link, servers
-from sqlitelab.load import driver as load
+from sqlitelab.load import commands
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stack}: built in {time.perf_counter() - t:.1f} s")
         if not args.stacks or "loadgen" in args.stacks:
             t = time.perf_counter()
-            load.build_loadgen()
+            commands.build_loadgen()
             print(f"loadgen: built in {time.perf_counter() - t:.1f} s")
         if not args.stacks or "delayproxy" in args.stacks:
             t = time.perf_counter()

@@ -21,7 +21,7 @@ wrk's /hello rate among the compiled stacks) on the same pinning as a sweep:
   below saturation shows the same spread.)
 - **Onset**: the generator's CPU use (share of its cores) from which every level drifts —
   the lowest CPU of a drifting level with no clean level above it. Points a sweep measures
-  with the generator past its onset are `generator_influenced` (load.influence); with no
+  with the generator past its onset are `generator_influenced` (verdicts.influence); with no
   drift seen, there is no onset and only `generator_bound` (GENERATOR_BOUND_CPU) applies.
 
 A calibration is stored in results.db (`calibrations`, `calibration_points`) and reused while
@@ -35,7 +35,7 @@ import sys
 import pandas as pd
 
 from sqlitelab.core import layout
-from sqlitelab.load import driver as load
+from sqlitelab.load import commands
 from sqlitelab.load.calibrate import (METHOD, HELLO_USERS, compare, comparison_table, current, calibrate,
                                       load_calibrations)
 from sqlitelab.report import plots
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlitelab.calibrate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", nargs="?", default="calibrate", choices=["calibrate", "show", "compare"])
-    ap.add_argument("--generator", nargs="*", default=list(load.GENERATORS), choices=load.GENERATORS)
+    ap.add_argument("--generator", nargs="*", default=list(commands.GENERATORS), choices=commands.GENERATORS)
     ap.add_argument("--force", action="store_true", help="measure again even if calibrated")
     ap.add_argument("--servers", nargs="*", default=["ruby-puma", "python-fastapi"])
     ap.add_argument("--users", type=int, default=32)

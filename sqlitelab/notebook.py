@@ -19,7 +19,7 @@ from sqlitelab.infra import link, operations, postgres
 from sqlitelab.infra import servers as stacks
 from sqlitelab.report import analysis, capacity, findings, methods, plots
 from sqlitelab.studies import scales
-from sqlitelab.studies.workloads import WORKLOADS, workload_of
+from sqlitelab.studies.sqlite_vs_postgres import WORKLOADS, workload_of
 
 plt.style.use("sqlitelab.report.blog")
 

@@ -19,7 +19,7 @@ import pytest
 from sqlitelab.experiments import baseline, sweep
 from sqlitelab import browse
 from sqlitelab.report import capacity
-from sqlitelab.core import config, results
+from sqlitelab.core import config, results, schema
 from sqlitelab.load import driver as load
 
 T = "2026-01-01T0{}:00:00+00:00"
@@ -339,7 +339,7 @@ def test_queries_read_an_older_results_db(tmp_path):
 
 def _assert_described(db):
     assert browse.undescribed(db) == [], (
-        "describe these in sqlitelab/browse.py TABLES (Datasette shows the descriptions)")
+        "describe these in sqlitelab/core/schema.py TABLES (Datasette shows the descriptions)")
 
 
 def every_table_db(path):
@@ -355,10 +355,10 @@ def every_table_db(path):
 
 
 def test_every_table_the_lab_writes_and_every_column_is_described(tmp_path):
-    """Every table browse.TABLES describes is one the lab writes, and each of its columns is
+    """Every table schema.TABLES describes is one the lab writes, and each of its columns is
     described; so is every column of this machine's data/results.db, when there is one."""
     db = every_table_db(tmp_path / "results.db")
-    assert set(browse.schema(db)) == set(browse.TABLES)
+    assert set(browse.schema(db)) == set(schema.TABLES)
     _assert_described(db)
     if config.RESULTS_DB.is_file():  # what real runs wrote here, beside what the code writes
         _assert_described(config.RESULTS_DB)

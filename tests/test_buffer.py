@@ -1,5 +1,5 @@
-"""sqlitelab.experiments.buffer on tiny totals: the article method as the author wrote it, the tuned method,
-projections, argument checks, and timeouts that leave no process behind."""
+"""sqlitelab.experiments.buffer_point and buffer on tiny totals: the article method as the author wrote it,
+the tuned method, projections, argument checks, and timeouts that leave no process behind."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from sqlitelab.experiments import buffer
+from sqlitelab.experiments import buffer, buffer_point
 from sqlitelab.core import processes
 from sqlitelab.report import analysis
 
@@ -25,7 +25,7 @@ def _rows(path):
 @pytest.mark.parametrize("total,rpt", [(1, 10), (999, 25), (1000, 25), (2500, 2), (12_345, 10)])
 def test_article_rows_payloads_metadata(tmp_path, total, rpt):
     path = str(tmp_path / "q.db")
-    out = buffer.article_point(path, total, rpt)
+    out = buffer_point.article_point(path, total, rpt)
     rows = _rows(path)
     assert len(rows) == math.ceil(total / 1000) == out["rows"] == out["rows_expected"]
     n = 0
@@ -56,24 +56,24 @@ def test_article_rows_payloads_metadata(tmp_path, total, rpt):
 
 def test_article_one_dump_per_chunk(tmp_path, monkeypatch):
     calls = []
-    real = buffer.json.dumps
+    real = buffer_point.json.dumps
 
     def counting(obj, *a, **k):
         calls.append(type(obj).__name__)
         return real(obj, *a, **k)
-    monkeypatch.setattr(buffer.json, "dumps", counting)
-    records = buffer.author_records(2500)
+    monkeypatch.setattr(buffer_point.json, "dumps", counting)
+    records = buffer_point.author_records(2500)
     path = str(tmp_path / "q.db")
-    buffer._init_queue_db(path, "as_published")
-    buffer.batch_add_items_to_queue(path, records, batch_write_size=25)
+    buffer_point._init_queue_db(path, "as_published")
+    buffer_point.batch_add_items_to_queue(path, records, batch_write_size=25)
     # per chunk: the payload (a list of 1,000 dicts) and the metadata dict, nothing per record
     assert calls == ["list", "dict"] * 3
 
 
-@pytest.mark.parametrize("variant", sorted(buffer.VARIANTS))
+@pytest.mark.parametrize("variant", sorted(buffer_point.VARIANTS))
 def test_article_variants(tmp_path, variant):
     path = str(tmp_path / "q.db")
-    out = buffer.article_point(path, 5000, 2, variant=variant)
+    out = buffer_point.article_point(path, 5000, 2, variant=variant)
     assert out["audit_ok"] and out["rows"] == 5
     assert out["synchronous_level"] == (1 if variant == "sync_normal" else 2)
     assert out["page_size"] == (8192 if variant == "page_size_8192" else 4096)
@@ -89,32 +89,32 @@ def test_article_variants(tmp_path, variant):
 @pytest.mark.parametrize("sync", ["normal", "full"])
 def test_tuned(tmp_path, sync):
     path = str(tmp_path / "q.db")
-    out = buffer.tuned_point(path, 12_345, 5, synchronous=sync)
-    assert out["synchronous"] == sync and out["synchronous_level"] == buffer.SYNCHRONOUS[sync]
+    out = buffer_point.tuned_point(path, 12_345, 5, synchronous=sync)
+    assert out["synchronous"] == sync and out["synchronous_level"] == buffer_point.SYNCHRONOUS[sync]
     assert out["audit_ok"] and out["rows"] == 13 and out["records_in_payloads"] == 12_345
     assert out["groups"] == 3 and out["connections"] == 1
     rows = _rows(path)
     assert sum(len(json.loads(r[1])) for r in rows) == 12_345
     assert all(set(d) == {"uri", "text"} and len(d["uri"]) == 36 and len(d["text"]) == 68
                for r in rows for d in json.loads(r[1]))
-    c = buffer.consume_point(path, 5)
+    c = buffer_point.consume_point(path, 5)
     assert c["consumed"] == 12_345 and c["rows_left"] == 0
 
 
 def test_fast_records_same_shape():
-    a, b = buffer.fast_records(3000), buffer.author_records(3)
+    a, b = buffer_point.fast_records(3000), buffer_point.author_records(3)
     assert len(a) == 3000
     for r in a + b:
         assert set(r) == {"uri", "text"} and len(r["uri"]) == 36 and len(r["text"]) == 68
         body = r["uri"][5:15] + r["uri"][21:] + r["text"][18:]
-        assert set(body) <= set(buffer.ALNUM)
+        assert set(body) <= set(buffer_point.ALNUM)
     assert len({c for r in a for c in r["text"][18:]}) == 62   # the whole alphabet shows up
 
 
 def test_run_point_in_own_process(tmp_path):
-    out = buffer.run_point(tmp_path / "a.db", 3000, 2, method="article", synchronous=None, timeout=60)
+    out = buffer_point.run_point(tmp_path / "a.db", 3000, 2, method="article", synchronous=None, timeout=60)
     assert out["audit_ok"] and out["synchronous"] == "full"
-    out = buffer.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", timeout=60)
+    out = buffer_point.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", timeout=60)
     assert out["audit_ok"] and out["synchronous"] == "full" and out["consumed"] == 3000
 
 
@@ -164,9 +164,9 @@ def test_bad_arguments(kwargs, match):
     args = {"method": "article", "total": 1000, "rows_per_txn": 25, "variant": None, "synchronous": None}
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
-        buffer.check_point(**args)
+        buffer_point.check_point(**args)
     with pytest.raises(ValueError, match=match):    # before any process starts
-        buffer.run_point("unused.db", args["total"], args["rows_per_txn"], args["method"], args["variant"],
+        buffer_point.run_point("unused.db", args["total"], args["rows_per_txn"], args["method"], args["variant"],
                          args["synchronous"], timeout=5)
 
 
@@ -182,8 +182,8 @@ def test_bad_sweep_arguments(tmp_path):
 
 
 def test_timeout_stops_the_point(tmp_path):
-    with pytest.raises(buffer.PointTimeout) as e:
-        buffer.run_point(tmp_path / "slow.db", 50_000_000, 25, method="tuned", synchronous="normal",
+    with pytest.raises(buffer_point.PointTimeout) as e:
+        buffer_point.run_point(tmp_path / "slow.db", 50_000_000, 25, method="tuned", synchronous="normal",
                          consume=False, timeout=2)
     pid = e.value.pid
     with pytest.raises(ProcessLookupError):
@@ -192,7 +192,7 @@ def test_timeout_stops_the_point(tmp_path):
 
 
 def test_a_point_leaves_no_process(tmp_path):
-    out = buffer.run_point(tmp_path / "one.db", 2000, 1, method="article", probe=False)
+    out = buffer_point.run_point(tmp_path / "one.db", 2000, 1, method="article", probe=False)
     assert out["audit_ok"]
     assert not processes.descendants()
 
@@ -211,46 +211,46 @@ def test_syscall_counts(tmp_path):
 
 
 def test_lab_records_are_the_authors_records_in_blocks():
-    a = buffer.lab_records(2_345, block=1000)
+    a = buffer_point.lab_records(2_345, block=1000)
     assert len(a) == 2_345
     for r in a:
         assert set(r) == {"uri", "text"} and len(r["uri"]) == 36 and len(r["text"]) == 68
         assert r["uri"].startswith("at://") and r["uri"][15:21] == "/post/"
         assert r["text"].startswith("Test post content ")
-        assert set(r["uri"][5:15] + r["uri"][21:] + r["text"][18:]) <= set(buffer.ALNUM)
+        assert set(r["uri"][5:15] + r["uri"][21:] + r["text"][18:]) <= set(buffer_point.ALNUM)
     assert len({r["uri"] for r in a}) == len(a)                 # fresh random text, no repeats
 
 
 @pytest.mark.parametrize("generator", ["author", "lab"])
 def test_article_point_with_either_generator(tmp_path, generator):
-    out = buffer.article_point(str(tmp_path / "q.db"), 2500, 2, record_generator=generator)
+    out = buffer_point.article_point(str(tmp_path / "q.db"), 2500, 2, record_generator=generator)
     assert out["audit_ok"] and out["records_in_payloads"] == 2500 and out["rows"] == 3
 
 
 def test_the_consumers_pass_is_the_audit(tmp_path):
     path = str(tmp_path / "q.db")
-    out = buffer.tuned_point(path, 12_345, 5, synchronous="full", audit=False)
+    out = buffer_point.tuned_point(path, 12_345, 5, synchronous="full", audit=False)
     assert "audit_ok" not in out
-    c = buffer.consume_point(path, 5, audit=(12_345, 1000))
+    c = buffer_point.consume_point(path, 5, audit=(12_345, 1000))
     assert c["audit_ok"] and c["rows"] == c["rows_expected"] == 13 and c["records_in_payloads"] == 12_345
     assert c["consumed"] == 12_345 and c["rows_left"] == 0 and c["audit_seconds"] >= 0
     # a row lost, a row's metadata wrong, a row no longer pending: each fails the audit
     for damage in ("DELETE FROM queue WHERE id = 7",
                    "UPDATE queue SET metadata = '{\"batch_size\": 1000, \"actual_batch_size\": 999}' WHERE id = 2",
                    "UPDATE queue SET status = 'done' WHERE id = 4"):
-        buffer.tuned_point(path, 12_345, 5, synchronous="normal", audit=False)
+        buffer_point.tuned_point(path, 12_345, 5, synchronous="normal", audit=False)
         con = sqlite3.connect(path)
         con.execute(damage)
         con.commit()
         con.close()
-        c = buffer.consume_point(path, 5, audit=(12_345, 1000))
+        c = buffer_point.consume_point(path, 5, audit=(12_345, 1000))
         assert not c["audit_ok"], damage
 
 
 def test_run_point_audits_by_consuming(tmp_path):
-    out = buffer.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", timeout=60)
+    out = buffer_point.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", timeout=60)
     assert out["audit_ok"] and out["consumed"] == 3000 and out["rows"] == 3 and out["audit_seconds"] >= 0
-    out = buffer.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", consume=False,
+    out = buffer_point.run_point(tmp_path / "t.db", 3000, 2, method="tuned", synchronous="full", consume=False,
                            timeout=60)
     assert out["audit_ok"] and "consumed" not in out and out["rows"] == 3
 

@@ -1,5 +1,6 @@
 """LAB_EXTRA_STACKS: a stack folder outside servers/ (your own app) joins servers.STACKS, and
-the lab finds its `run` there (servers.extra_stacks, servers.stack_dir). The fixture stack is
+the lab finds its `run` there (servers.extra_stacks, servers.stack_dir); its stack.toml, optional
+there, is read like a bundled stack's (tests/test_stacks.py). The fixture stack is
 tests/stacks/lossy-python, a server wrong on purpose (tests/test_durability.py)."""
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ def extra(monkeypatch):
 def test_extra_stacks_registers_each_folder_by_name(tmp_path, extra):
     a, b = make_stack(tmp_path / "my-app"), make_stack(tmp_path / "other" / "your-app")
     found = extra(a, b)
-    assert found == {"my-app": {"multiprocess": False, "dir": a},
-                     "your-app": {"multiprocess": False, "dir": b}}
+    assert list(found) == ["my-app", "your-app"]
+    assert [(f["multiprocess"], f["compiled"], f["dir"], f["bundled"]) for f in found.values()] == \
+        [(False, False, a, False), (False, False, b, False)]  # no stack.toml: the defaults
     assert servers.stack_dir("my-app") == a and servers.stack_dir("your-app") == b
     assert servers.stack_dir("rust-axum") == config.SERVERS_DIR / "rust-axum"
     assert servers.extra_stacks("") == {}

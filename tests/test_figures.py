@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from sqlitelab.report import capacity, plots  # noqa: E402
 from sqlitelab.core import config
 from sqlitelab.infra import servers
+from sqlitelab.studies import registry
 
 STACKS = list(servers.STACKS)
 PROFILES = ["rails71", "rails8", "rails71-retries+rails-dev"]
@@ -337,7 +338,7 @@ def test_sensitivity_names_the_stack_of_each_line():
 
 
 def test_every_notebook_figure_says_what_to_look_for(tmp_path):
-    """One sentence under every figure of every notebook (plots.READING), none for a figure that
+    """One sentence under every figure of every notebook (its study's READING), none for a figure that
     no notebook saves; a notebook's figure without one is refused before it is written."""
     import json
     import re
@@ -346,8 +347,10 @@ def test_every_notebook_figure_says_what_to_look_for(tmp_path):
         for cell in json.loads(path.read_text())["cells"]:
             for name in re.findall(r'save_figure\(fig, "([^"]+)", notebook=NOTEBOOK\)', "".join(cell["source"])):
                 saved.add((path.stem, name))
-    assert saved and saved == set(plots.READING), (saved ^ set(plots.READING))
-    for sentence in plots.READING.values():
+    declared = {(s.ID, name): sentence for s in registry.studies() for name, sentence in s.READING.items()}
+    assert saved and saved == set(declared), (saved ^ set(declared))
+    for (notebook, name), sentence in declared.items():
+        assert plots.reading(notebook, name) == sentence
         assert sentence.count(". ") == 0 and sentence.endswith("."), sentence  # one sentence
     fig = charts()["latency"]()
     with pytest.raises(ValueError, match="01-linear-writes/unnamed has no sentence"):

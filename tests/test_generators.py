@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from sqlitelab.report import analysis, findings, plots
-from sqlitelab.load import calibrate, driver as load, wrk
+from sqlitelab.load import calibrate, driver as load, verdicts, wrk
 from sqlitelab.core import layout, results
 from sqlitelab.infra import databases, servers
 from sqlitelab.experiments.sweep import sweep
@@ -86,28 +86,28 @@ def point(**kw) -> dict:
 
 
 def test_influence_past_the_calibrated_onset():
-    assert load.influence(point(gen_cpu_pct=70.0), onset=0.67) is not None
-    assert load.influence(point(gen_cpu_pct=60.0), onset=0.67) is None
-    assert load.influence(point(gen_cpu_pct=99.0), onset=None) is None  # no drift: no onset
+    assert verdicts.influence(point(gen_cpu_pct=70.0), onset=0.67) is not None
+    assert verdicts.influence(point(gen_cpu_pct=60.0), onset=0.67) is None
+    assert verdicts.influence(point(gen_cpu_pct=99.0), onset=None) is None  # no drift: no onset
     # a generator-bound point is not also influenced
-    assert load.influence(point(gen_cpu_pct=99.0, generator_bound=True), onset=0.5) is None
+    assert verdicts.influence(point(gen_cpu_pct=99.0, generator_bound=True), onset=0.5) is None
     # two generator CPUs: the onset is a share of both
-    assert load.influence(point(gen_cpu_pct=120.0, gen_cpus=2), onset=0.67) is None
+    assert verdicts.influence(point(gen_cpu_pct=120.0, gen_cpus=2), onset=0.67) is None
 
 
 def test_influence_of_a_busy_generator_on_an_idle_server():
     idle = point(gen_cpu_pct=85.0, server_util=0.70)
-    assert "server at 70%" in load.influence(idle, onset=None)
+    assert "server at 70%" in verdicts.influence(idle, onset=None)
     # a server busier than the generator, or saturated, set its own pace
-    assert load.influence(point(gen_cpu_pct=60.0, server_util=0.65), onset=None) is None
-    assert load.influence(point(gen_cpu_pct=85.0, server_util=0.90), onset=None) is None
+    assert verdicts.influence(point(gen_cpu_pct=60.0, server_util=0.65), onset=None) is None
+    assert verdicts.influence(point(gen_cpu_pct=85.0, server_util=0.90), onset=None) is None
     # something else explains the idle server: a lock wait, errors, a stall, disk reads
     for explained in ({"busy_errors": 3}, {"errors": 1}, {"max_ms": 1500.0}, {"requests": 0},
                       {"db_cached_before": 0.3}):
-        assert load.influence({**idle, **explained}, onset=None) is None, explained
-    assert load.influence({**idle, "max_overrun_ms": 1500.0}, onset=None)  # after the window
-    # an fsync per commit is no excuse (see load.influence)
-    assert load.influence({**idle, "knobs": json.dumps({"pragmas": {"synchronous": "2"}})}, onset=None)
+        assert verdicts.influence({**idle, **explained}, onset=None) is None, explained
+    assert verdicts.influence({**idle, "max_overrun_ms": 1500.0}, onset=None)  # after the window
+    # an fsync per commit is no excuse (see verdicts.influence)
+    assert verdicts.influence({**idle, "knobs": json.dumps({"pragmas": {"synchronous": "2"}})}, onset=None)
 
 
 def test_drift_and_onset():

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from sqlitelab.infra import hosts, netns
-from sqlitelab.load import driver as load
+from sqlitelab.load import commands
 from sqlitelab.core import processes
 from sqlitelab.experiments import sweep
 
@@ -65,7 +65,7 @@ def test_loopback_is_a_local_target():
     (4, ["ssh:m1", "ssh:m2"], [16, 16]), (2, ["netns:a", "ssh:m1"], [2, 16])])
 def test_workers_on_this_machine_share_its_generator_cpus(processes, workers, each):
     """A machine of its own runs one process per CPU it has (here: 16, as `nproc` says there)."""
-    got = load.worker_processes(processes, [hosts.Host.parse(w) for w in workers], cpus_of=lambda h: 16)
+    got = commands.worker_processes(processes, [hosts.Host.parse(w) for w in workers], cpus_of=lambda h: 16)
     assert list(got.values()) == each
 
 

@@ -13,7 +13,7 @@ from test_harness import assert_hey_accounting
 
 from sqlitelab.core import config, processes
 from sqlitelab.infra import databases, servers
-from sqlitelab.load import driver as load, scenarios
+from sqlitelab.load import commands, driver as load, scenarios
 from sqlitelab.experiments.sweep import sweep
 
 pytestmark = pytest.mark.harness
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.harness
 
 @pytest.fixture(scope="module", autouse=True)
 def built():
-    return load.build_loadgen()
+    return commands.build_loadgen()
 
 
 @pytest.mark.parametrize("stack", ["go-nethttp", "python-fastapi"])
@@ -116,7 +116,7 @@ def test_bad_generator_choices_are_refused_before_anything_starts(tmp_path):
 
 def test_loadgen_unit_tests_pass():
     """The generator's own Go tests (in-process servers: redirects, timeouts, signals, targets)."""
-    env = {**os.environ, "PATH": os.pathsep.join([os.environ.get("PATH", ""), *load.GO_BIN_DIRS])}
+    env = {**os.environ, "PATH": os.pathsep.join([os.environ.get("PATH", ""), *commands.GO_BIN_DIRS])}
     r = subprocess.run(["go", "test", "-count=1", "."], cwd=config.LOADGEN_DIR, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr

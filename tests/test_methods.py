@@ -10,6 +10,7 @@ import pytest
 from sqlitelab.load import driver as load
 from sqlitelab.report import methods
 from sqlitelab.infra import servers
+from sqlitelab.studies import method, registry
 from sqlitelab.batch import notebooks
 from sqlitelab.experiments.sweep import audit
 
@@ -38,9 +39,11 @@ def verdicts(table: pd.DataFrame) -> dict[str, str]:
 
 
 def test_every_notebook_declares_its_article_and_every_difference_says_why():
-    declared = set(methods.ARTICLES)
-    assert {p.stem for p in notebooks()} <= declared
-    for a in methods.ARTICLES.values():
+    articles = [methods.article(s.ID) for s in registry.studies() if s.ARTICLE is not None]
+    assert {p.stem for p in notebooks()} <= {a.notebook for a in articles}
+    for s in registry.studies():
+        assert s.ARTICLE is None or s.ARTICLE.notebook == s.ID, s.ID
+    for a in articles:
         assert a.details, a.notebook
         for d in a.details:
             assert d.aspect and d.article, (a.notebook, d)
@@ -92,7 +95,7 @@ def test_synchronous_reads_as_a_name_and_the_seed002_default_is_full():
     t = methods.table("03-read-write-mix", pts, {"write_share": 0.1})
     row = t.set_index("aspect").loc["synchronous"]
     assert row["this run"] == "full" and row["verdict"] == "same"
-    assert methods._profile_pragma("single-writer", "synchronous") == "full"
+    assert method.profile_pragma("single-writer", "synchronous") == "full"
 
 
 @pytest.mark.parametrize("value, expect, compare, ok", [

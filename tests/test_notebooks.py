@@ -10,38 +10,15 @@ import pytest
 
 from sqlitelab.core import config, results
 from sqlitelab.batch import execute, notebooks
+from sqlitelab.studies import registry
 
 NOTEBOOKS = notebooks()
 
 # Tiny parameters per notebook: seconds, not minutes. Each names the stacks it exercises,
 # so that between them the smoke runs cover all four.
-SMOKE = {
-    "01-linear-writes": {"servers": ["ruby-puma", "go-nethttp"], "levels": [1, 2], "duration": 1.0,
-                         "warmup": 0.3, "repeats": 1},
-    "02-busy-errors": {"servers": ["ruby-puma", "rust-axum"], "txn_mode_servers": ["ruby-puma"],
-                       "levels": [3], "duration": 1.0, "warmup": 0.3, "repeats": 1},
-    "03-read-write-mix": {"servers": ["python-fastapi", "rust-axum"], "levels": [8], "requests": 300,
-                          "repeats": 1, "warmup_rows": 50},
-    "04-sqlite-as-buffer": {"totals": [1000, 5000], "rows_per_txn": [2, 5], "synchronous": ["normal"],
-                            "records_per_row": 100},
-    "05-single-machine": {"servers": ["go-nethttp", "python-fastapi"], "users_rows": 2000, "levels": [4],
-                          "duration": 1.0, "warmup": 0.3, "repeats": 1},
-    "06-capacity": {},
-    "07-sqlite-vs-postgres": {"servers": ["rust-axum", "ruby-puma"], "workloads": ["001-metrics", "004-users"],
-                              "db_link_workloads": ["001-metrics"], "levels": [4], "duration": 1.0,
-                              "warmup": 0.3, "repeats": 1, "users_rows": 200, "db_delays_us": [500],
-                              "figure_workload": "001-metrics"},
-    "08-operations-under-load": {"servers": ["go-nethttp", "python-fastapi"], "levels": [4],
-                                 "rates": [100, 400], "open_users": 16, "duration": 1.0, "warmup": 0.3,
-                                 "op_duration": 3.0, "at_s": 1.0, "users_rows": 20000, "fraction": 0.5,
-                                 "operations_run": ["checkpoint"]},
-    "09-network-delay": {"server": "go-nethttp", "levels": [1, 4], "delays_us": [500], "duration": 1.0,
-                         "warmup": 0.3, "repeats": 1},
-}
-STORES = {  # where each notebook's measurements land
-    "04-sqlite-as-buffer": "buffer_points",
-    "06-capacity": None,
-}
+# each notebook's tiny smoke parameters and the table its measurements land in: its study's
+SMOKE = {s.ID: s.SMOKE for s in registry.studies()}
+STORES = {s.ID: s.STORES for s in registry.studies()}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -59,7 +36,7 @@ def test_notebook_is_clean_and_parameterised(path):
         ast.literal_eval(node.value)
     names = {t.id for n in tree.body for t in n.targets}
     assert {"scale", "run_id"} <= names
-    assert path.stem in SMOKE, f"add smoke parameters for {path.stem}"
+    assert path.stem in SMOKE, f"{path.stem} has no study (sqlitelab/studies/) with its SMOKE parameters"
 
 
 @pytest.mark.notebook
@@ -70,7 +47,7 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     run_id = results.new_run_id(path.stem)
     out = tmp_path / path.name
     execute(path, out, {"scale": "quick", "run_id": run_id, **SMOKE[path.stem]})
-    table = STORES.get(path.stem, "points")
+    table = STORES[path.stem]
     if table:
         con = sqlite3.connect(tmp_path / "data" / "results.db")
         count = con.execute(f"SELECT count(*) FROM {table} WHERE run_id LIKE ?", (run_id + "%",)).fetchone()[0]

@@ -12,7 +12,7 @@ import pytest
 
 from sqlitelab.infra import databases, servers
 from sqlitelab.core import layout
-from sqlitelab.load import driver as load
+from sqlitelab.load import commands, driver as load
 from sqlitelab.core import vocabulary
 
 DELAY_MS = 10
@@ -44,7 +44,7 @@ def _consistent(p):
 @pytest.mark.parametrize("gen", ["locust", "loadgen"])
 def test_open_loop_p99_grows_with_the_run_above_capacity_and_closed_loop_does_not(tmp_path, gen):
     if gen == "loadgen":
-        load.build_loadgen()
+        commands.build_loadgen()
     db = databases.prepare_database(tmp_path / "d.db")
     lay = layout.plan()
     with servers.start_server("go-nethttp", db, profile="rails71", cpus=lay.server_cpus,

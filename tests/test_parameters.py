@@ -15,7 +15,7 @@ import pytest
 
 from sqlitelab import batch
 from sqlitelab.core import config
-from sqlitelab.studies import scales
+from sqlitelab.studies import registry, scales
 from sqlitelab.infra import servers as stacks
 
 
@@ -23,7 +23,7 @@ NOTEBOOKS = batch.notebooks()
 
 
 def test_every_notebook_has_scales():
-    assert sorted(p.stem for p in NOTEBOOKS) == sorted(scales.SCALES)
+    assert sorted(p.stem for p in NOTEBOOKS) == registry.ids()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem[:2])
@@ -57,7 +57,8 @@ def test_every_scale_value_is_one_its_setting_accepts():
     """ACCEPTS refuses bad values, not the scales' own: each passes as an override; and every
     setting but the named strings and 04's `large` dict has a check."""
     unchecked = {"synchronous", "methods", "variants", "generator", "large"}
-    for nb, by_scale in scales.SCALES.items():
+    for nb in registry.ids():
+        by_scale = registry.study(nb).SCALES
         assert set(scales.names(nb)) - set(scales.ACCEPTS) <= unchecked, nb
         for scale, values in by_scale.items():
             assert scales.settings(nb, scale, **values) == {**values, "scale": scale}

@@ -17,7 +17,7 @@ from sqlitelab.report import capacity
 from sqlitelab import batch
 from sqlitelab.infra import databases, postgres, servers
 from sqlitelab.experiments import sweep
-from sqlitelab.studies import workloads
+from sqlitelab.studies import sqlite_vs_postgres as workloads
 
 
 # ---------------------------------------------------------------------------- fast: declarations

@@ -12,7 +12,7 @@ import pytest
 from sqlitelab.experiments import baseline
 from sqlitelab import browse
 from sqlitelab.report import capacity, timing
-from sqlitelab.core import machine, results
+from sqlitelab.core import machine, results, schema
 
 
 def _store(db, notebook_run, experiment, rps, minute, scale="quick", notebook="03-read-write-mix"):
@@ -36,7 +36,7 @@ def test_points_say_what_they_belong_to_and_readers_select_by_those_columns(tmp_
     seed_run = results.new_run_id("03-read-write-mix")
     _store(db, seed_run, None, 300.0, 2, scale="seed")
     every = results.load_points(db)
-    for col in set(results.DESCRIBED) - {"experiment"}:
+    for col in set(schema.DESCRIBED) - {"experiment"}:
         assert every[col].notna().all(), col
     mine = results.load_points(db, run_id=nb_run)
     assert sorted(mine["experiment"].unique()) == ["article", "paths/mix"]

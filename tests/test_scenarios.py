@@ -18,7 +18,7 @@ import pytest
 
 from sqlitelab.core import config, processes
 from sqlitelab.infra import databases
-from sqlitelab.load import driver as load, scenarios, wrk
+from sqlitelab.load import commands, driver as load, scenarios, wrk
 
 REQUESTS = 24  # per generator and scenario: enough that a 50 % draw shows both requests
 ENV = {"LAB_USERS_ROWS": "3", "LAB_ITEMS": "2", "LAB_PAYLOAD_BYTES": "5", "LAB_WRITE_SHARE": "0.5",
@@ -74,7 +74,7 @@ def command(generator: str, scenario: str, url: str, out) -> tuple[list, dict]:
     env = {**os.environ, **ENV, "LAB_SPEC": str(spec), "LAB_OUT_DIR": str(out), "LAB_T0": "0",
            "LAB_T1": repr(time.time() + 60), "LAB_TARGET": str(REQUESTS)}
     if generator == "locust":
-        cmd = [sys.executable, "-m", "locust", "-f", str(load.LOCUSTFILE), "--headless", "-u", "2",
+        cmd = [sys.executable, "-m", "locust", "-f", str(commands.LOCUSTFILE), "--headless", "-u", "2",
                "-r", "2", "--run-time", "30s", "--stop-timeout", "5", "--host", url,
                "--only-summary", "--loglevel", "WARNING", "LabScenario"]
     else:
@@ -88,10 +88,10 @@ def sent(tmp_path_factory) -> dict:
     """What each generator sent for each scenario, as recorded: every (generator, scenario)
     runs at once, each against a recorder of its own (Locust's start-up dominates, so one at a
     time would take half a minute). Every process is stopped by its group, also on failure."""
-    load.build_loadgen()
+    commands.build_loadgen()
     runs = {}
     try:
-        for generator in load.GENERATORS:
+        for generator in commands.GENERATORS:
             for scenario in scenarios.SCENARIOS:
                 out = tmp_path_factory.mktemp(f"{generator}-{scenario}")
                 httpd = recorder()
@@ -120,7 +120,7 @@ def shape(request: tuple) -> tuple:
 @pytest.mark.parametrize("scenario", list(scenarios.SCENARIOS))
 def test_locust_and_loadgen_send_the_same_requests(scenario, sent):
     got = {}
-    for g in load.GENERATORS:
+    for g in commands.GENERATORS:
         returncode, log, got[g] = sent[g, scenario]
         assert returncode == 0, (g, log)
     shapes = {g: {shape(r) for r in reqs} for g, reqs in got.items()}

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 from sqlitelab.report import analysis, findings, plots
 from sqlitelab.infra import databases, servers
 from sqlitelab.core import layout, processes
-from sqlitelab.studies import scales
+from sqlitelab.studies import registry, scales
 from sqlitelab.core.failures import failure_kind
 
 
@@ -29,7 +29,7 @@ def test_knob_env_from_profile_with_overrides():
 def test_every_profile_names_only_known_knobs():
     for name, p in servers.load_profiles().items():
         assert p.get("description"), name
-        assert set(p) - {"description"} <= set(servers.KNOB_ENV), name
+        assert set(p) - {"description", "title"} <= set(servers.KNOB_ENV), name
 
 
 def test_cpu_sets():
@@ -44,7 +44,7 @@ def test_cpu_sets():
 
 def test_scales():
     s = scales.settings("01-linear-writes", "quick", duration=1.5, levels=None)
-    assert s["duration"] == 1.5 and s["levels"] == scales.SCALES["01-linear-writes"]["quick"]["levels"]
+    assert s["duration"] == 1.5 and s["levels"] == registry.study("01-linear-writes").SCALES["quick"]["levels"]
     with pytest.raises(ValueError, match="scale must be one of"):
         scales.settings("01-linear-writes", "huge")
 
@@ -263,7 +263,7 @@ def test_buffer_findings_name_the_variant_total_and_each_skip_once():
 
 def test_seed_scale_keeps_the_articles_settings():
     """What each article states stays at seed scale (issue 12 cut only the lab's own extras)."""
-    s = {nb: scales.settings(nb, "seed") for nb in scales.SCALES}
+    s = {nb: scales.settings(nb, "seed") for nb in registry.ids()}
     one = s["01-linear-writes"]
     assert {1, 2, 4, 8, 10, 16} <= set(one["levels"]) and one["duration"] == 10 and one["repeats"] == 3
     assert one["warmup"] == 0                                    # hey -z 10s: no warm-up
@@ -284,7 +284,7 @@ def test_sampler_waits_for_a_window_the_generator_opens():
     import os
     import time
     from types import SimpleNamespace
-    from sqlitelab.load import driver as load
+    from sqlitelab.load import sampler
     srv = SimpleNamespace(pid=os.getpid(), pids=[os.getpid()], runner=SimpleNamespace(kind="local"),
                           get_json=lambda path, timeout: {"requests_handled": 7})
     known = {}
@@ -295,7 +295,7 @@ def test_sampler_waits_for_a_window_the_generator_opens():
             return None
         known.setdefault("w", (time.time() + 0.05, time.time() + 0.15))
         return known["w"]
-    s = load.Sampler(srv, os.getpid(), None, None, every=0.05, window=window)
+    s = sampler.Sampler(srv, os.getpid(), None, None, every=0.05, window=window)
     s.start()
     time.sleep(0.5)
     s.stop()

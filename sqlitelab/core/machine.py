@@ -5,9 +5,10 @@ import os
 import platform
 from pathlib import Path
 
+import psutil
+
 
 def machine() -> dict:
-    import psutil  # lazy: buffer's point workers import this module and stay small
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import sqlite_utils
 
-from sqlitelab.core import config
+from sqlitelab.core import config, schema
 from sqlitelab.core.machine import machine, machine_label
 
 
@@ -43,15 +43,11 @@ def describe(notebook: str, notebook_run: str, experiment: str | None,
             "git_commit": git_commit()}
 
 
-# What rows stored before they described themselves get from their run (migrate()).
-DESCRIBED = ("notebook", "notebook_run", "experiment", "scale", "machine", "git_commit")
-
-
 def migrate(path: Path | str | None = None) -> None:
     """Bring a results.db written before rows described themselves up to date, once: `runs`
-    gets `notebook_run` and `scale`, and every table keyed by run_id the DESCRIBED columns,
-    taken from its run. The only place a run id is ever split: those old rows said nothing
-    else about the notebook run they belong to."""
+    gets `notebook_run` and `scale`, and every table keyed by run_id the schema.DESCRIBED
+    columns, taken from its run. The only place a run id is ever split: those old rows said
+    nothing else about the notebook run they belong to."""
     path = Path(path or config.RESULTS_DB)
     if not path.exists():
         return
@@ -64,7 +60,8 @@ def migrate(path: Path | str | None = None) -> None:
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
         if "runs" not in tables:
             return
-        todo = [t for t in tables if "run_id" in columns(t) and not set(DESCRIBED) <= columns(t)]
+        todo = [t for t in tables
+                if "run_id" in columns(t) and not set(schema.DESCRIBED) <= columns(t)]
         if not todo:
             return
         with con:
@@ -83,10 +80,10 @@ def migrate(path: Path | str | None = None) -> None:
                 if table == "runs":
                     continue
                 have = columns(table)
-                for c in DESCRIBED:
+                for c in schema.DESCRIBED:
                     if c not in have:
                         con.execute(f"ALTER TABLE [{table}] ADD COLUMN [{c}] TEXT")
-                for c in DESCRIBED:
+                for c in schema.DESCRIBED:
                     con.execute(f"UPDATE [{table}] SET [{c}] = (SELECT r.[{c}] FROM runs r "
                                 f"WHERE r.run_id = [{table}].run_id) WHERE [{c}] IS NULL")
     finally:
@@ -165,13 +162,13 @@ def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
 def store_run(run: dict, points: list[dict], path: Path | str | None = None,
               table: str = "points") -> None:
     """The run's row in `runs` (dicts and lists as JSON), with the lock it ran from, and its
-    measurements in `table`, each carrying the run's description (DESCRIBED: `describe`)
+    measurements in `table`, each carrying the run's description (schema.DESCRIBED: `describe`)
     where it does not give its own."""
     missing = [k for k in ("run_id", "notebook", "notebook_run") if not run.get(k)]
     if missing:
         raise ValueError(f"a run needs {', '.join(missing)} (results.describe)")
-    run = {**lock(), **{k: None for k in DESCRIBED}, **run}
-    points = [{**{k: run[k] for k in DESCRIBED}, **p} for p in points]
+    run = {**lock(), **{k: None for k in schema.DESCRIBED}, **run}
+    points = [{**{k: run[k] for k in schema.DESCRIBED}, **p} for p in points]
     db = open_db(path)
     row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
            for k, v in run.items()}
@@ -181,22 +178,11 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
         store_rows(table, points, path)
 
 
-# Numeric columns that a run's first rows may leave empty (a direct path has no link): declared,
-# since a column first seen as None would be made TEXT and keep later numbers as text.
-COLUMN_TYPES = {"link_delay_us": int, "link_connections": int, "link_chunks": int,
-                "link_late_mean_us": float, "link_late_max_us": float,
-                "db_link_delay_us": int, "db_link_late_mean_us": float, "db_link_late_max_us": float,
-                # open loop (closed-loop points leave them empty), operations, and `seconds` rows
-                "rate": float, "offered_rps": float, "offered": int, "late": int,
-                "max_lag_ms": float, "backlog": int, "operation_started_s": float,
-                "operation_seconds": float, "p50_ms": float, "p99_ms": float, "max_ms": float,
-                "server_cpu_pct": float, "server_rss_mb": float, "wal_bytes": int}
-
-
 def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:
-    """Rows of a run's side table (e.g. `crosschecks`), each carrying its run_id."""
+    """Rows of a run's side table (e.g. `crosschecks`), each carrying its run_id; the columns
+    schema.TYPES declares get their declared type."""
     db = open_db(path)
-    types = {k: t for k, t in COLUMN_TYPES.items() if any(k in r for r in rows)}
+    types = {k: t for k, t in schema.TYPES.items() if any(k in r for r in rows)}
     if db[table].exists():
         for name, kind in types.items():
             if name not in db[table].columns_dict:

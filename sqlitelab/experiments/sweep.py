@@ -10,7 +10,7 @@ server start. Points go to data/results.db; raw Locust output, histograms and se
 stay in data/runs/<run_id>/. Where the wall time went is kept too: `time_*` columns per point,
 `server_timing` and `*_seconds` per run (sqlitelab.report.timing.budget sums them).
 
-The generator is never the story (see sqlitelab.load.calibrate and load.influence):
+The generator is never the story (see sqlitelab.load.calibrate and verdicts.influence):
 - every point says whether its generator was the limit (`generator_bound`: its CPU saturated)
   or plausibly set the pace (`generator_influenced`, with the reason in `influence`), from the
   generator's calibration on this machine (measured once, the first time it is needed);
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sqlitelab.load import calibrate, driver as load, scenarios, wrk
-from sqlitelab.core import config, layout, machine, results
+from sqlitelab.load import calibrate, commands, driver as load, scenarios, verdicts, wrk
+from sqlitelab.core import config, layout, machine, results, schema
 from sqlitelab.infra import databases, hosts, link, operations, postgres
 from sqlitelab.studies import scales
 from sqlitelab.infra import servers as stacks
@@ -237,7 +237,7 @@ class Spec:
         if processes == "auto":  # Locust: one process per generator CPU; loadgen is one process
             processes = lay.processes if generator == "locust" else 1
         server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
-        load.check_generator(generator, processes)
+        commands.check_generator(generator, processes)
         if isinstance(generator_hosts, str):
             raise ValueError("generator_hosts is a list of hosts, e.g. ['netns:gen1']")
         generator_hosts = tuple(hosts.Host.parse(h) for h in (generator_hosts or ()))
@@ -255,7 +255,7 @@ class Spec:
             raise ValueError("a delayed link is between this machine's generator and the server: "
                              "not with generator hosts or a wrk cross-check (which go direct)")
         if confirm is not None:
-            load.check_generator(confirm)
+            commands.check_generator(confirm)
             if confirm == generator:  # nothing to confirm with: the generator itself
                 confirm = None
         if crosscheck is not None and (not isinstance(crosscheck, int) or crosscheck < 1):
@@ -384,7 +384,7 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
     timing: list[dict] = []  # one row per server, profile and scenario (sqlitelab.report.timing)
     used = [g for g in (spec.generator, spec.confirm) if g]
     if "loadgen" in used:
-        load.build_loadgen()
+        commands.build_loadgen()
     t = time.perf_counter()
     cals = ({g: calibrate.ensure(g, spec.server_cpus, spec.generator_cpus, progress=spec.progress)
              for g in used} if spec.calibration else {})
@@ -456,11 +456,8 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
     return every[every["headline"]].reset_index(drop=True) if len(every) else every
 
 
-# What each row of the `seconds` table repeats of its point: enough to join it back
-# (run_id, server, profile, scenario, users, rate, repeat, generator) and to read it alone.
-SECOND_KEYS = ("run_id", "notebook", "notebook_run", "experiment", "scale", "machine", "git_commit",
-               "server", "profile", "scenario", "database", "users", "rate", "repeat", "generator",
-               "headline", "operation", "operation_started_s", "operation_seconds")
+# What each row of the `seconds` table repeats of its point (declared with the stored columns).
+SECOND_KEYS = schema.SECOND_KEYS
 
 
 def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
@@ -673,7 +670,7 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                 "txn_mode": health["knobs"].get("txn_mode"),
                 "busy": health["knobs"].get("busy"),
             })
-            why = load.influence(p, onsets.get(gen))
+            why = verdicts.influence(p, onsets.get(gen))
             p.update({"generator_influenced": why is not None, "influence": why,
                       "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None})
             bar.update(1)

@@ -18,12 +18,7 @@ import pandas as pd
 
 from sqlitelab.experiments.sweep import sweep
 from sqlitelab.infra import operations as ops
-
-# The workload, declared once: seed 002's 90/10 mix through one writer (notebook 03), on a
-# database whose users table is large (the index builds on it; the mix never reads it).
-WORKLOAD = {"scenario": "mix", "profile": "single-writer", "scenario_params": {"write_share": 0.1},
-            "seed_items": 1000, "payload_bytes": 2048,
-            "what": "seed 002's mix: 90 % GET /items/{id}, 10 % POST /items of 2 KB, one writer"}
+from sqlitelab.studies.operations_under_load import WORKLOAD
 
 
 def experiment(operation: str | None) -> str:
@@ -31,7 +26,7 @@ def experiment(operation: str | None) -> str:
 
 
 def _workload_args(users_rows: int) -> dict:
-    """sweep's arguments for WORKLOAD, on a users table of `users_rows` rows."""
+    """sweep's arguments for the study's WORKLOAD, on a users table of `users_rows` rows."""
     return dict(profiles=[WORKLOAD["profile"]], scenario=WORKLOAD["scenario"],
                 scenario_params=WORKLOAD["scenario_params"], seed_items=WORKLOAD["seed_items"],
                 payload_bytes=WORKLOAD["payload_bytes"], seed_users=users_rows)

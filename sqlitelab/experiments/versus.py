@@ -1,11 +1,11 @@
-"""SQLite or Postgres (notebook 07, issue 15): each workload of sqlitelab.studies.workloads run
+"""SQLite or Postgres (notebook 07, issue 15): each workload of its study (sqlitelab.studies.sqlite_vs_postgres) run
 on both databases by the same servers with the same load."""
 from __future__ import annotations
 
 import pandas as pd
 
 from sqlitelab.experiments.sweep import sweep
-from sqlitelab.studies.workloads import WORKLOADS, check, experiment
+from sqlitelab.studies.sqlite_vs_postgres import WORKLOADS, check, experiment
 
 
 def run(*, notebook: str, workloads: list[str], servers: list[str], levels: list[int],

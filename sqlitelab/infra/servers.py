@@ -1,6 +1,6 @@
 """Bundled servers: the stacks, their profiles and knobs, their builds, and their processes
 started (pinned to a CPU set) and stopped by PID. Their databases: sqlitelab.infra.databases; the
-load generators and loadgen's build: sqlitelab.load.driver.
+load generators: sqlitelab.load.driver; loadgen's build: sqlitelab.load.commands.
 
     db = databases.prepare_database(tmp / "x.db", users=1000, items=1000)
     with start_server("python-fastapi", db, profile="rails71", cpus="0") as srv:
@@ -25,22 +25,82 @@ from sqlitelab.core import config, layout
 from sqlitelab.infra import databases, hosts, postgres
 from sqlitelab.core.processes import free_port, log_tail, pin_command
 
-# One line per stack: the contract suite and the notebooks take their list from here.
-STACKS: dict[str, dict] = {
-    "python-fastapi": {"multiprocess": True},
-    "rust-axum": {"multiprocess": False},
-    "go-nethttp": {"multiprocess": False},
-    "ruby-puma": {"multiprocess": True},
+# --------------------------------------------------------------------------- stacks
+
+# A stack is its folder: servers/<stack>/ (or an extra stack's own, LAB_EXTRA_STACKS) with an
+# executable `run` and a `stack.toml` that says what the lab needs to know of it. Its keys, with
+# their type and the value an extra stack's folder gets when its stack.toml (optional there)
+# leaves one out; a bundled stack's stack.toml sets every key of REQUIRED_KEYS.
+MANIFEST = "stack.toml"
+MANIFEST_KEYS: dict[str, tuple[type, object]] = {
+    "title": (str, None),           # plain words for legends and tables; None: the stack's name
+    "order": (int, None),           # a bundled stack's place: STACKS, legends, tables, builds
+    "color": (str, None),           # its colour and marker in every figure; None: a spare one
+    "marker": (str, None),          # (sqlitelab.report.plots.style_for)
+    "compiled": (bool, False),      # a native build: a bundled one is a calibration target (load.calibrate)
+    "multiprocess": (bool, False),  # runs LAB_PROCESSES worker processes (follow_cpus)
+    "build_outputs": (list, []),    # what its build writes inside the folder (make distclean, .gitignore)
 }
+REQUIRED_KEYS = ("title", "order", "color", "marker", "compiled", "multiprocess")
+
+
+class StackManifestError(ValueError):
+    """A stack.toml the lab cannot read: not TOML, an unknown key, a wrong type, a key missing."""
+
+
+def read_manifest(folder: Path, *, bundled: bool = True) -> dict:
+    """A stack folder's stack.toml, checked and completed with MANIFEST_KEYS' defaults, as its
+    STACKS entry (and `dir`: the folder, `bundled`). An extra stack's folder (`bundled=False`)
+    may have none."""
+    path = folder / MANIFEST
+    data: dict = {}
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise StackManifestError(f"{path}: not valid TOML: {e}") from None
+    elif bundled:
+        raise StackManifestError(f"{path} does not exist (every servers/<stack>/ has one)")
+    unknown = sorted(set(data) - set(MANIFEST_KEYS))
+    if unknown:
+        raise StackManifestError(f"{path}: unknown key(s) {', '.join(unknown)}; "
+                                 f"known: {', '.join(MANIFEST_KEYS)}")
+    for key, value in data.items():
+        kind = MANIFEST_KEYS[key][0]
+        if type(value) is not kind:  # `type`, not isinstance: true is no order
+            raise StackManifestError(f"{path}: {key} must be of type {kind.__name__}, not "
+                                     f"{type(value).__name__} {value!r}")
+    for out in data.get("build_outputs", []):
+        if not isinstance(out, str) or not out or Path(out).is_absolute() or ".." in Path(out).parts:
+            raise StackManifestError(f"{path}: build_outputs must be paths inside the stack's "
+                                     f"folder (like \"target\"), not {out!r}")
+    missing = [k for k in REQUIRED_KEYS if k not in data] if bundled else []
+    if missing:
+        raise StackManifestError(f"{path}: missing key(s) {', '.join(missing)} "
+                                 f"(a bundled stack sets {', '.join(REQUIRED_KEYS)})")
+    defaults = {k: list(v) if isinstance(v, list) else v for k, (_, v) in MANIFEST_KEYS.items()}
+    return {**defaults, **data, "dir": folder, "bundled": bundled}
+
+
+def bundled_stacks(root: Path = config.SERVERS_DIR) -> dict[str, dict]:
+    """Every folder of `root` that has a stack.toml, by name, in their `order`."""
+    found = {p.name: read_manifest(p) for p in sorted(root.iterdir()) if (p / MANIFEST).is_file()}
+    return dict(sorted(found.items(), key=lambda item: (item[1]["order"], item[0])))
+
+
+# Every stack, bundled first (their `order`), then LAB_EXTRA_STACKS' (their order there): the
+# contract suite, the sweeps, the builds and the figures take their list from here.
+STACKS: dict[str, dict] = bundled_stacks()
 
 
 def extra_stacks(value: str | None = None) -> dict[str, dict]:
     """Stacks that are not bundled: `LAB_EXTRA_STACKS` (or `value`) names stack folders,
     os.pathsep-separated, each shaped like servers/<stack>/ (an executable `run` that execs the
-    server with the LAB_* environment); the folder's name is the stack's name. They are added to
-    STACKS when this module is imported (one process each, `dir`: where their `run` is), so
-    start_server, sweeps and the contract suite take them like a bundled stack:
-    `LAB_EXTRA_STACKS=tests/stacks/lossy-python`, or your own app's folder."""
+    server with the LAB_* environment; a stack.toml is optional: without one, or for the keys it
+    leaves out, MANIFEST_KEYS' defaults — one process, not compiled, a spare colour); the folder's
+    name is the stack's name. They are added to STACKS when this module is imported (`dir`: where
+    their `run` is), so start_server, sweeps and the contract suite take them like a bundled
+    stack: `LAB_EXTRA_STACKS=tests/stacks/lossy-python`, or your own app's folder."""
     if value is None:
         value = os.environ.get("LAB_EXTRA_STACKS", "")
     out: dict[str, dict] = {}
@@ -54,7 +114,7 @@ def extra_stacks(value: str | None = None) -> dict[str, dict]:
         if folder.name in STACKS or folder.name in out:
             raise ValueError(f"LAB_EXTRA_STACKS: a stack named {folder.name!r} is already known "
                              f"(rename the folder {folder})")
-        out[folder.name] = {"multiprocess": False, "dir": folder}
+        out[folder.name] = read_manifest(folder, bundled=False)
     return out
 
 
@@ -64,6 +124,16 @@ STACKS.update(extra_stacks())
 def stack_dir(stack: str) -> Path:
     """The folder of a stack's files (its `run`): servers/<stack>/, or an extra stack's own."""
     return STACKS.get(stack, {}).get("dir") or config.SERVERS_DIR / stack
+
+
+def stack_title(stack: str) -> str:
+    """A stack's name in plain words (its stack.toml's `title`); unknown or untitled: its name."""
+    return STACKS.get(stack, {}).get("title") or stack
+
+
+def compiled_stacks() -> tuple[str, ...]:
+    """The bundled stacks with a native build (`compiled = true`), by name."""
+    return tuple(sorted(name for name, s in STACKS.items() if s.get("compiled") and s.get("bundled")))
 
 
 KNOB_ENV = {
@@ -94,6 +164,14 @@ class ServerStartError(RuntimeError):
 def load_profiles(path: Path = config.PROFILES_TOML) -> dict[str, dict]:
     with open(path, "rb") as f:
         return tomllib.load(f)
+
+
+def profile_title(profile: str) -> str:
+    """A profile in plain words (its `title` in profiles.toml); an overlay `a+b`: both titles,
+    "a's + b's"; a name profiles.toml does not know (or a part of one): the name itself."""
+    profiles = load_profiles()
+    titles = [profiles.get(name, {}).get("title") or name for name in str(profile).split("+")]
+    return " + ".join(titles)
 
 
 def profile_knobs(profile: str) -> dict:

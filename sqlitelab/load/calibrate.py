@@ -21,7 +21,7 @@ wrk's /hello rate among the compiled stacks) on the same pinning as a sweep:
   below saturation shows the same spread.)
 - **Onset**: the generator's CPU use (share of its cores) from which every level drifts —
   the lowest CPU of a drifting level with no clean level above it. Points a sweep measures
-  with the generator past its onset are `generator_influenced` (load.influence); with no
+  with the generator past its onset are `generator_influenced` (verdicts.influence); with no
   drift seen, there is no onset and only `generator_bound` (GENERATOR_BOUND_CPU) applies.
 
 A calibration is stored in results.db (`calibrations`, `calibration_points`) and reused while
@@ -42,14 +42,15 @@ import pandas as pd
 
 from sqlitelab.core import config, layout, machine, results
 from sqlitelab.infra import databases, servers
-from sqlitelab.load import driver as load, wrk
+from sqlitelab.load import commands, driver as load, verdicts, wrk
 
 DELAY_MS = 10
 TOLERANCE = 0.10       # throughput below wrk's by more than this: drift
 P99_TOLERANCE = 0.25   # p99 above wrk's by more than this: drift
 DELAY_LEVELS = (4, 6, 9, 14, 21, 32, 48, 72, 108, 162, 243, 364, 546, 820, 1230)
 HELLO_USERS = 64
-CANDIDATES = ("go-nethttp", "rust-axum")   # the compiled stacks: the fastest is one of them
+# The compiled bundled stacks (`compiled = true` in their stack.toml), by name: the fastest is one of them
+CANDIDATES = servers.compiled_stacks()
 DURATION, WARMUP = 2.0, 0.5
 METHOD = (f"delay {DELAY_MS} ms, tolerance {TOLERANCE:.0%} (p99 {P99_TOLERANCE:.0%}), hello "
           f"{HELLO_USERS} users, levels x1.5, {DURATION:g} s + {WARMUP:g} s warm-up per point")
@@ -58,7 +59,7 @@ METHOD = (f"delay {DELAY_MS} ms, tolerance {TOLERANCE:.0%} (p99 {P99_TOLERANCE:.
 def generator_version(generator: str) -> str:
     """What a calibration holds for: Locust's version, loadgen's source, wrk's version."""
     if generator == "locust":
-        return f"locust {metadata.version('locust')} + " + _digest([load.LOCUSTFILE])
+        return f"locust {metadata.version('locust')} + " + _digest([commands.LOCUSTFILE])
     if generator == "loadgen":
         return "loadgen " + _digest(sorted(config.LOADGEN_DIR.glob("*.go")))
     if generator == "wrk":
@@ -165,7 +166,7 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
               levels=DELAY_LEVELS, duration: float = DURATION, warmup: float = WARMUP,
               path=None, target: str | None = None) -> dict:
     """Measure `generator` against wrk (see the module's docstring) and store it."""
-    load.check_generator(generator)
+    commands.check_generator(generator)
     if not wrk.available():
         raise load.LoadError("wrk is not installed (make setup installs Debian's package)")
     # Locust as a sweep runs it by default: one process per generator CPU (sqlitelab.core.layout),
@@ -174,7 +175,7 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
     server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
     processes = lay.processes if generator == "locust" else 1
     if generator == "loadgen":
-        load.build_loadgen()
+        commands.build_loadgen()
     calib_id = results.new_run_id(f"calibration-{generator}")
     work = Path(tempfile.mkdtemp(prefix="lab-calibration-"))
     out = _db(path).parent / "runs" / calib_id  # beside the calibration it belongs to
@@ -286,11 +287,11 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
     why = wrk.expressible(scenario, scenario_params)
     if why:
         raise ValueError(f"cannot compare with wrk: {why}")
-    load.build_loadgen()
-    cals = {g: ensure(g, server_cpus, generator_cpus, path) for g in load.GENERATORS}
+    commands.build_loadgen()
+    cals = {g: ensure(g, server_cpus, generator_cpus, path) for g in commands.GENERATORS}
     run_id = results.new_run_id("generator-comparison")
     out = config.RUNS_DIR / run_id
-    runs = [(s, g, r) for s in servers_ for g in ("wrk", *load.GENERATORS) for r in range(1, repeats + 1)]
+    runs = [(s, g, r) for s in servers_ for g in ("wrk", *commands.GENERATORS) for r in range(1, repeats + 1)]
     random.Random(seed).shuffle(runs)
     template, _ = databases.seeded_template(items=seed_items if reads_items else 0,
                                           payload_bytes=payload_bytes)
@@ -315,7 +316,7 @@ def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
                                        cpus=generator_cpus, scenario_params=scenario_params, generator=gen)
                     p["server_pinning"] = srv.pinned
                     p["knobs"] = json.dumps(health["knobs"], sort_keys=True)
-                    why_ = load.influence(p, cals[gen]["onset_util"])
+                    why_ = verdicts.influence(p, cals[gen]["onset_util"])
                     flags = {"generator_bound": p["generator_bound"],
                              "generator_influenced": why_ is not None, "influence": why_}
             server_util = p["server_cpu_pct"] / 100 / len(layout.parse_cpus(server_cpus) or layout.available_cpus())
@@ -343,7 +344,7 @@ def comparison_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for server, g in df.groupby("server", sort=False):
         row = {"server": server}
-        for gen in ("wrk", *load.GENERATORS):
+        for gen in ("wrk", *commands.GENERATORS):
             x = g[g["generator"] == gen].sort_values("order")
             row[f"{gen} rps"] = " · ".join(f"{v:,.0f}" for v in x["rps"])
             row[f"{gen} CPU %"] = " · ".join(f"{v:.0f}" for v in x["gen_cpu_pct"])

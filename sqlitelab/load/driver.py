@@ -3,7 +3,7 @@ for the lab's Go generator when one Locust core would be the limit), an exact me
 window, merged HdrHistograms, server and generator CPU, and the audit of every acknowledged
 write. Both generators write the same per-process measurement file.
 
-    df = sweep(notebook="01-linear-writes", servers=["python-fastapi"], profiles=["rails71"],
+    df = sweep(notebook=NOTEBOOK, servers=["python-fastapi"], profiles=["rails71"],
                scenario="rails-writes", levels=[1, 2, 4], duration=10, repeats=3)
 
 Connections (`keepalive`, env LAB_KEEPALIVE): by default each user keeps one connection alive
@@ -53,33 +53,18 @@ import urllib.request
 import json
 import math
 import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-import psutil
 from hdrh.histogram import HdrHistogram
 
-from sqlitelab.core import config, layout
-from sqlitelab.core.vocabulary import STALL_MS
+from sqlitelab.core import layout
 from sqlitelab.infra import hosts, servers
-from sqlitelab.load import scenarios
-from sqlitelab.core.processes import free_port, log_tail, pin_command  # (names: `processes` is an argument here)
+from sqlitelab.load import commands, scenarios, verdicts
+from sqlitelab.load.sampler import RemoteTree, Sampler
+from sqlitelab.core.processes import free_port, log_tail  # (names: `processes` is an argument here)
 from sqlitelab.infra import link as links
-
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-GENERATORS = ("locust", "loadgen")
-# After the window's close, users get this long to finish the request they are in before
-# the generator gives up on it (Locust's --stop-timeout; loadgen's -max-seconds past the
-# bound). A request abandoned then may still commit later, so it must outlast a server's
-# stall (a 5-s busy timeout behind a queue of requests).
-STOP_TIMEOUT = 30
-# a window-edge mark of the server's own count taken later than this after its edge is no count
-MARK_LATE_S = 0.25
-
 
 # The scenarios (what each user sends, which response acknowledges a write) are declared once
 # in scenarios.toml; run_level compiles the level's spec for the generator (scenarios.compile).
@@ -87,276 +72,13 @@ Scenario = scenarios.Scenario
 SCENARIOS = scenarios.SCENARIOS
 
 PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
-GENERATOR_BOUND_CPU = 0.90
-# `generator_influenced` (see influence()): the generator busier than this share of its CPUs,
-# and busier than a server short of SERVER_SATURATED_CPU of its own, with nothing else to
-# explain the server's idle time, set the pace.
-GENERATOR_BUSY_CPU = 0.50
-SERVER_SATURATED_CPU = 0.85
-# The longest one Locust process may take from launch to its last user spawned before the level
-# fails (the window then opens `warmup` seconds after the spawn; ~0.5 s here).
-SPAWN_BOUND = 30.0
 
 
 class LoadError(RuntimeError):
     pass
 
 
-# --------------------------------------------------------------------------- sampling
-
-def _tree(pid: int) -> list[psutil.Process]:
-    try:
-        p = psutil.Process(pid)
-        return [p, *p.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def tree_cpu_seconds(pid: "int | list[int]") -> float:
-    total = 0.0
-    for p in (q for one in ([pid] if isinstance(pid, int) else pid) for q in _tree(one)):
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.Error:
-            pass
-    return total
-
-
-def tree_rss(pid: "int | list[int]") -> int:
-    total = 0
-    for p in (q for one in ([pid] if isinstance(pid, int) else pid) for q in _tree(one)):
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
-
-
-class RemoteTree:
-    """The CPU seconds and RSS of a server's process tree on an ssh host: this module's
-    `sample-tree` runs there and prints one line every `every` s into `log_path` here (through
-    the ssh client); `latest()` is the last whole line, read when the local sampler samples
-    (at most `every` s plus the link's delay old)."""
-
-    def __init__(self, server: servers.Server, log_path: Path, every: float = 0.05):
-        self.log_path = Path(log_path)
-        self.started = hosts.start(server.runner, [sys.executable, "-m", "sqlitelab.load.driver", "sample-tree",
-                                                   str(server.pid), str(every)],
-                                   {}, self.log_path, cwd=str(config.PROJ_ROOT))
-        self.last = (0.0, 0)
-        deadline = time.monotonic() + 20
-        while self.latest() == (0.0, 0) and time.monotonic() < deadline:  # its first line
-            time.sleep(0.02)
-
-    def latest(self) -> tuple[float, int]:
-        with open(self.log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 4096))
-            lines = f.read().decode(errors="replace").split("\n")[:-1]
-        for line in reversed(lines):
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "tree":
-                self.last = (float(parts[1]), int(parts[2]))
-                break
-        return self.last
-
-    def stop(self) -> None:
-        hosts.stop(self.started, grace=5)
-
-
-def sample_tree(pid: int, every: float) -> None:
-    """`python -m sqlitelab.load.driver sample-tree PID EVERY`: `tree <cpu s> <rss bytes>` of PID's
-    process tree every EVERY s, until the tree is gone or stdout closes."""
-    while psutil.pid_exists(pid):
-        try:
-            print(f"tree {tree_cpu_seconds(pid):.4f} {tree_rss(pid)}", flush=True)
-        except BrokenPipeError:
-            return
-        time.sleep(every)
-
-
-class Sampler(threading.Thread):
-    """Samples (time, server CPU s, server RSS, generator CPU s) every `every` seconds,
-    and takes exact samples (with the server's own request counter) at t0 and t1. With
-    t0 = t1 = None, `window()` is asked every few milliseconds until it returns (t0, t1): a
-    window the generator opens after its users have spawned (run_level)."""
-
-    def __init__(self, server: servers.Server, gen_pid: "int | list[int]", t0: float | None, t1: float | None,
-                 every=0.25, window=None, remote: "RemoteTree | None" = None):
-        super().__init__(daemon=True)
-        self.server, self.gen_pid, self.t0, self.t1, self.every = server, gen_pid, t0, t1, every
-        self.window = window
-        self.remote = remote
-        # (epoch s, server CPU s, server RSS bytes, generator CPU s, WAL bytes or None)
-        self.samples: list[tuple[float, float, int, float, int | None]] = []
-        self.marks: dict[str, dict] = {}
-        self.stop_event = threading.Event()
-
-    def sample(self) -> tuple[float, float, int, float, int | None]:
-        gen_cpu = tree_cpu_seconds(self.gen_pid)
-        if self.samples:  # a generator (or worker) already gone keeps the CPU it had used
-            gen_cpu = max(gen_cpu, self.samples[-1][3])
-        if self.remote is not None:  # a server on an ssh host: its own sampler's latest line
-            server_cpu, rss = self.remote.latest()
-        else:
-            # the server's tree, and its Postgres' (SQLite's work is in the server's process)
-            server_cpu, rss = tree_cpu_seconds(self.server.pids), tree_rss(self.server.pids)
-        s = (time.time(), server_cpu, rss, gen_cpu, self.wal_bytes())
-        self.samples.append(s)
-        return s
-
-    def wal_bytes(self) -> int | None:
-        """The size of the server's SQLite WAL file here (0 when there is none yet); None for a
-        database elsewhere (Postgres, or a server on an ssh host)."""
-        db = getattr(self.server, "db", None)
-        if self.remote is not None or not isinstance(db, Path):
-            return None
-        try:
-            return os.stat(f"{db}-wal").st_size
-        except FileNotFoundError:
-            return 0
-
-    def mark(self, name: str, due: float | None = None) -> None:
-        """The server's own count (and CPU) at a window edge. A mark taken more than MARK_LATE_S
-        after it was due (the window became known only after it had passed) counts nothing:
-        its `handled` is None, never a count read at the wrong time."""
-        t, scpu, rss, gcpu, _ = self.sample()
-        try:
-            handled = self.server.get_json("/health", timeout=2)["requests_handled"]
-        except (OSError, ValueError, KeyError):
-            handled = None
-        if due is not None and t - due > MARK_LATE_S:
-            handled = None
-        self.marks[name] = {"t": t, "server_cpu": scpu, "gen_cpu": gcpu, "handled": handled}
-
-    def run(self) -> None:
-        known = self.t0 is not None
-        pending = [("t0", self.t0), ("t1", self.t1)] if known else []
-        next_sample = 0.0
-        while True:
-            if not known and (got := self.window()) is not None:
-                known = True
-                self.t0, self.t1 = got
-                pending = [("t0", self.t0), ("t1", self.t1)]
-            now = time.time()
-            # a mark that is due is taken even when stop() came first: a generator that
-            # quits at t1 may be reaped before this thread wakes up for the t1 mark
-            if pending and now >= pending[0][1]:
-                self.mark(*pending.pop(0))
-                continue
-            if self.stop_event.is_set():
-                return
-            if now >= next_sample:
-                self.sample()
-                next_sample = now + self.every
-            wait = max(0.0, next_sample - time.time())
-            if pending:
-                wait = min(wait, max(0.0, pending[0][1] - time.time()))
-            if not known:
-                wait = min(wait, 0.005)
-            self.stop_event.wait(wait)
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(5)
-        if self.remote is not None:
-            self.remote.stop()
-
-    def between(self, t0: float, t1: float) -> dict:
-        """CPU seconds and peak RSS over the samples that bracket [t0, t1]: the last taken at or
-        before t0 and the first at or after t1 (else the nearest), so the span always holds
-        the window. A window shorter than the sampling interval (a count-based level at a fast
-        server) is then averaged over a longer span: `span` says how long."""
-        inside = [s for s in self.samples if t0 <= s[0] <= t1] or self.samples[-1:]
-        before = [s for s in self.samples if s[0] <= t0 + 1e-6]
-        after = [s for s in self.samples if s[0] >= t1 - 1e-6]
-        a = before[-1] if before else self.samples[0]
-        b = after[0] if after else self.samples[-1]
-        span = max(b[0] - a[0], 1e-9)
-        return {"server_cpu_s": b[1] - a[1], "gen_cpu_s": b[3] - a[3], "span": span,
-                "server_rss_max": max((s[2] for s in inside), default=0)}
-
-
 # --------------------------------------------------------------------------- one level
-
-def locust_command(scenario: str, users: int, url: str, run_time: float, processes: int,
-                   out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-           "-u", str(users), "-r", str(max(users, 1)), "--run-time", f"{math.ceil(run_time)}s",
-           "--stop-timeout", str(STOP_TIMEOUT), "--host", url, "--csv", str(out_dir / "locust"),
-           "--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
-    if processes > 1:
-        cmd += ["--processes", str(processes)]
-    cmd.append("LabScenario")  # locustfile.py's one user class: it sends what LAB_SPEC says
-    return pin_command(cmd, cpus)
-
-
-def locust_master_command(users: int, url: str, run_time: float, workers: int, bind: str,
-                          port: int, out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
-    """Locust's master (distributed mode): no users of its own, `workers` worker processes
-    expected on the generator hosts before it starts them all."""
-    cmd, pinned = locust_command("", users, url, run_time, 1, out_dir, cpus)
-    cmd = cmd[:-1] + ["--master", "--master-bind-host", bind, "--master-bind-port", str(port),
-                      "--expect-workers", str(workers),
-                      "--expect-workers-max-wait", str(int(SPAWN_BOUND)), "LabScenario"]
-    return cmd, pinned
-
-
-def locust_worker_command(master: str, port: int, processes: int,
-                          cpus: str | None) -> tuple[list[str], str | None]:
-    """One generator host's Locust worker(s): `processes` of them (Locust's --processes)."""
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
-           "--master-host", master, "--master-port", str(port), "--loglevel", "WARNING"]
-    if processes > 1:
-        cmd += ["--processes", str(processes)]
-    return pin_command(cmd, cpus)
-
-
-def worker_processes(processes: int, workers: list[hosts.Host],
-                     cpus_of=lambda h: int(h.run(["nproc"]).strip())) -> dict[hosts.Host, int]:
-    """Locust processes per generator host: hosts on this machine share its `processes` (at
-    least one each); a machine of its own runs one per CPU it has (`nproc` there)."""
-    here = [h for h in workers if h.same_machine]
-    return {h: (max(1, processes // len(here)) if h.same_machine else max(1, cpus_of(h)))
-            for h in workers}
-
-
-def loadgen_command(spec: Path, users: int, url: str, run_time: float,
-                    cpus: str | None) -> tuple[list[str], str | None]:
-    cmd = [str(config.LOADGEN_BIN), "-spec", str(spec), "-users", str(users), "-host", url,
-           "-max-seconds", f"{run_time:.3f}"]
-    return pin_command(cmd, cpus)
-
-
-GO_BIN_DIRS = ("/usr/local/go/bin", str(Path.home() / "go" / "bin"))
-
-
-def build_loadgen(timeout: float = 300) -> Path:
-    """Build the Go load generator (stdlib only) unless its binary is newer than its sources."""
-    src = [config.LOADGEN_DIR / "go.mod", *sorted(config.LOADGEN_DIR.glob("*.go"))]
-    binary = config.LOADGEN_BIN
-    if binary.exists() and binary.stat().st_mtime >= max(f.stat().st_mtime for f in src):
-        return binary
-    path = os.pathsep.join([os.environ.get("PATH", ""), *GO_BIN_DIRS])
-    if not shutil.which("go", path=path):
-        raise servers.ServerStartError("lab: go not found: install Go >= 1.22 (https://go.dev/dl/) "
-                               "to use generator='loadgen'")
-    proc = subprocess.run(["go", "build", "-trimpath", "-o", str(binary), "."],
-                          cwd=config.LOADGEN_DIR, env={**os.environ, "PATH": path},
-                          capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
-        raise servers.ServerStartError(f"loadgen: build failed (exit {proc.returncode}):\n{tail}")
-    return binary
-
-
-def check_generator(generator: str, processes: int = 1) -> None:
-    if generator not in GENERATORS:
-        raise ValueError(f"generator must be one of {', '.join(GENERATORS)}, not {generator!r}")
-    if generator == "loadgen" and processes != 1:
-        raise ValueError("processes applies to Locust only: loadgen uses every CPU of its set")
-
 
 def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, *,
               duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
@@ -374,7 +96,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     recorded, bounded by `max_duration`. Returns the merged measurement. `keepalive=False`:
     a new connection per request (`oha --disable-keepalive`, see the module's docstring).
     `workers`: generator hosts (sqlitelab.infra.hosts): Locust runs distributed, its master here and
-    worker processes on each host (`worker_processes` per host); none: this machine alone.
+    worker processes on each host (`commands.worker_processes` per host); none: this machine alone.
     `link_delay_us`: the generator reaches the server through a link (sqlitelab.infra.link's proxy,
     on the generator's CPUs) that holds each direction that many µs (0: the proxy alone);
     None: directly. The point records what the link applied.
@@ -389,7 +111,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     if users < 1 or processes < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users and processes must be >= 1, duration > 0, warmup >= 0")
-    check_generator(generator, processes)
+    commands.check_generator(generator, processes)
     check_rate(rate, arrivals, requests)
     if not isinstance(keepalive, bool):
         raise ValueError(f"keepalive must be True or False, not {keepalive!r}")
@@ -406,7 +128,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         links.check_delay(link_delay_us)
     if link_delay_us is not None and workers:
         raise ValueError("a delayed link is for a generator on this machine, not for workers")
-    per_host = worker_processes(processes, workers) if workers else {}
+    per_host = commands.worker_processes(processes, workers) if workers else {}
     total = sum(per_host.values()) if workers else processes
     out_dir.mkdir(parents=True, exist_ok=True)
     length = max_duration if requests else duration
@@ -417,11 +139,11 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     # `ramp_in_window`.
     after_spawn = generator == "locust" and total == 1 and not workers and startup is None
     if startup is None:
-        startup = (SPAWN_BOUND if after_spawn else
+        startup = (commands.SPAWN_BOUND if after_spawn else
                    1.2 + 0.8 * (total - 1) + (1.0 if workers else 0.0) + users / 1000
                    if generator == "locust" else 0.2 + users / 5000)
     if generator == "loadgen":
-        build_loadgen()  # seconds the first time, a stat() after
+        commands.build_loadgen()  # seconds the first time, a stat() after
     back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
     # a server on an ssh host: its CPU and RSS sampled there, started before the clock (~1 s)
     remote = RemoteTree(server, out_dir / "server-cpu.log") if server.runner.kind == "ssh" else None
@@ -465,19 +187,20 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         if workers:
             port = free_port()
             bind = next(iter(set(back.values()))) if len(set(back.values())) == 1 else "*"
-            cmd, pinned = locust_master_command(users, target, t1 - launch + 5, total, bind, port,
-                                                out_dir, cpus)
+            cmd, pinned = commands.locust_master_command(users, target, t1 - launch + 5, total, bind,
+                                                         port, out_dir, cpus)
             # a worker on its own machine: not pinned here, its CPU reported by itself
-            worker_cmds = [locust_worker_command(back[h], port, per_host[h],
-                                                 cpus if h.same_machine else None)[0] for h in workers]
+            worker_cmds = [commands.locust_worker_command(back[h], port, per_host[h],
+                                                          cpus if h.same_machine else None)[0]
+                           for h in workers]
             for h in workers:
                 hosts.push(h, spec)  # an ssh host reads the level's spec at the same path
         elif generator == "locust":
-            cmd, pinned = locust_command(scenario, users, target, t1 - launch + 5, processes,
-                                         out_dir, cpus)
+            cmd, pinned = commands.locust_command(scenario, users, target, t1 - launch + 5,
+                                                  processes, out_dir, cpus)
         else:
-            cmd, pinned = loadgen_command(spec, users, target,
-                                          t1 - launch + 5 + STOP_TIMEOUT, cpus)
+            cmd, pinned = commands.loadgen_command(spec, users, target,
+                                                   t1 - launch + 5 + commands.STOP_TIMEOUT, cpus)
         local = hosts.Host("local")
         started.append(hosts.start(local, cmd, env, out_dir / f"{generator}.log"))
         proc = started[0].popen
@@ -498,7 +221,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
             during_thread.start()
         proc.wait(timeout=t1 - launch + 90)
         for w in started[1:]:  # workers quit at the window's close, before the master
-            w.popen.wait(timeout=STOP_TIMEOUT + 10)
+            w.popen.wait(timeout=commands.STOP_TIMEOUT + 10)
         exited = time.time()
         for h in workers:  # an ssh host's measurement files, into the level's folder
             hosts.fetch(h, out_dir, "proc-*.json")
@@ -652,12 +375,10 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "server_rss_mb": cpu["server_rss_max"] / 2**20,
         "gen_cpu_pct": gen_cpu_pct,
         "gen_cpus": gen_cpus,
-        # the generator saturated while the server was not: the generator was the limit (a
-        # server busy on its own cores, SERVER_SATURATED_CPU, sets the pace whatever the other)
-        "generator_saturated": bool(gen_util >= GENERATOR_BOUND_CPU or locust_warned),
+        # the generator saturated, and the generator the limit (verdicts)
+        "generator_saturated": verdicts.generator_saturated(gen_util, locust_warned),
         "server_util": server_util,
-        "generator_bound": bool((gen_util >= GENERATOR_BOUND_CPU or locust_warned)
-                                and server_util < SERVER_SATURATED_CPU),
+        "generator_bound": verdicts.generator_bound(gen_util, locust_warned, server_util),
         "locust_cpu_warning": locust_warned,
         "server_requests": server_handled,
         "ramp_in_window": bool(spawned and max(spawned) > t0),
@@ -804,52 +525,6 @@ def _locust_average(out_dir: Path) -> float | None:
     return None
 
 
-# --------------------------------------------------------------------------- influence
-
-def _missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def _util(pct, cpus) -> float | None:
-    return None if _missing(pct) else pct / 100 / max(cpus or 1, 1)
-
-
-def influence(point: dict, onset: float | None) -> str | None:
-    """Why the generator, not the server, plausibly set the pace of this point — or None.
-
-    1. Its CPU (share of its cores) at or past `onset`, the level from which its calibration
-       against wrk (sqlitelab.load.calibrate) shows its throughput or p99 drifting by more than the
-       tolerance. A generator-bound point (GENERATOR_BOUND_CPU) is not repeated here.
-    2. The server short of saturation (< SERVER_SATURATED_CPU of its cores) while the generator
-       is busy (>= GENERATOR_BUSY_CPU) and busier than the server, with nothing else in the
-       window to explain the server's idle time: no lock wait (busy errors) or other errors, no
-       stall (a request of STALL_MS or more, or none completed), the database in the page
-       cache. (A request that overran the window's close is not counted: it says nothing of
-       the window, and against Puma a request in flight when Locust quits can take 1–2 s to be
-       recorded. An fsync per commit is no excuse: ruby-puma's single writer at FULL was 49 %
-       busy under Locust and 86 % under wrk at the same level.) A flag in doubt costs a
-       confirmation with the other generator, not a number.
-    3. (In a sweep with `crosscheck`, sweep.py adds a third: the level wrk measured, where the
-       generator's rate fell more than calibrate.TOLERANCE short of wrk's.)
-    """
-    gen = _util(point.get("gen_cpu_pct"), point.get("gen_cpus"))
-    if gen is None or point.get("generator_bound"):
-        return None
-    if onset is not None and gen >= onset:
-        return (f"generator at {gen:.0%} of its CPU, past {onset:.0%} where its calibration "
-                f"drifts from wrk")
-    srv = point.get("server_util")
-    if srv is None or _missing(srv) or gen < GENERATOR_BUSY_CPU or srv >= SERVER_SATURATED_CPU or gen <= srv:
-        return None
-    cached = point.get("db_cached_before")
-    if ((point.get("busy_errors") or 0) or (point.get("errors") or 0)
-            or (point.get("max_ms") or 0) >= STALL_MS or not point.get("requests", 1)
-            or (not _missing(cached) and cached < 0.9)):
-        return None
-    return (f"server at {srv:.0%} of its CPU while the generator was at {gen:.0%}, "
-            f"with no lock wait, stall or disk read to explain it")
-
-
 # --------------------------------------------------------------------------- primer
 
 def prime(server: servers.Server, n: int = 50) -> None:
@@ -857,10 +532,3 @@ def prime(server: servers.Server, n: int = 50) -> None:
     for _ in range(n):
         with urllib.request.urlopen(server.url + "/hello", timeout=5) as r:
             r.read()
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "sample-tree":
-        sample_tree(int(sys.argv[2]), float(sys.argv[3]))
-    else:
-        raise SystemExit("usage: python -m sqlitelab.load.driver sample-tree PID EVERY")

@@ -33,10 +33,10 @@ from pathlib import Path
 
 from sqlitelab.infra import hosts, servers
 from sqlitelab.core import layout, processes
-from sqlitelab.load import driver as load, scenarios
+from sqlitelab.load import commands, driver as load, sampler, scenarios
 
 BINARY = "wrk"
-TIMEOUT_S = load.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
+TIMEOUT_S = commands.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
 
 _DONE = r"""
 done = function(summary, latency, requests)
@@ -70,7 +70,7 @@ def _lua_str(s: str) -> str:
 
 def expressible(scenario: str, scenario_params: dict | None = None, keepalive: bool = True) -> str | None:
     """None when wrk can send `scenario` as the lab's generators do, else why not."""
-    if scenario not in load.SCENARIOS:
+    if scenario not in scenarios.SCENARIOS:
         return f"unknown scenario {scenario!r}"
     if not keepalive:
         return "wrk keeps every connection alive (no connection per request)"
@@ -140,7 +140,7 @@ def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Pa
     cmd, _ = processes.pin_command([BINARY, "-t", str(threads), "-c", str(users), "-d", f"{seconds}s",
                                   "--timeout", f"{TIMEOUT_S}s", "-s", str(lua), server.url], cpus)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    s0, w0 = load.tree_cpu_seconds(server.pids), time.perf_counter()
+    s0, w0 = sampler.tree_cpu_seconds(server.pids), time.perf_counter()
     with open(log, "ab") as out:
         proc = processes.spawn(cmd, "wrk", stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL)
         try:
@@ -148,7 +148,7 @@ def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Pa
         finally:  # also on a timeout or an interrupt: stop wrk by its PID
             processes.stop(proc)
     wall = time.perf_counter() - w0
-    s1 = load.tree_cpu_seconds(server.pids)
+    s1 = sampler.tree_cpu_seconds(server.pids)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     text = stdout.decode(errors="replace")

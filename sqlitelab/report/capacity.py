@@ -19,7 +19,8 @@ import pandas as pd
 
 from sqlitelab.core.vocabulary import keeps_up, store_label
 from sqlitelab.report.analysis import limit_note, limited, open_loop, over_repeats, peak, rate_points
-from sqlitelab.studies import workloads
+from sqlitelab.studies import registry
+from sqlitelab.studies.sqlite_vs_postgres import workload_of
 
 SECONDS_PER_HOUR = 3600
 DAY = 24 * SECONDS_PER_HOUR
@@ -161,15 +162,12 @@ def three_ways(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     return out.sort_values(list(by)).reset_index(drop=True)
 
 
-# The notebooks whose measurements notebook 06 reads, and for each the experiments that
-# reproduce its article (the others are the "beyond" sweeps: write shares, write paths...).
-COLLECTION = ("01-linear-writes", "02-busy-errors", "03-read-write-mix", "05-single-machine",
-              "07-sqlite-vs-postgres", "08-operations-under-load")
-HEADLINE_EXPERIMENTS = {"02-busy-errors": {"profiles"}, "03-read-write-mix": {"article"},
-                        # 07: each workload on each database, not Postgres behind a link
-                        "07-sqlite-vs-postgres": workloads.experiments(),
-                        # 08: its closed-loop levels (its open-loop rates: three_ways)
-                        "08-operations-under-load": {"closed"}}
+# The notebooks whose measurements notebook 06 reads (each study's IN_COLLECTION), and for each
+# the experiments that reproduce its article (its HEADLINE_EXPERIMENTS; the others are the
+# "beyond" sweeps: write shares, write paths...). Read from the studies, never typed here.
+COLLECTION = tuple(s.ID for s in registry.studies() if s.IN_COLLECTION)
+HEADLINE_EXPERIMENTS = {s.ID: s.HEADLINE_EXPERIMENTS for s in registry.studies()
+                        if s.HEADLINE_EXPERIMENTS is not None}
 # `database`: sqlite, or postgres (07); points stored before issue 15 have none and are SQLite's
 GROUP = ("notebook", "experiment", "server", "profile", "scenario", "database")
 
@@ -306,7 +304,7 @@ def versus_table(df: pd.DataFrame, slo_p99_ms: float = 100.0) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame()
     links = df["db_link_delay_us"] if "db_link_delay_us" in df else pd.Series(None, index=df.index)
-    d = df.assign(workload=df["experiment"].map(workloads.workload_of),
+    d = df.assign(workload=df["experiment"].map(workload_of),
                   store=[store_label(db, l) for db, l in zip(df["database"], links)])
     keys = ["workload", "scenario", "server", "store"]
     lv = over_repeats(d, keys + ["users"], ["rps", "p99_ms", "errors", "server_cpu_pct"], p99_ms="max")

@@ -2,7 +2,7 @@
 
     plt.style.use("sqlitelab.report.blog")
     fig = throughput_chart(df, caption=caption_for(df))
-    save_figure(fig, "throughput", notebook="01-linear-writes")
+    save_figure(fig, "throughput", notebook=NOTEBOOK)   # a study's ID (sqlitelab.studies)
 
 Every stack has one colour and one marker in every figure (STACK_STYLES, style_for), every
 profile one dash pattern (profile_dash, in the order of servers/profiles.toml), and every
@@ -22,6 +22,7 @@ import os
 import re
 import warnings
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
@@ -32,20 +33,12 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from sqlitelab.core import config
-from sqlitelab.infra.servers import load_profiles
+from sqlitelab.infra.servers import STACKS, load_profiles
 from sqlitelab.report.analysis import flagged, over_repeats, rate_points
+from sqlitelab.studies import registry
 
 # --------------------------------------------------------------------------- one style per thing
 
-# One colour and one marker per stack (the keys are sqlitelab.infra.servers.STACKS'; a test fails when a
-# stack has none), the same in every figure. Okabe–Ito colours, safe for colour-blind readers;
-# red and orange are left to LIMIT_MARKS' rings.
-STACK_STYLES: dict[str, dict] = {
-    "python-fastapi": {"color": "#0072B2", "marker": "o"},   # blue
-    "rust-axum": {"color": "#D55E00", "marker": "D"},        # vermillion
-    "go-nethttp": {"color": "#009E73", "marker": "^"},       # green
-    "ruby-puma": {"color": "#CC79A7", "marker": "s"},        # pink
-}
 # The load generators, where a figure compares them (calibration).
 GENERATOR_STYLES: dict[str, dict] = {
     "locust": {"color": "#882255", "marker": "o"},
@@ -56,6 +49,43 @@ GENERATOR_STYLES: dict[str, dict] = {
 # in the natural order of its values in that figure, in colours no stack uses.
 CATEGORY_COLORS = ["#332288", "#E69F00", "#44AA99", "#882255", "#999933", "#56B4E9", "#AA4499", "#777777"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+
+
+class _StackStyles(Mapping):
+    """One colour and one marker per stack, the same in every figure: what its stack.toml
+    declares (sqlitelab.infra.servers.STACKS, read live: an extra stack registered later is in
+    it), in STACKS' order. The bundled stacks' are Okabe–Ito colours, safe for colour-blind
+    readers; red and orange are left to LIMIT_MARKS' rings. A stack that declares none (an extra
+    stack's folder) takes a spare one, in its place among them: CATEGORY_COLORS and MARKERS that
+    no stack declares."""
+
+    def _styles(self) -> dict[str, dict]:
+        used_colours = {str(s["color"]).lower() for s in STACKS.values() if s.get("color")}
+        used_markers = {s.get("marker") for s in STACKS.values()}
+        colours = [c for c in CATEGORY_COLORS if c.lower() not in used_colours] or CATEGORY_COLORS
+        markers = [m for m in MARKERS if m not in used_markers] or MARKERS
+        spare = [n for n, s in STACKS.items() if not (s.get("color") and s.get("marker"))]
+        out = {}
+        for name, s in STACKS.items():
+            i = spare.index(name) if name in spare else 0
+            out[name] = {"color": s.get("color") or colours[i % len(colours)],
+                         "marker": s.get("marker") or markers[i % len(markers)]}
+        return out
+
+    def __getitem__(self, stack: str) -> dict:
+        return self._styles()[stack]
+
+    def __iter__(self):
+        return iter(list(STACKS))
+
+    def __contains__(self, stack) -> bool:
+        return stack in STACKS
+
+    def __len__(self) -> int:
+        return len(STACKS)
+
+
+STACK_STYLES: Mapping[str, dict] = _StackStyles()
 # Dash patterns: a profile's is its place in servers/profiles.toml (profile_dash); other dashed
 # categories take them in their natural order within the figure.
 DASHES = ["-", (0, (6, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1.2)),
@@ -68,8 +98,8 @@ def style_for(server: str, database: str | None = None) -> dict:
     store behind it — SQLite (None or "sqlite") fills the marker; another database (a later
     Postgres variant) keeps the stack's colour and marker, hollow."""
     if server not in STACK_STYLES:
-        raise ValueError(f"no style for stack {server!r}; add it to plots.STACK_STYLES "
-                         f"(known: {', '.join(STACK_STYLES)})")
+        raise ValueError(f"no style for stack {server!r}: it is no stack of "
+                         f"sqlitelab.infra.servers.STACKS (known: {', '.join(STACK_STYLES)})")
     s = STACK_STYLES[server]
     fill = s["color"] if database in (None, "sqlite") else "white"
     return {"color": s["color"], "marker": s["marker"], "markerfacecolor": fill}
@@ -443,120 +473,21 @@ class ClippedLegendError(ValueError):
     """A figure's legend runs off its canvas: the saved image would cut it."""
 
 
-# What to look for in each figure of each notebook: one sentence, shown under the figure when a
-# notebook saves it (save_figure). A notebook's figure without one is refused (a test lists them).
-READING: dict[tuple[str, str], str] = {
-    ("01-linear-writes", "throughput-hey"):
-        "Look for the level where the curve stops rising, beside the article's line: there every "
-        "Puma thread (workers × threads) is busy, and more users only queue.",
-    ("01-linear-writes", "throughput"):
-        "The same writes counted in the exact window only: where this differs from the hey-counted "
-        "figure above, start-up and the requests still running at the stop moved hey's number.",
-    ("01-linear-writes", "latency"):
-        "Look for p50 and p99 climbing from the level where throughput stopped rising: from there an "
-        "added user adds waiting time, not writes.",
-    ("02-busy-errors", "article-runs"):
-        "Each of the article's three set-ups beside the share of 'database is locked' it reported: "
-        "look for whether the order of the three is the article's.",
-    ("02-busy-errors", "busy-share"):
-        "Look for the lines that leave zero as users grow: those profiles hand SQLITE_BUSY to the "
-        "client, where a line that stays at zero waits for the lock instead.",
-    ("02-busy-errors", "latency-histogram"):
-        "Where each profile's requests sit: a busy handler that waits turns errors into a right-hand "
-        "tail of slow requests; look for that tail.",
-    ("02-busy-errors", "deferred-vs-immediate"):
-        "Compare each deferred bar with its immediate one: BEGIN IMMEDIATE takes the write lock "
-        "where the busy handler can wait for it, so its bar should be shorter.",
-    ("03-read-write-mix", "throughput"):
-        "Look for the level where each stack flattens, and whether the order of the stacks is the "
-        "article's (its 4-core lines).",
-    ("03-read-write-mix", "latency"):
-        "Look for the level where p99 pulls away from p50: from there requests queue behind the one "
-        "writer or the CPU.",
-    ("03-read-write-mix", "synchronous"):
-        "Each stack's two lines: the gap is what syncing the WAL at every commit (FULL) costs "
-        "against syncing it at checkpoints only (NORMAL).",
-    ("03-read-write-mix", "throughput-fine"):
-        "The same mix at 16 levels: look for the knee between the article's five levels, and for "
-        "any fall past it.",
-    ("03-read-write-mix", "write-share"):
-        "How fast each line falls as the share of writes rises: the slope is the price of putting "
-        "every write through one writer.",
-    ("03-read-write-mix", "write-paths"):
-        "Compare the three write paths within each stack: group commit (batch) shares one COMMIT "
-        "among the writes that queued, so it should lead when every request writes.",
-    ("04-sqlite-as-buffer", "records-per-second"):
-        "Look for flat lines (the rate holds as the file grows) and for the gap that rows per "
-        "transaction make, against the article's points.",
-    ("04-sqlite-as-buffer", "variants"):
-        "The author's method with one change at a time: the tallest bar against the as-published "
-        "one is the change that matters most at this size.",
-    ("04-sqlite-as-buffer", "db-size"):
-        "Look for a straight line (the file grows with the records) and where the lab's file "
-        "differs from the article's.",
-    ("04-sqlite-as-buffer", "peak-memory"):
-        "Look for flat lines: a writer that streams keeps its memory whatever the number of records.",
-    ("04-sqlite-as-buffer", "consumer"):
-        "Compare the consumer's rate with the writer's: a buffer keeps up only while its consumer is "
-        "at least as fast.",
-    ("05-single-machine", "rps"):
-        "Look for the endpoints whose bars clear Twitter's and Yahoo's lines on this machine, and "
-        "how far each stack is from the article's Go on 8 cores.",
-    ("05-single-machine", "mbit"):
-        "Look for the page endpoint: there bytes, not requests, become the limit.",
-    ("05-single-machine", "rss"):
-        "Look for the stacks whose memory grows with the endpoint's page size: memory, not CPU, "
-        "would size their machine.",
-    ("06-capacity", "capacity"):
-        "In each panel, the gap between a stack's two bars is what the latency objective costs "
-        "against the naive peak.",
-    ("09-network-delay", "throughput"):
-        "Look for where the delayed lines leave the direct one: few users lose throughput to every "
-        "microsecond of delay (Little's law, dotted), many users hide it until the server is busy.",
-    ("09-network-delay", "latency"):
-        "Each link adds its round trip to every request: compare the gap between lines with "
-        "twice the link's delay.",
-    ("08-operations-under-load", "hockey-stick"):
-        "Follow each stack's line to where it leaves the SLO line: below it the server keeps up "
-        "with what arrives and p99 is its own service time; past the knee requests queue, and "
-        "p99 (from their due time) climbs by orders of magnitude for a small step in load (a rate "
-        "whose window left requests unsent, the table's backlog, fell behind even below the line).",
-    ("08-operations-under-load", "timeline"):
-        "Look at the shaded span in each column: how far each second's p99 rose while the "
-        "operation ran and how fast it came back after, whether errors or late sends appeared, "
-        "and what the WAL did (a checkpoint empties it; a long reader lets it grow).",
-    ("06-capacity", "hockey-stick"):
-        "Where each stack's line crosses the SLO is its open-loop capacity, the number in the table "
-        "above beside the closed-loop capacity and the naive peak (points past it queue).",
-    ("07-sqlite-vs-postgres", "ratio"):
-        "Bars right of 1: SQLite served more requests per second than Postgres at each one's best level, "
-        "with the same server code on the same cores (left of 1, Postgres did; hatched, the generator "
-        "set the pace of one of the two, so that ratio is a bound).",
-    ("07-sqlite-vs-postgres", "throughput"):
-        "Solid lines SQLite, dashed Postgres, one colour per stack: where the two lines of a colour part, "
-        "the database (not the stack) sets the pace; where they run together, the application does.",
-    ("07-sqlite-vs-postgres", "db-link"):
-        "Each of seed 001's ten statements per request waits a round trip when Postgres has a host of "
-        "its own: the bars fall with the link's delay, which SQLite, inside the server, never pays.",
-    ("06-capacity", "dau-sensitivity"):
-        "Read across at your app's requests per user per day to see how many daily users each "
-        "measured rate serves.",
-}
-
-
 def reading(notebook: str, name: str) -> str | None:
-    """What to look for in a notebook's figure (READING). A figure of one of the lab's notebooks
-    without a sentence is refused; other callers (tests, scripts) need none."""
-    sentence = READING.get((notebook, name))
+    """What to look for in a notebook's figure: one sentence, from its study's READING (figure
+    name -> sentence), shown under the figure when a notebook saves it. A figure of one of the
+    lab's notebooks without a sentence is refused; other callers (tests, scripts) need none."""
+    sentence = registry.study(notebook).READING.get(name) if notebook in registry.ids() else None
     if sentence is None and (config.NOTEBOOKS_DIR / f"{notebook}.ipynb").exists():
-        raise ValueError(f"figure {notebook}/{name} has no sentence in plots.READING (what to look for)")
+        raise ValueError(f"figure {notebook}/{name} has no sentence in its study's READING "
+                         "(sqlitelab/studies: what to look for)")
     return sentence
 
 
 def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path | None = None) -> list[Path]:
     """Write figures/<notebook>/<name>.png and .svg, byte-for-byte reproducible. Raises
     ClippedLegendError, writing nothing, when a legend does not fit the canvas. In a notebook,
-    the figure is shown with its sentence (READING) under it."""
+    the figure is shown with its sentence (reading) under it."""
     dpi = fig.dpi
     fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
     try:  # laid out at the PNG's resolution: text does not scale quite linearly with it

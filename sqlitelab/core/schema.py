@@ -1,0 +1,549 @@
+"""Every column the lab stores in data/results.db, declared once, as data: what each table and
+each column means (TABLES; SHARED holds the meanings several tables share), the type of the
+columns whose type cannot be left to their first rows (TYPES), the columns every row describes
+itself with (DESCRIBED) and what a `seconds` row repeats of its point (SECOND_KEYS).
+
+results.store_rows applies TYPES; sqlitelab.browse shows the descriptions in Datasette and
+fails (browse.undescribed) on a stored column this file does not describe; sweep stores
+SECOND_KEYS. A new stored column: measure it where it is measured, and describe it here (in
+its table, or in SHARED when several tables mean the same by it).
+
+A description that names a constant declared above core (the stacks, the scenarios, the
+generators, the load driver's CPU thresholds) is `Filled`: its `{NAME}` fields are filled by
+browse (browse.FILLS), from the module that declares the constant.
+"""
+from __future__ import annotations
+
+from sqlitelab.core import vocabulary
+
+
+class Filled(str):
+    """A description with `{NAME}` fields (str.format) for constants declared above core,
+    which browse fills in."""
+
+
+# What every row keyed by run_id says about itself (results.describe), and what rows stored
+# before they did get from their run (results.migrate).
+DESCRIBED = ("notebook", "notebook_run", "experiment", "scale", "machine", "git_commit")
+
+# What each row of the `seconds` table repeats of its point: enough to join it back
+# (run_id, server, profile, scenario, users, rate, repeat, generator) and to read it alone.
+SECOND_KEYS = ("run_id", *DESCRIBED,
+               "server", "profile", "scenario", "database", "users", "rate", "repeat", "generator",
+               "headline", "operation", "operation_started_s", "operation_seconds")
+
+# Numeric columns that a run's first rows may leave empty (a direct path has no link): declared,
+# since a column first seen as None would be made TEXT and keep later numbers as text. By name,
+# whatever the table (results.store_rows); in the order store_rows adds them to a table.
+TYPES: dict[str, type] = {
+    # the generator's delayed link (sqlitelab.infra.link), and the server's to its Postgres
+    "link_delay_us": int, "link_connections": int, "link_chunks": int,
+    "link_late_mean_us": float, "link_late_max_us": float,
+    "db_link_delay_us": int, "db_link_late_mean_us": float, "db_link_late_max_us": float,
+    # open loop (closed-loop points leave them empty), operations, and `seconds` rows
+    "rate": float, "offered_rps": float, "offered": int, "late": int,
+    "max_lag_ms": float, "backlog": int, "operation_started_s": float,
+    "operation_seconds": float, "p50_ms": float, "p99_ms": float, "max_ms": float,
+    "server_cpu_pct": float, "server_rss_mb": float, "wal_bytes": int,
+}
+
+
+# ----------------------------------------------------------------------------- shared meanings
+
+# Meanings shared by several tables (a table says which of them it has, with `_shared`).
+SHARED: dict[str, str] = {
+    # the locked environment a run was set up from (results.lock)
+    "lock_hash": "requirements.lock (every Python dependency, exact) the run was set up from: its "
+                 "SHA-256, first 16 hex digits (results.lock); empty for runs from before it was "
+                 "recorded.",
+    "lock_ok": "1 when every pin of the lock that applies here was the installed version.",
+    "lock_drift": "Installed packages that differ from the lock (JSON list, `name version "
+                  "(locked v)`).",
+    # which sweep, notebook run and experiment a row belongs to, and the machine
+    "run_id": "The sweep or stored table (runs.run_id; results.sweep_id): its notebook run, "
+              "plus `/<experiment>` for each sweep of a notebook run that makes several — a key "
+              "only, its parts are the columns notebook_run and experiment. Raw files: "
+              "data/runs/<run_id>/.",
+    "notebook_run": "The notebook run the row belongs to (`<UTC start>-<notebook>-<4 hex>`, "
+                    "results.new_run_id): what a notebook's `run_id` parameter holds, shared by "
+                    "all its experiments.",
+    "experiment": "The notebook's experiment (e.g. `article`, `share-10`, a scenario), empty for "
+                  "a notebook run's single sweep or table.",
+    "scale": "The scale the notebook ran at (quick or seed; sqlitelab/studies/scales.py), empty for "
+             "ad-hoc sweeps.",
+    "notebook": "The notebook that made the run (its file name without .ipynb), or the tool: "
+                "`generator-comparison` (python -m sqlitelab.calibrate compare); other names: "
+                "ad-hoc sweeps.",
+    "machine": "The measuring machine: cores, CPU model, memory (machine.machine_label()).",
+    # what was measured: stack, profile, scenario, level, generator
+    "server": Filled("The stack (servers/<stack>/): {STACKS}."),
+    "profile": "The server profile (servers/profiles.toml): a bundle of knobs; `a+b` is profile a "
+               "with overlay b.",
+    "scenario": Filled("What every user sends (sqlitelab/load/scenarios.toml): {SCENARIOS}."),
+    "users": "Concurrent closed-loop users (wrk: connections).",
+    "repeat": "Which repeat of the same level (from 1; buffer points from 0).",
+    "generator": Filled("The load generator: {GENERATORS} (loadgen: the lab's Go "
+                        "generator), or wrk, the reference client."),
+    # when, and with which code
+    "started": "UTC start, ISO 8601.",
+    "finished": "UTC end, ISO 8601.",
+    "git_commit": "`git rev-parse HEAD` of the lab when it ran, `-dirty` when tracked files had "
+                  "uncommitted changes.",
+    # the exact-window measurement
+    "window_s": "Length of the measurement window, seconds.",
+    "requests": "Requests counted: started and finished inside the window (wrk: every request of "
+                "its measured run).",
+    "rps": "Requests per second: `requests` over the window.",
+    "mean_ms": "Mean latency of the counted requests, ms.",
+    "p50_ms": "Median latency, ms.",
+    "p90_ms": "90th-percentile latency, ms.",
+    "p95_ms": "95th-percentile latency, ms.",
+    "p99_ms": "99th-percentile latency, ms.",
+    "p999_ms": "99.9th-percentile latency, ms.",
+    "max_ms": "Slowest counted request, ms.",
+    "errors": "Failed requests in the window (every kind: busy, other 5xx, 4xx, connection "
+              "errors, timeouts).",
+    "timeouts": "Requests that timed out.",
+    "bytes_per_s": "Response bytes per second received by the generator.",
+    # CPU of generator and server, their pinning and hosts
+    "gen_cpu_pct": "The generator's CPU over the window, percent of one core (all its "
+                   "processes; 200 = two cores busy).",
+    "gen_cpus": "CPUs the generator was allowed to use (its pinning, else every CPU).",
+    "server_cpu_pct": "The server's CPU over the window (its whole process tree), percent of one core.",
+    "server_util": Filled("The server's CPU as a share of the cores it was pinned to (0–1); from "
+                          "verdicts.SERVER_SATURATED_CPU = {SERVER_SATURATED_CPU:g} it counts as "
+                          "saturated."),
+    "generator_pinning": "CPU list the generator was pinned to (taskset), or empty when unpinned.",
+    "server_pinning": "CPU list the server was pinned to, or empty when unpinned.",
+    "layout_note": "Where the CPU layout the notebook asked for (e.g. its article's server "
+                   "cores) did not fit this machine, and what the run did instead "
+                   "(sqlitelab.core.layout); empty when it fitted.",
+    "server_host": "Where the server ran (sqlitelab.infra.hosts): `local` (loopback) or "
+                   "`netns:<name>` (a network namespace on this machine).",
+    "generator_hosts": "The hosts of Locust's workers when it ran distributed (its master on "
+                       "the notebook's machine), comma-separated; empty: Locust on this machine.",
+    # the delayed link between generator and server (sqlitelab.infra.link)
+    "link_delay_us": "Delay added in each direction between generator and server, µs "
+                     "(sqlitelab.infra.link's delayproxy; 0: the proxy alone); empty: the generator reached the "
+                     "server directly.",
+    "link_connections": "TCP connections the delayed link carried during the level.",
+    "link_chunks": "Chunks of bytes the link forwarded (both directions).",
+    "link_late_mean_us": "How late past its due time the link forwarded a chunk, on average, µs "
+                         "(the delay applied is link_delay_us plus this).",
+    "link_late_max_us": "The latest chunk's lateness, µs.",
+    # the generator flags (driver.run_level, verdicts.influence)
+    "generator_bound": Filled("1 when the generator, not the server, was the limit: its CPU at or "
+                              "above verdicts.GENERATOR_BOUND_CPU ({GENERATOR_BOUND_CPU:.0%}) of its "
+                              "cores, or Locust's own CPU warning, while the server was below "
+                              "verdicts.SERVER_SATURATED_CPU ({SERVER_SATURATED_CPU:.0%}) of its own "
+                              "(driver.run_level). Throughput is then a lower bound for the server's."),
+    "generator_influenced": Filled("1 when the generator plausibly set the pace without being "
+                                   "bound (verdicts.influence: past its calibrated drift onset, or "
+                                   "busy — {GENERATOR_BUSY_CPU:.0%} of its CPU or more — and busier "
+                                   "than an unsaturated server with nothing else to explain it; "
+                                   "sweep: more than calibrate.TOLERANCE short of wrk's rate at a "
+                                   "cross-checked level)."),
+    "influence": "Why the point is generator-influenced (one sentence), else empty.",
+    # processes and threads, the write audit, a skipped point, SQLite's version
+    "processes": "Processes (Locust --processes; loadgen and the server knobs: the server's "
+                 "processes where said).",
+    "threads": "Threads: wrk's threads, or the server's threads per process (from /health).",
+    "rows_written": "Rows the level added to the table its scenario writes, counted in the file.",
+    "audit_rule": "How written rows were checked against acknowledged writes (exact, partial, "
+                  "or wrk's bounds; ', N unknown': N writes ended in a transport error and may "
+                  "each have added their rows).",
+    "audit_ok": "1 when the rows written match the acknowledged writes under audit_rule and "
+                "`PRAGMA integrity_check` said ok; 0 is a failed audit; empty when not audited.",
+    "integrity": "`PRAGMA integrity_check` of the server's database after it stopped (`ok`).",
+    "skipped": "Why the point was not measured (one line), else empty.",
+    "sqlite_version": "SQLite library version that wrote the data.",
+    # the buffer notebook's points (sqlitelab.experiments.buffer)
+    "seconds": "Timed seconds of the point.",
+    "records_per_s": "Records written per second over the timed seconds.",
+    "method": "`article` (the author's code, detail by detail) or `tuned` (the lab's writer); "
+              "for calibrations: the calibration's settings (calibrate.METHOD).",
+    "variant": "What changed from the method as published (buffer.VARIANTS); `lab` for tuned.",
+    "rows_per_txn": "Rows per transaction (the article's batch_write_size).",
+    "total": "Records the point writes.",
+    "synchronous": "PRAGMA synchronous in effect on the writing connection (off, normal, full, extra).",
+    "groups": "Transactions (groups of rows_per_txn rows) written.",
+    "close_checkpoints": "Connection closes that checkpointed the whole WAL and deleted it "
+                         "(seen from the files), empty when not probed.",
+    "auto_checkpoints": "Checkpoints at a commit (the 1,000-page autocheckpoint), empty when not probed.",
+    "db_mib": "Database size, MiB (buffer points: db + -wal + -shm, as the article's get_db_size_mb).",
+    # the calibrations' key
+    "calib_id": "The calibration (calibrations.calib_id): `<UTC start>-calibration-<generator>-<4 hex>`.",
+}
+
+
+def _shared(*names: str) -> dict[str, str]:
+    return {n: SHARED[n] for n in names}
+
+
+# ----------------------------------------------------------------------------- tables
+
+# Per table: what a row is (`description`) and what each column means (`columns`: its own
+# meanings, and the SHARED ones it has; DESCRIBED on every table keyed by run_id).
+TABLES: dict[str, dict] = {
+    "runs": {
+        "description": "One row per sweep (a notebook run with several experiments has one row "
+                       "each, `<run_id>/<experiment>`) or per stored table (buffer, comparison): "
+                       "what ran, where, with which code and settings.",
+        "columns": {
+            **_shared("run_id", "notebook", "notebook_run", "experiment", "scale", "started",
+                      "finished", "git_commit"),
+            "parameters": "The notebook's parameters as it ran (JSON; `scale` is quick or seed).",
+            "machine": SHARED["machine"],
+            "machine_info": "The machine as JSON (machine.machine()): host, system, CPU model, "
+                            "cores, memory GiB.",
+            "versions": "Versions of Python, SQLite (Python's) and the lab's Python packages (JSON, "
+                        "results.versions()). The servers' own versions are in points.server_versions.",
+            "server_cpus": "CPU list the servers were pinned to (empty: unpinned).",
+            "generator_cpus": "CPU list the generators were pinned to (empty: unpinned).",
+            "scenario": SHARED["scenario"],
+            "sweep": "The sweep's arguments (JSON): servers, profiles, levels, repeats, duration, "
+                     "warm-up, generator, keep-alive, confirm, crosscheck, knobs, seed sizes.",
+            "seed_cached": "1 when the seeded template database came from the cache.",
+            "seed_seconds": "Seconds spent getting the seeded template (seeding or the cache).",
+            "points": "Rows the run stored in its measurement table (points, or buffer_points etc.), "
+                      "replaced points included.",
+            "calibrations": "The generator calibrations the sweep's flags used (JSON: generator → "
+                            "calibrations.calib_id); empty when the sweep skipped calibration.",
+            **_shared("lock_hash", "lock_ok", "lock_drift"),
+            "calibration_seconds": "Seconds the sweep spent finding (or measuring) its generator "
+                                   "calibrations.",
+            "server_timing": "Where the sweep's wall time went, per server and profile (JSON list: "
+                             "copy_s, start_s, prime_s, levels_s, crosscheck_s, confirm_s, "
+                             "confirmed_levels, stop_s, integrity_s, db_mib).",
+            "wall_seconds": "The sweep's wall time, seconds.",
+        },
+    },
+    "points": {
+        "description": "One row per level and repeat of a sweep: the exact-window measurement, "
+                       "the same run counted as `hey` counts it, CPU of server and generator, "
+                       "the generator flags and the audit. results.load_points() reads it.",
+        "columns": {
+            **_shared(*DESCRIBED),
+            **_shared("run_id", "server", "profile", "scenario", "users", "repeat", "generator",
+                      "machine", "window_s", "requests", "rps", "mean_ms", "p50_ms", "p90_ms",
+                      "p95_ms", "p99_ms", "p999_ms", "max_ms", "errors", "timeouts",
+                      "bytes_per_s", "gen_cpu_pct", "gen_cpus", "server_cpu_pct", "server_util",
+                      "generator_pinning", "server_pinning", "layout_note", "server_host",
+                      "generator_hosts", "link_delay_us", "link_connections", "link_chunks",
+                      "link_late_mean_us", "link_late_max_us", "generator_bound", "generator_influenced", "influence", "rows_written", "audit_rule",
+                      "audit_ok", "integrity", "sqlite_version"),
+            "processes": "Locust processes driving the level (loadgen: 1).",
+            "hist_mean_ms": "Mean latency from the merged HdrHistogram, ms (a check on mean_ms).",
+            "min_ms": "Fastest counted request, ms.",
+            "status_counts": "Responses in the window by HTTP status (JSON; 0: no response).",
+            "busy_errors": "Failures reported as SQLITE_BUSY ('database is locked', a 503).",
+            "server_errors": "Other 5xx responses.",
+            "client_errors": "4xx responses.",
+            "connection_errors": "Requests that failed on the connection (refused, reset…).",
+            "overran_window": "Requests started in the window but unfinished at its close (not counted).",
+            "max_overrun_ms": "How long the longest of those ran past the close, ms (from "
+                              f"vocabulary.STALL_MS = {vocabulary.STALL_MS:g} ms: a stall).",
+            "server_rss_mb": "Peak resident memory of the server's process tree, MiB.",
+            "locust_cpu_warning": "1 when Locust logged its own 'CPU usage above 90%' warning.",
+            "server_requests": "Requests the server itself counted in the window (/health "
+                               "requests_handled at both ends), empty for count-based levels and when an edge's mark was "
+                               "taken late (the window known only after it passed).",
+            "ramp_in_window": "1 when a user spawned after the window opened (the window held a ramp).",
+            "acked_writes": "Write requests the generator saw acknowledged (the scenario's success "
+                            "statuses) over the whole run.",
+            "inflight_writes": "Write requests sent and never answered when the generator stopped "
+                               "(at its count, its window's close or a kill): each may have been "
+                               "committed, so the audit allows that many rows more.",
+            "run_counts": "Every finished request of the whole run by `<request> <status>` (JSON; "
+                          "status 0: transport error) — hey's accounting.",
+            "locust_avg_ms": "Locust's own average over the whole run, ms (its CSV's Aggregated row).",
+            "locust_window_avg_ms": "Locust's own average over the window, ms (its stats reset at the "
+                                    "window's open).",
+            "locust_window_requests": "Locust's own request count over the window.",
+            "histogram": "The merged HdrHistogram of the window's latencies in µs (base64, "
+                         "HdrHistogram.decode).",
+            "locust_exit": "The generator process's exit code.",
+            "keepalive": "1: each user kept one connection; 0: a new connection per request "
+                         "(oha --disable-keepalive).",
+            "hey_seconds": "hey's Total: from the run's first request start to its last end, s.",
+            "hey_rps": "hey's Requests/sec: every finished request of the run (any status, "
+                       "transport errors too) over hey_seconds.",
+            "hey_mean_ms": "hey's Average: mean latency of the run's requests with an HTTP status, ms.",
+            "hey_max_ms": "hey's Slowest: the slowest of them, ms.",
+            "hey_results": "hey's numRes: every request that finished during the run.",
+            "expected_rows": "Rows the acknowledged writes should have added (acked_writes × "
+                             "rows per acknowledgement).",
+            "unacked_rows": "rows_written − expected_rows (0 when exact; > 0: rows committed "
+                            "without an acknowledgement).",
+            "db_mib": "Size of the server's database file before the level, MiB.",
+            "database": "The database the server ran on: sqlite (the file) or postgres (a real Postgres the sweep started beside it; its CPU and RSS are counted in server_cpu_pct / server_rss_mb).",
+            "db_link_delay_us": "µs each way of the link between the server and its Postgres (sweep's db_link_delay_us: a database on a host of its own); empty: the unix socket, or SQLite.",
+            "db_link_late_mean_us": "How late past its delay the server-to-Postgres link forwarded chunks, mean µs, from its start to this point.",
+            "db_link_late_max_us": "The latest single chunk of the server-to-Postgres link so far, µs past its delay.",
+            "database_version": "SQLite's version, or Postgres' server_version, as the server's /health reported it.",
+            "postgres_settings": "JSON: every setting the sweep's Postgres was started with (sqlitelab.infra.postgres.settings: fixed, memory sized to the machine, durability matched to the profile's synchronous).",
+            "db_cached_before": "Share of the database file in the OS page cache before the level "
+                                "(fincore; 0–1).",
+            "db_cached_after": "Share of the database file in the OS page cache after the level.",
+            "knobs": "The server's effective knobs as its /health reported them (JSON: pragmas, "
+                     "transaction mode, busy handling, write path, processes, threads…).",
+            "emulated": "Knobs emulated in application code where the driver lacks a native hook "
+                        "(JSON: knob → how; {} when none).",
+            "server_versions": "The server's language, framework and driver versions (JSON, /health).",
+            "server_processes": "Server processes (from /health knobs).",
+            "server_threads": "Threads per server process (from /health knobs).",
+            "write_path": "How the server writes: pool, writer (a single writer thread) or batch "
+                          "(group commit).",
+            "txn_mode": "Write transactions: deferred or immediate.",
+            "busy": "Busy handling (e.g. busy_timeout:5000, retries:1000, sleep_poll…).",
+            "generator_saturated": Filled("1 when the generator's CPU reached "
+                                          "verdicts.GENERATOR_BOUND_CPU ({GENERATOR_BOUND_CPU:.0%}) "
+                                          "of its cores, bound or not."),
+            "gen_onset_util": "The generator's calibrated drift onset (share of its CPU) used for "
+                              "the influence flag; empty: no drift seen, or not calibrated.",
+            "headline": "1 (or empty, for points from before the flag) when the point is its "
+                        "level's headline; 0 when a confirming generator re-measured the level.",
+            "replaced_by": "The generator that re-measured this level (sweep's confirm), else empty.",
+            "replaced_generator": "On a confirming point: the generator whose point it replaces.",
+            "replaced_rps": "On a confirming point: the replaced point's rps.",
+            "replaced_p99_ms": "On a confirming point: the replaced point's p99, ms.",
+            "replaced_gen_cpu_pct": "On a confirming point: the replaced generator's CPU, percent "
+                                    "of one core.",
+            "replaced_reason": "On a confirming point: why the replaced point was flagged.",
+            "cpu_span_s": "The span CPU shares are averaged over, s (at least the window).",
+            "time_spawn_s": "Level timing: from the generator's launch until its last user ran, s.",
+            "time_startup_s": "Level timing: the start-up allowance the window waited for, s.",
+            "time_warmup_s": "Level timing: the warm-up, s.",
+            "time_window_s": "Level timing: the measurement window, s.",
+            "time_shutdown_s": "Level timing: the generator's exit after the window closed, s.",
+            "time_merge_s": "Level timing: reading and merging the generator's files, s.",
+            "time_level_s": "Level timing: the whole level, launch to merged, s.",
+            "time_counts_s": "Point timing: counting rows before and after (the audit), s.",
+            "time_cache_s": "Point timing: the page-cache probes (fincore) before and after, s.",
+            "time_pause_s": "Point timing: the pause after the level, s.",
+            "time_point_s": "Point timing: the whole point, counts to pause, s.",
+            "open_loop": "1: requests were due on a schedule whatever the server answered (open loop, "
+                         "`rate`), latencies and percentiles from each request's due time; 0: closed loop.",
+            "rate": "Open loop: the requests/s the sweep offered (over every generator process); "
+                    "empty in closed loop.",
+            "arrivals": "Open loop: constant (even spacing) or poisson arrivals.",
+            "offered": "Open loop: requests due in the window.",
+            "offered_rps": "Open loop: requests due in the window per second of it (the offered load).",
+            "late": "Open loop: requests of the window sent more than 5 ms after they were due (every "
+                    "user busy, or the generator behind); their wait is in their latency.",
+            "max_lag_ms": "Open loop: the longest a request of the window waited past its due time to be sent, ms.",
+            "backlog": "Open loop: requests due before the window closed that were never sent (0: the "
+                       "server kept up).",
+            "operation": "The operation run during the level (sqlitelab.infra.operations), empty for none.",
+            "operation_started_s": "When the operation started, seconds after the window opened.",
+            "operation_seconds": "How long the operation took, s.",
+            "operation_result": "What the operation reported (JSON: its timing, sizes and details; `copies`: each copy it made, with its size, integrity_check, whether it was verified and whether it was kept — removed once verified unless keep_copies).",
+        },
+    },
+    "seconds": {
+        "description": "Every point's window second by second (driver.series): completions, errors, "
+                       "late sends, the second's own percentiles, and the server's CPU, RSS and WAL. "
+                       "Join to points on run_id, server, profile, scenario, users, rate, repeat, generator.",
+        "columns": {
+            **_shared(*DESCRIBED),
+            **_shared("run_id", "server", "profile", "scenario", "users", "repeat", "generator"),
+            "database": "sqlite, or postgres.",
+            "rate": "Open loop: the rate offered, requests/s (empty: closed loop).",
+            "headline": "1 when the point is a headline point (not replaced by a confirmation).",
+            "operation": "The operation run during the level, empty for none.",
+            "operation_started_s": "When the operation started, seconds after the window opened.",
+            "operation_seconds": "How long the operation took, s.",
+            "second": "Seconds since the window opened (0, 1, ...).",
+            "t": "The second's start, epoch seconds.",
+            "span_s": "Its length, s (the window's last second may be partial).",
+            "completed": "Requests of the window that finished in this second.",
+            "errors": "Those that failed (any kind).",
+            "failures": "Failures by kind (JSON).",
+            "late": "Open loop: those sent more than 5 ms after they were due.",
+            "p50_ms": "Median latency of the second's requests, ms (open loop: from due time).",
+            "p99_ms": "p99 of the second's requests, ms (open loop: from due time).",
+            "max_ms": "Slowest request of the second, ms.",
+            "server_cpu_pct": "Server CPU over the second, % of one core (its samples bracketing it).",
+            "server_rss_mb": "Server resident memory, peak sampled in the second, MiB.",
+            "wal_bytes": "The SQLite WAL file's size, largest sampled in the second, bytes (empty: "
+                         "Postgres, or a server on another host).",
+        },
+    },
+    "crosschecks": {
+        "description": "One wrk point per server and profile at one level of a sweep "
+                       "(sweep's crosscheck), audited like any write; analysis.crosscheck_table "
+                       "shows it beside the lab's generators.",
+        "columns": {
+            **_shared(*DESCRIBED),
+            **_shared("run_id", "server", "profile", "machine", "scenario", "users", "skipped",
+                      "generator", "threads", "window_s", "requests", "rps", "mean_ms", "p50_ms",
+                      "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "timeouts", "errors",
+                      "bytes_per_s", "gen_cpu_pct", "gen_cpus", "server_cpu_pct",
+                      "generator_pinning", "rows_written", "audit_rule", "audit_ok", "integrity"),
+            "status_errors": "Non-2xx/3xx responses.",
+            "socket_errors": "Connect, read and write errors.",
+            "ok_responses": "2xx and 3xx responses in the measured run.",
+            "acked_responses": "2xx and 3xx responses of the warm-up and measured runs: the writes "
+                               "wrk saw acknowledged.",
+            "unknown_outcomes": "Requests whose outcome wrk never learnt (in flight at a run's stop, "
+                                "or failed on the socket after being sent).",
+            "duration_s": "wrk's measured run, s.",
+            "warmup_s": "wrk's unmeasured warm-up run before it, s.",
+        },
+    },
+    "calibrations": {
+        "description": "One row per calibration of a generator against wrk on this machine "
+                       "(sqlitelab.load.calibrate): its /hello ceiling and the CPU share from which "
+                       "its rate or p99 drifts from wrk's.",
+        "columns": {
+            **_shared("calib_id", "generator", "machine", "method", "started", "finished",
+                      "git_commit", "server_pinning", "generator_pinning", "lock_hash", "lock_ok",
+                      "lock_drift"),
+            "version": "What the calibration holds for: Locust's version + the locustfile's hash, or "
+                       "loadgen's source hash.",
+            "reference": "The reference client's version (wrk).",
+            "target": "The server measured against (the fastest compiled stack on /hello).",
+            "target_choice": "wrk's /hello rate per candidate stack, when it was chosen here (JSON).",
+            "delay_ms": "The delay endpoint's wait, ms.",
+            "tolerance": "A level drifts when its rate is more than this share below wrk's.",
+            "p99_tolerance": "… or its p99 more than this share above wrk's.",
+            "onset_util": "Drift onset: the generator's CPU share (0–1) from which every level "
+                          "drifts; empty: none drifts.",
+            "max_clean_util": "Highest generator CPU share of a level that did not drift.",
+            "max_clean_rps": "Highest rate of a level that did not drift.",
+            "hello_rps": "The generator's rate on GET /hello at 64 users.",
+            "hello_wrk_rps": "wrk's rate on the same.",
+            "hello_ratio": "hello_rps / hello_wrk_rps.",
+            "hello_gen_util": "The generator's CPU share on /hello.",
+            "delay_levels": "Levels measured on the delay endpoint.",
+        },
+    },
+    "calibration_points": {
+        "description": "The levels of each calibration: the generator and wrk in turn on the same "
+                       "server, and how far the generator drifts from wrk.",
+        "columns": {
+            **_shared("calib_id", "generator", "users", "rps", "p50_ms", "p99_ms", "errors",
+                      "gen_cpu_pct", "server_cpu_pct", "generator_bound"),
+            "endpoint": "hello (the ceiling) or delay (GET /delay/<delay_ms>).",
+            "gen_util": "The generator's CPU as a share of its cores (0–1).",
+            "wrk_rps": "wrk's rate at the same level.",
+            "wrk_p50_ms": "wrk's median latency, ms.",
+            "wrk_p99_ms": "wrk's p99 latency, ms.",
+            "wrk_errors": "wrk's failed requests.",
+            "wrk_cpu_pct": "wrk's CPU, percent of one core.",
+            "wrk_server_cpu_pct": "The server's CPU under wrk, percent of one core.",
+            "rps_ratio": "rps / wrk_rps.",
+            "p99_ratio": "p99_ms / wrk_p99_ms.",
+            "p50_added_ms": "p50_ms − wrk_p50_ms.",
+            "p99_added_ms": "p99_ms − wrk_p99_ms.",
+            "drift": "1 when the level drifts (calibrate.drift: rate or p99 beyond the tolerances).",
+        },
+    },
+    "generator_comparison": {
+        "description": "wrk, loadgen and Locust on the same level, each on a fresh database and "
+                       "server, in shuffled order (python -m sqlitelab.calibrate compare).",
+        "columns": {
+            **_shared(*DESCRIBED),
+            **_shared("run_id", "server", "generator", "repeat", "scenario", "users", "rps",
+                      "p50_ms", "p99_ms", "errors", "gen_cpu_pct", "server_cpu_pct",
+                      "server_util", "generator_bound", "generator_influenced", "influence"),
+            "order": "Position in the shuffled run order (from 1).",
+            "processes": "Server processes (from /health knobs).",
+            "threads": "Threads per server process (from /health knobs).",
+        },
+    },
+    "buffer_points": {
+        "description": "Notebook 04 (seed 003, SQLite as a write buffer): one row per point, each "
+                       "in a fresh process — the author's method, its one-change variants and the "
+                       "lab's writer (sqlitelab.experiments.buffer).",
+        "columns": {
+            **_shared(*DESCRIBED),
+            **_shared("run_id", "method", "variant", "rows_per_txn", "synchronous", "total",
+                      "repeat", "seconds", "records_per_s", "db_mib", "audit_ok", "skipped",
+                      "machine", "started", "groups", "close_checkpoints", "auto_checkpoints",
+                      "sqlite_version"),
+            "records_per_row": "Records serialised into one row's JSON payload (the article: 1,000).",
+            "peak_rss_mib": "Peak resident memory of the point's process, MiB.",
+            "synchronous_requested": "The synchronous level asked for (tuned), empty for the "
+                                     "article's default.",
+            "projected_peak_gib": "Memory the point was projected to need before it ran, GiB.",
+            "projected_disk_gib": "Disk it was projected to need, GiB.",
+            "mem_available_gib": "Memory available when it was planned, GiB.",
+            "db_bytes": "db + -wal + -shm, bytes.",
+            "wal_mib": "The -wal file at the end, MiB.",
+            "wal_max_mib": "Largest -wal file seen during the point, MiB.",
+            "page_size": "PRAGMA page_size read back on the writing connection.",
+            "synchronous_level": "PRAGMA synchronous as a number (0 off, 1 normal, 2 full, 3 extra).",
+            "serialise_seconds": "Timed seconds building the rows (json.dumps of each chunk).",
+            "write_seconds": "Timed seconds writing them.",
+            "close_seconds": "Timed seconds closing the last connection.",
+            "connections": "Connections opened inside the timing.",
+            "group_ms_median": "Median time of one transaction, ms.",
+            "group_ms_max": "Slowest transaction, ms.",
+            "probe_seconds": "Time spent probing the -wal/-shm files, s (excluded from seconds).",
+            "gc_collections": "Cyclic-GC collections inside the timing.",
+            "gc_full_collections": "Of which full (generation 2).",
+            "gc_seconds": "Seconds the GC took inside the timing.",
+            "timed_cpu_seconds": "CPU seconds (user + system) of the timed part.",
+            "timed_minor_faults": "Minor page faults in the timed part.",
+            "timed_voluntary_switches": "Voluntary context switches in the timed part (waits, e.g. fsync).",
+            "generate_seconds": "Untimed seconds generating the records.",
+            "rss_start_mib": "RSS of the point's process at its start, MiB.",
+            "rss_before_gen_mib": "RSS before generating the records, MiB.",
+            "rss_after_gen_mib": "RSS after generating them, MiB.",
+            "records_bytes_per_record": "Memory the generated records hold, bytes per record.",
+            "peak_bytes_per_record": "Peak memory above the start, bytes per record.",
+            "rows": "Rows in the queue table after the point (the audit).",
+            "rows_expected": "Rows there should be: total / records_per_row, rounded up.",
+            "records_in_payloads": "Records counted inside the rows' payloads (should be total).",
+            "journal_mode": "PRAGMA journal_mode read back after the point (should be wal).",
+            "python": "Python version of the point's process.",
+            "loadavg_start": "1-minute load average when the point started.",
+            "loadavg_end": "1-minute load average when it ended.",
+            "error": "Why the point failed (timeout, memory, crash), else empty.",
+            "consumed": "Records the consumer read back (tuned, with consume).",
+            "consume_seconds": "Seconds the consumer took.",
+            "consume_records_per_s": "Records consumed per second.",
+            "rows_left": "Rows left in the queue after the consumer (should be 0).",
+            "audit_seconds": "Seconds the audit of the rows took (after the timing).",
+            "worker_seconds": "Seconds the point's process spent measuring (start to result).",
+            "process_start_seconds": "Start-up of the point's fresh process (a new interpreter "
+                                     "importing sqlitelab.experiments.buffer_point), s.",
+            "process_seconds": "The point's process from launch to result, s.",
+            "remove_seconds": "Removing the point's database files afterwards, s.",
+            "point_wall_seconds": "The whole point in the sweep, launch to files removed, s.",
+        },
+    },
+    "ceilings": {
+        "description": "The raw-SQLite ceiling a notebook run measured on its server's core, "
+                       "without HTTP (baseline.ceiling): one-row write transactions per second, "
+                       "then primary-key point reads per second, through Python's sqlite3 — the "
+                       "number notebooks 01 and 05 compare their servers with.",
+        "columns": {
+            **_shared(*DESCRIBED),
+            **_shared("run_id", "sqlite_version", "synchronous"),
+            "commits_per_s": "BEGIN IMMEDIATE; INSERT one row; COMMIT — per second (WAL).",
+            "reads_per_s": "SELECT of one row by primary key — per second.",
+            "rows": "Rows the commit half wrote (the table the read half reads).",
+            "cpus": "CPU list the measuring process was pinned to (the server's), or empty.",
+            "seconds": "Seconds of each half (the notebook's ceiling_seconds).",
+        },
+    },
+    "buffer_slow_sync": {
+        "description": "Notebook 04: the author's method on emulated slow storage — every "
+                       "fsync/fdatasync delayed under strace (buffer.syscall_counts) — with the "
+                       "system calls each point made.",
+        "columns": {
+            **_shared(*DESCRIBED),
+            **_shared("run_id", "method", "variant", "rows_per_txn", "total", "seconds",
+                      "records_per_s", "groups", "close_checkpoints", "auto_checkpoints",
+                      "synchronous", "audit_ok"),
+            "sync_delay_ms": "Delay added to every fsync/fdatasync, ms.",
+            "fsync_calls": "fsync calls made by the point's process.",
+            "fdatasync_calls": "fdatasync calls.",
+            "unlink_calls": "unlink calls (e.g. -wal/-shm deleted at a close).",
+            "unlinkat_calls": "unlinkat calls.",
+            "ftruncate_calls": "ftruncate calls.",
+        },
+    },
+}

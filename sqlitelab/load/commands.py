@@ -1,0 +1,104 @@
+"""The generators' command lines: Locust alone, as a distributed master and its workers
+(`worker_processes` per generator host), the lab's Go generator (`loadgen_command`, built by
+`build_loadgen`), and which generators there are (`GENERATORS`, `check_generator`)."""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlitelab.core import config
+from sqlitelab.core.processes import pin_command
+from sqlitelab.infra import hosts, servers
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+GENERATORS = ("locust", "loadgen")
+# After the window's close, users get this long to finish the request they are in before
+# the generator gives up on it (Locust's --stop-timeout; loadgen's -max-seconds past the
+# bound). A request abandoned then may still commit later, so it must outlast a server's
+# stall (a 5-s busy timeout behind a queue of requests).
+STOP_TIMEOUT = 30
+# The longest one Locust process may take from launch to its last user spawned before the level
+# fails (the window then opens `warmup` seconds after the spawn; ~0.5 s here).
+SPAWN_BOUND = 30.0
+
+
+def locust_command(scenario: str, users: int, url: str, run_time: float, processes: int,
+                   out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+           "-u", str(users), "-r", str(max(users, 1)), "--run-time", f"{math.ceil(run_time)}s",
+           "--stop-timeout", str(STOP_TIMEOUT), "--host", url, "--csv", str(out_dir / "locust"),
+           "--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
+    if processes > 1:
+        cmd += ["--processes", str(processes)]
+    cmd.append("LabScenario")  # locustfile.py's one user class: it sends what LAB_SPEC says
+    return pin_command(cmd, cpus)
+
+
+def locust_master_command(users: int, url: str, run_time: float, workers: int, bind: str,
+                          port: int, out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
+    """Locust's master (distributed mode): no users of its own, `workers` worker processes
+    expected on the generator hosts before it starts them all."""
+    cmd, pinned = locust_command("", users, url, run_time, 1, out_dir, cpus)
+    cmd = cmd[:-1] + ["--master", "--master-bind-host", bind, "--master-bind-port", str(port),
+                      "--expect-workers", str(workers),
+                      "--expect-workers-max-wait", str(int(SPAWN_BOUND)), "LabScenario"]
+    return cmd, pinned
+
+
+def locust_worker_command(master: str, port: int, processes: int,
+                          cpus: str | None) -> tuple[list[str], str | None]:
+    """One generator host's Locust worker(s): `processes` of them (Locust's --processes)."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
+           "--master-host", master, "--master-port", str(port), "--loglevel", "WARNING"]
+    if processes > 1:
+        cmd += ["--processes", str(processes)]
+    return pin_command(cmd, cpus)
+
+
+def worker_processes(processes: int, workers: list[hosts.Host],
+                     cpus_of=lambda h: int(h.run(["nproc"]).strip())) -> dict[hosts.Host, int]:
+    """Locust processes per generator host: hosts on this machine share its `processes` (at
+    least one each); a machine of its own runs one per CPU it has (`nproc` there)."""
+    here = [h for h in workers if h.same_machine]
+    return {h: (max(1, processes // len(here)) if h.same_machine else max(1, cpus_of(h)))
+            for h in workers}
+
+
+def loadgen_command(spec: Path, users: int, url: str, run_time: float,
+                    cpus: str | None) -> tuple[list[str], str | None]:
+    cmd = [str(config.LOADGEN_BIN), "-spec", str(spec), "-users", str(users), "-host", url,
+           "-max-seconds", f"{run_time:.3f}"]
+    return pin_command(cmd, cpus)
+
+
+GO_BIN_DIRS = ("/usr/local/go/bin", str(Path.home() / "go" / "bin"))
+
+
+def build_loadgen(timeout: float = 300) -> Path:
+    """Build the Go load generator (stdlib only) unless its binary is newer than its sources."""
+    src = [config.LOADGEN_DIR / "go.mod", *sorted(config.LOADGEN_DIR.glob("*.go"))]
+    binary = config.LOADGEN_BIN
+    if binary.exists() and binary.stat().st_mtime >= max(f.stat().st_mtime for f in src):
+        return binary
+    path = os.pathsep.join([os.environ.get("PATH", ""), *GO_BIN_DIRS])
+    if not shutil.which("go", path=path):
+        raise servers.ServerStartError("lab: go not found: install Go >= 1.22 (https://go.dev/dl/) "
+                               "to use generator='loadgen'")
+    proc = subprocess.run(["go", "build", "-trimpath", "-o", str(binary), "."],
+                          cwd=config.LOADGEN_DIR, env={**os.environ, "PATH": path},
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise servers.ServerStartError(f"loadgen: build failed (exit {proc.returncode}):\n{tail}")
+    return binary
+
+
+def check_generator(generator: str, processes: int = 1) -> None:
+    if generator not in GENERATORS:
+        raise ValueError(f"generator must be one of {', '.join(GENERATORS)}, not {generator!r}")
+    if generator == "loadgen" and processes != 1:
+        raise ValueError("processes applies to Locust only: loadgen uses every CPU of its set")

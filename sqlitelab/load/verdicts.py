@@ -1,0 +1,71 @@
+"""What a point's numbers say about who limited it: the generator saturated
+(`generator_saturated`), the generator the limit (`generator_bound`: saturated while the server
+was not), or plausibly setting the pace (`influence`: the point's `generator_influenced`)."""
+from __future__ import annotations
+
+import math
+
+from sqlitelab.core.vocabulary import STALL_MS
+
+GENERATOR_BOUND_CPU = 0.90
+# `generator_influenced` (see influence()): the generator busier than this share of its CPUs,
+# and busier than a server short of SERVER_SATURATED_CPU of its own, with nothing else to
+# explain the server's idle time, set the pace.
+GENERATOR_BUSY_CPU = 0.50
+SERVER_SATURATED_CPU = 0.85
+
+
+def generator_saturated(gen_util: float, warned: bool) -> bool:
+    """The generator at GENERATOR_BOUND_CPU of its CPUs or more, or Locust warned of its CPU."""
+    return bool(gen_util >= GENERATOR_BOUND_CPU or warned)
+
+
+def generator_bound(gen_util: float, warned: bool, server_util: float) -> bool:
+    """The generator saturated while the server was not: the generator was the limit (a
+    server busy on its own cores, SERVER_SATURATED_CPU, sets the pace whatever the other)."""
+    return bool((gen_util >= GENERATOR_BOUND_CPU or warned)
+                and server_util < SERVER_SATURATED_CPU)
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _util(pct, cpus) -> float | None:
+    return None if _missing(pct) else pct / 100 / max(cpus or 1, 1)
+
+
+def influence(point: dict, onset: float | None) -> str | None:
+    """Why the generator, not the server, plausibly set the pace of this point — or None.
+
+    1. Its CPU (share of its cores) at or past `onset`, the level from which its calibration
+       against wrk (sqlitelab.load.calibrate) shows its throughput or p99 drifting by more than the
+       tolerance. A generator-bound point (GENERATOR_BOUND_CPU) is not repeated here.
+    2. The server short of saturation (< SERVER_SATURATED_CPU of its cores) while the generator
+       is busy (>= GENERATOR_BUSY_CPU) and busier than the server, with nothing else in the
+       window to explain the server's idle time: no lock wait (busy errors) or other errors, no
+       stall (a request of STALL_MS or more, or none completed), the database in the page
+       cache. (A request that overran the window's close is not counted: it says nothing of
+       the window, and against Puma a request in flight when Locust quits can take 1–2 s to be
+       recorded. An fsync per commit is no excuse: ruby-puma's single writer at FULL was 49 %
+       busy under Locust and 86 % under wrk at the same level.) A flag in doubt costs a
+       confirmation with the other generator, not a number.
+    3. (In a sweep with `crosscheck`, sweep.py adds a third: the level wrk measured, where the
+       generator's rate fell more than calibrate.TOLERANCE short of wrk's.)
+    """
+    gen = _util(point.get("gen_cpu_pct"), point.get("gen_cpus"))
+    if gen is None or point.get("generator_bound"):
+        return None
+    if onset is not None and gen >= onset:
+        return (f"generator at {gen:.0%} of its CPU, past {onset:.0%} where its calibration "
+                f"drifts from wrk")
+    srv = point.get("server_util")
+    if srv is None or _missing(srv) or gen < GENERATOR_BUSY_CPU or srv >= SERVER_SATURATED_CPU or gen <= srv:
+        return None
+    cached = point.get("db_cached_before")
+    if ((point.get("busy_errors") or 0) or (point.get("errors") or 0)
+            or (point.get("max_ms") or 0) >= STALL_MS or not point.get("requests", 1)
+            or (not _missing(cached) and cached < 0.9)):
+        return None
+    return (f"server at {srv:.0%} of its CPU while the generator was at {gen:.0%}, "
+            f"with no lock wait, stall or disk read to explain it")

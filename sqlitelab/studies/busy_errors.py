@@ -1,0 +1,115 @@
+"""Notebook 02, busy errors (seed 001): which settings make "database is locked" vanish?
+Everything that is this notebook's, declared once.
+
+Seed scale keeps the article's users (1, 3), 5-s runs and its one run per set-up, with no
+warm-up (oha counted from its first request).
+"""
+from __future__ import annotations
+
+from sqlitelab.studies.method import (
+    Article, Detail, GEN_WHY, NOT_STATED, mean_at, puma_shape, recorded, stack_knob)
+
+ID = "02-busy-errors"
+
+# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
+# `None` parameter of the notebook).
+SCALES: dict[str, dict] = {
+    "quick": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 1.5, "warmup": 0.3,
+              "repeats": 1, "crosscheck_users": 3},
+    "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 0.0,
+             "repeats": 1, "crosscheck_users": 3},
+}
+
+# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
+# sqlitelab.core.layout where the machine allows; None: the lab's own split.
+SERVER_SPLIT: int | None = None
+
+# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
+# and which of its experiments reproduce its article (None: every one; the others are "beyond"
+# sweeps: write shares, write paths...).
+IN_COLLECTION = True
+HEADLINE_EXPERIMENTS: set[str] | None = {"profiles"}
+
+# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
+READS_THE_OTHERS = False
+
+# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
+# and the table its measurements land in (None: it measures nothing of its own).
+SMOKE: dict = {"servers": ["ruby-puma", "rust-axum"],
+               "txn_mode_servers": ["ruby-puma"],
+               "levels": [3],
+               "duration": 1.0,
+               "warmup": 0.3,
+               "repeats": 1}
+STORES: str | None = "points"
+
+# What to look for in each of its figures: one sentence, shown under the figure when the
+# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
+READING: dict[str, str] = {
+    "article-runs":
+        "Each of the article's three set-ups beside the share of 'database is locked' it reported: "
+        "look for whether the order of the three is the article's.",
+    "busy-share":
+        "Look for the lines that leave zero as users grow: those profiles hand SQLITE_BUSY to the "
+        "client, where a line that stays at zero waits for the lock instead.",
+    "latency-histogram":
+        "Where each profile's requests sit: a busy handler that waits turns errors into a right-hand "
+        "tail of slow requests; look for that tail.",
+    "deferred-vs-immediate":
+        "Compare each deferred bar with its immediate one: BEGIN IMMEDIATE takes the write lock "
+        "where the busy handler can wait for it, so its bar should be shorter.",
+}
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
+    Detail("machine", "not stated (a local Rails 7.1 app, oha in Docker)", "col:machine",
+           expect=NOT_STATED),
+    Detail("server", "`rails s` in development: Puma single mode, 5 threads (RAILS_MAX_THREADS), "
+           "a pool of 5", puma_shape, expect="1 × 5", why="set by the notebook"),
+    Detail("work per request", "Rails in development mode: 29 ms on average at 1 user (34.6 req/s)",
+           mean_at("mean_ms", 1), expect=None,
+           why="the lab's Rack app does only the ten statements, so the share of each request spent "
+               "inside a transaction is far larger here and transactions collide more often"),
+    Detail("transaction shape", "ActiveRecord: each of the 5 records saved in its own write-first "
+           "transaction; the 5 look-ups outside any transaction", "knob:metrics_txn",
+           expect="record", why="one transaction per request (SELECT then INSERT, five times)"),
+    Detail("development log", "Rails' development log writes every SQL statement to "
+           "log/development.log as it runs: a file write, which releases Ruby's GVL inside every "
+           "transaction, so another thread can run into the lock mid-transaction",
+           "knob:sql_log", expect="on", why="the server logs no SQL"),
+    Detail("request", "POST /metrics?load_test=true, empty body (data generated), --redirect 0",
+           "col:scenario", expect="metrics-writes", why="another scenario"),
+    Detail("load tool", "oha -c N -z 5s -m POST --latency-correction --disable-keepalive --redirect 0 "
+           "(--latency-correction changes nothing without -q)", "col:generator", expect=None,
+           why=GEN_WHY),
+    Detail("keep-alive", "off: a new TCP connection per request (--disable-keepalive)",
+           "col:keepalive", expect=False, why="the run kept connections alive"),
+    Detail("users", "1 (baseline), then 3", "param:article_levels", expect=[1, 3],
+           compare="superset", why="the run's levels do not include the article's"),
+    Detail("duration", "5 s per run", "param:duration", expect=5, why="shorter runs at this scale"),
+    Detail("warm-up", "none: oha counts from its first request", "param:warmup", expect=0,
+           why="the lab warms up before its exact window; the whole-run counts include it"),
+    Detail("repeats", "one run per set-up", "param:repeats", expect=1,
+           why="the lab repeats each level and sums the status codes over the repeats"),
+    Detail("set-ups", "`retries: 1000` → 15 of 168 were 500s; + enhanced adapter → 14 of 150; "
+           "adapter with `timeout: 5000` → 0 of 143",
+           "col:profile", expect=["rails71-retries+rails-dev", "adapter-retries+rails-dev",
+                                  "rails8+rails-dev"], compare="superset",
+           why="the run lacks one of the three set-ups"),
+    Detail("the adapter and `retries:`", "activerecord-enhancedsqlite3-adapter (≥ 0.4) replaces Rails' "
+           "configure_connection, where `retries:` was applied: with `retries:` and no `timeout:` "
+           "there is no busy handler at all, and transactions are IMMEDIATE",
+           stack_knob("ruby-puma", "busy"), expect=["retries:1000", "none", "sleep_poll:5000"],
+           compare="superset", why="the run lacks one of the three busy policies"),
+    Detail("the adapter's busy wait", "with `timeout: 5000`: sleeps 60 µs per try (releasing the GVL), "
+           "gives up once tries × 60 µs > 5 s", stack_knob("ruby-puma", "busy"), expect=None,
+           why="rails8 sleeps 1 ms per try until 5 s have passed (Rails 8's busy_handler_timeout): "
+               "the same GVL-releasing wait, polled more coarsely"),
+    Detail("journal mode", "WAL (Rails 7.1 default)", "pragma:journal_mode", expect="wal",
+           why="the profile sets another"),
+    Detail("synchronous", "NORMAL (Rails 7.1 default)", "pragma:synchronous", expect="normal",
+           why="the profile sets another"),
+    Detail("statistic", "oha's status-code distribution: 500s among all responses of the run",
+           recorded("run_counts", "busy 503s among the window's responses, and over the whole run"),
+           expect=None, why="the lab's servers answer 503 for SQLITE_BUSY (Rails answered 500)"),
+))

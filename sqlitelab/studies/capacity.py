@@ -1,0 +1,66 @@
+"""Notebook 06, capacity: how many daily active users, honestly? The articles' napkin math
+over the newest runs of the other notebooks (those whose study is IN_COLLECTION), so a batch runs
+it after them (READS_THE_OTHERS). Everything that is this notebook's, declared once.
+"""
+from __future__ import annotations
+
+from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
+
+ID = "06-capacity"
+
+# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
+# `None` parameter of the notebook).
+SCALES: dict[str, dict] = {
+    "quick": {"slo_p99_ms": 100.0},
+    "seed": {"slo_p99_ms": 100.0},
+}
+
+# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
+# sqlitelab.core.layout where the machine allows; None: the lab's own split.
+SERVER_SPLIT: int | None = None
+
+# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
+# and which of its experiments reproduce its article (None: every one; the others are "beyond"
+# sweeps: write shares, write paths...).
+IN_COLLECTION = False
+HEADLINE_EXPERIMENTS: set[str] | None = None
+
+# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
+READS_THE_OTHERS = True
+
+# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
+# and the table its measurements land in (None: it measures nothing of its own).
+SMOKE: dict = {}
+STORES: str | None = None
+
+# What to look for in each of its figures: one sentence, shown under the figure when the
+# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
+READING: dict[str, str] = {
+    "capacity":
+        "In each panel, the gap between a stack's two bars is what the latency objective costs "
+        "against the naive peak.",
+    "hockey-stick":
+        "Where each stack's line crosses the SLO is its open-loop capacity, the number in the table "
+        "above beside the closed-loop capacity and the naive peak (points past it queue).",
+    "dau-sensitivity":
+        "Read across at your app's requests per user per day to see how many daily users each "
+        "measured rate serves.",
+}
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "000, 002, 004", "the articles' napkin math", (
+    Detail("peak hours", "seed 000: a day's requests packed into 4 peak hours (1 M/day ≈ 70/s)",
+           "param:peak_hours", expect=4, why="set by the notebook's peak_hours"),
+    Detail("requests per user per day", "seed 000: 35 writes", "param:requests_per_user",
+           expect=35, why="set by the notebook's requests_per_user"),
+    Detail("seconds between requests", "seed 002: one request per active user every 10 s",
+           "param:seconds_between_requests", expect=10,
+           why="set by the notebook's seconds_between_requests"),
+    Detail("capacity", "the peak requests/s at any latency (all three articles)",
+           lambda r: f"the best level with p99 ≤ {r.param('slo_p99_ms'):g} ms and no errors",
+           expect=None, why="a peak reached with seconds of queueing is not capacity; the naive "
+                            "peak is shown beside it"),
+    Detail("which measurements", "each article's own runs, on its own hardware",
+           lambda r: f"the newest {r.param('scale')!r} run of each load notebook on this machine",
+           expect=None, why=MACHINE_WHY),
+))

@@ -1,0 +1,109 @@
+"""Notebook 01, linear writes (seed 000): how many write requests per second can one SQLite
+file take? Everything that is this notebook's, declared once.
+
+Seed scale keeps the article's levels, 10-s runs and three repeats, with no warm-up (hey
+measured from the moment its users were running); the stacks the article did not run get
+`beyond_repeats` runs per level (one), ruby-puma the article's three.
+"""
+from __future__ import annotations
+
+from sqlitelab.studies.method import (
+    Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, profile_knobs, profile_pragma, puma_shape,
+    recorded)
+
+ID = "01-linear-writes"
+
+# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
+# `None` parameter of the notebook).
+SCALES: dict[str, dict] = {
+    "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.0, "warmup": 0.5, "repeats": 1,
+              "beyond_repeats": 1, "crosscheck_users": 8, "ceiling_seconds": 2.0},
+    "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 0.0, "repeats": 3,
+             "beyond_repeats": 1, "crosscheck_users": 16, "ceiling_seconds": 2.0},
+}
+
+# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
+# sqlitelab.core.layout where the machine allows; None: the lab's own split.
+SERVER_SPLIT: int | None = None
+
+# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
+# and which of its experiments reproduce its article (None: every one; the others are "beyond"
+# sweeps: write shares, write paths...).
+IN_COLLECTION = True
+HEADLINE_EXPERIMENTS: set[str] | None = None
+
+# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
+READS_THE_OTHERS = False
+
+# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
+# and the table its measurements land in (None: it measures nothing of its own).
+SMOKE: dict = {"servers": ["ruby-puma", "go-nethttp"],
+               "levels": [1, 2],
+               "duration": 1.0,
+               "warmup": 0.3,
+               "repeats": 1}
+STORES: str | None = "points"
+
+# What to look for in each of its figures: one sentence, shown under the figure when the
+# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
+READING: dict[str, str] = {
+    "throughput-hey":
+        "Look for the level where the curve stops rising, beside the article's line: there every "
+        "Puma thread (workers × threads) is busy, and more users only queue.",
+    "throughput":
+        "The same writes counted in the exact window only: where this differs from the hey-counted "
+        "figure above, start-up and the requests still running at the stop moved hey's number.",
+    "latency":
+        "Look for p50 and p99 climbing from the level where throughput stopped rising: from there an "
+        "added user adds waiting time, not writes.",
+}
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "000",
+        "Stephen Margheim, “SQLite Myths: Linear writes don't scale” (2023)", (
+    Detail("machine", "MacBook Pro 16″ (2021), Apple M1 Max (10 cores), 32 GB; Ruby 3.2.2 + YJIT, "
+           "SQLite 3.44.2", "col:machine", why=MACHINE_WHY),
+    Detail("server CPUs", "all 10 cores, shared with hey", "cpus:server_pinning", expect=10,
+           why=PIN_WHY),
+    Detail("application", "the Rails 7.1.2 scaffold's `create` (production env, logging off): one "
+           "INSERT, then a 302 to the show page", "col:server", expect=None,
+           why="a minimal app in each stack doing what the scaffold does (one INSERT, 302 to a "
+               "~1.5 KB show page); no Rails, so less work per request"),
+    Detail("Puma workers × threads", "10 × 3 (WEB_CONCURRENCY=10, RAILS_MAX_THREADS=3)",
+           puma_shape, expect="10 × 3", why="set by the notebook's puma_workers/puma_threads"),
+    Detail("journal mode", "WAL (Rails 7.1 default)", "pragma:journal_mode",
+           expect=profile_pragma("rails71", "journal_mode"), why="the profile sets another"),
+    Detail("synchronous", "NORMAL (Rails 7.1 default)", "pragma:synchronous",
+           expect=profile_pragma("rails71", "synchronous"), why="the profile sets another"),
+    Detail("transactions", "deferred (Rails 7.1)", "knob:txn_mode",
+           expect=profile_knobs("rails71")["txn_mode"], why="the profile sets another"),
+    Detail("busy handling", "`timeout: 5000`: SQLite's busy_timeout, which holds Ruby's GVL while "
+           "it waits", "knob:busy", expect=profile_knobs("rails71")["busy"], why="the profile sets another"),
+    Detail("request", "POST /requests; hey follows the 302 to the show page", "col:scenario",
+           expect="rails-writes", why="another scenario"),
+    Detail("load tool", "hey -c N -z 10s -m POST (Go net/http client)", "col:generator",
+           expect=None, why=GEN_WHY),
+    Detail("keep-alive", "on (hey's default)", "col:keepalive", expect=True,
+           why="the run used a new connection per request"),
+    Detail("concurrency levels", "1, 2, 4, 8, 10, 16", "param:levels", expect=[1, 2, 4, 8, 10, 16],
+           compare="superset", why="the run's levels do not include all of the article's"),
+    Detail("duration", "10 s per run", "param:duration", expect=10,
+           why="shorter runs at this scale"),
+    Detail("warm-up", "none: each hey run starts at full concurrency", "param:warmup", expect=0,
+           why="the lab warms up before its exact window; the hey columns count the warm-up too"),
+    Detail("repeats", "3 runs per level: RPS and average the mean, slowest the max",
+           "param:repeats", expect=3, why="fewer repeats at this scale"),
+    Detail("repeats, the stacks the article did not run", "— (Rails only)",
+           "param:beyond_repeats", expect=None,
+           why="the lab's own stacks run `beyond_repeats` per level (one at seed scale, so "
+               "that the seed run fits its 90 minutes); the article's stack runs its three"),
+    Detail("throughput", "hey's Requests/sec: every response (any status) over the run's Total, "
+           "which runs on until the last request in flight ends (15.0, 13.7, 12.6 s at 16 users)",
+           recorded("hey_rps", "the window's rps (requests that start and finish inside it) "
+                               "and hey's (every response over the whole run)"), expect=None,
+           why="both are recorded; the comparison with the article uses the hey columns"),
+    Detail("latency", "Average and Slowest over every response, the 5-s stalls included",
+           recorded("hey_max_ms", "the window's percentiles, and hey's average and slowest over "
+                                  "the whole run"), expect=None,
+           why="both are recorded; the comparison with the article uses the hey columns"),
+))

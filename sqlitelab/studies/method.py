@@ -1,0 +1,261 @@
+"""The vocabulary a study's method rows are written in (sqlitelab.studies.<notebook>.ARTICLE).
+
+A `Detail` names one methodological choice (what is timed, levels, connections, pragmas,
+transactions, the statistic reported, the machine…), what the article did — in its words,
+with the value in the lab's terms where one exists (`expect`) — and where the run's own value
+is read: a notebook parameter the run stored (`param:levels`), a column of its points
+(`col:generator`), a knob the server reported in `/health` (`knob:busy`, `pragma:synchronous`),
+the number of CPUs it was pinned to (`cpus:server_pinning`), or a function of the points (the
+helpers below). Nothing about the run is typed in a study: sqlitelab.report.methods.table reads
+it through a `RunView`, and says `same` or `differs: why`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+from sqlitelab.core import layout
+from sqlitelab.core.vocabulary import SYNCHRONOUS, link_label, store_label
+from sqlitelab.infra import servers
+
+NOT_STATED = object()   # the article does not say
+
+
+class NotRecorded(KeyError):
+    """The run did not record what a method table asks for."""
+
+
+class NotRun(KeyError):
+    """The run has no points of what a detail reads (say, a stack it did not include)."""
+
+
+@dataclass(frozen=True)
+class Detail:
+    aspect: str                    # "load tool", "concurrency levels", …
+    article: str                   # what the article did, in its words
+    run: str | Callable            # where this run's value is read (see the module docstring)
+    expect: Any = None             # the article's value in the lab's terms; None: differs by construction
+    why: str = ""                  # why the run differs, when it does
+    compare: str = "eq"            # eq | superset (the run covers the article's values) | in
+    only: dict = field(default_factory=dict)  # read only from points matching these columns
+
+
+@dataclass(frozen=True)
+class Article:
+    notebook: str
+    seed: str
+    title: str
+    details: tuple[Detail, ...]
+
+
+def profile_knobs(name: str) -> dict:
+    """A profile of servers/profiles.toml, as the servers read it."""
+    return servers.load_profiles()[name]
+
+
+def profile_pragma(name: str, pragma: str) -> str:
+    """What profile `name` (servers/profiles.toml) sets `pragma` to, in the lab's words."""
+    for item in profile_knobs(name)["pragmas"].split(","):
+        k, _, v = item.partition("=")
+        if k.strip() == pragma:
+            return SYNCHRONOUS.get(v.strip().lower(), v.strip().lower())
+    raise KeyError(f"profile {name} sets no {pragma}")
+
+
+# --------------------------------------------------------------------------- the run's side
+
+class RunView:
+    """What one run recorded: its points (one row per level and repeat) and the notebook
+    parameters it stored with them."""
+
+    def __init__(self, points: pd.DataFrame | None = None, parameters: dict | None = None):
+        self.points = points if points is not None else pd.DataFrame()
+        self.parameters = parameters or {}
+
+    def where(self, **match) -> "RunView":
+        pts = self.points
+        for k, v in match.items():
+            if k not in pts:
+                raise NotRecorded(k)
+            pts = pts[pts[k] == v]
+        if pts.empty:
+            raise NotRun(", ".join(f"{k}={v}" for k, v in match.items()))
+        return RunView(pts, self.parameters)
+
+    def param(self, name: str):
+        if name not in self.parameters or self.parameters[name] is None:
+            raise NotRecorded(f"param:{name}")
+        return self.parameters[name]
+
+    def col(self, name: str) -> list:
+        if name not in self.points or self.points[name].isna().all():
+            raise NotRecorded(f"col:{name}")
+        return sorted(self.points[name].dropna().unique().tolist(), key=_sort_key)
+
+    def _json_col(self, name: str) -> list[dict]:
+        if name not in self.points:
+            raise NotRecorded(f"col:{name}")
+        return [json.loads(v) for v in self.points[name].dropna()]
+
+    def knob(self, name: str) -> list:
+        vals = {_hashable(k.get(name)) for k in self._json_col("knobs") if k.get(name) is not None}
+        if not vals:
+            raise NotRecorded(f"knob:{name}")
+        return sorted(vals, key=_sort_key)
+
+    def pragma(self, name: str) -> list:
+        vals = {str((k.get("pragmas") or {}).get(name)).lower() for k in self._json_col("knobs")
+                if (k.get("pragmas") or {}).get(name) is not None}
+        if not vals:
+            raise NotRecorded(f"pragma:{name}")
+        if name == "synchronous":
+            vals = {SYNCHRONOUS.get(v, v) for v in vals}
+        return sorted(vals)
+
+    def cpus(self, name: str) -> list:
+        specs = self.col(name)
+        return sorted({len(layout.cpu_list(s)) for s in specs})
+
+    def get(self, key: str | Callable):
+        if callable(key):
+            return key(self)
+        kind, _, name = key.partition(":")
+        getter = {"param": self.param, "col": self.col, "knob": self.knob,
+                  "pragma": self.pragma, "cpus": self.cpus}.get(kind)
+        if getter is None:
+            raise ValueError(f"unknown key kind {kind!r} in {key!r}")
+        return getter(name)
+
+
+def _hashable(v):
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+
+
+def _sort_key(v):
+    return (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
+
+
+# --------------------------------------------------------------------------- helpers for details
+
+def recorded(column: str, text: str) -> Callable:
+    """The run's value is a method (`text`), present when `column` was recorded."""
+    def get(run: RunView):
+        run.col(column)
+        return text
+    return get
+
+
+def puma_shape(run: RunView) -> list[str]:
+    """ruby-puma's processes × threads, from its /health knobs."""
+    r = run.where(server="ruby-puma").points
+    if r[["server_processes", "server_threads"]].isna().any().any():
+        raise NotRecorded("col:server_processes/server_threads")
+    return [f"{int(p)} × {int(t)}" for p, t in
+            sorted({(p, t) for p, t in zip(r["server_processes"], r["server_threads"])})]
+
+
+AS_PUBLISHED = {"method": "article", "variant": "as_published"}
+ONE_FILE = "one file for every endpoint (a copy of the seeded file per stack), a server start per endpoint"
+LARGE_TOTAL = 10_000_000  # 04: above this many records the article's method does not fit here
+
+
+def large_points(run: RunView) -> list[str]:
+    """04: the rows per transaction and synchronous settings the lab's writer ran above 10 M."""
+    pts = run.where(method="tuned").points
+    pts = pts[pts["total"] > LARGE_TOTAL]
+    if "skipped" in pts:
+        pts = pts[pts["skipped"].isna()]
+    if pts.empty:
+        raise NotRun(f"method=tuned, total > {LARGE_TOTAL:,}")
+    return sorted({f"{int(r)} rows · {s}" for r, s in zip(pts["rows_per_txn"], pts["synchronous"])})
+
+
+def consumed_up_to(run: RunView) -> str:
+    """04: the largest total the consumer read back."""
+    pts = run.where(method="tuned").points
+    if "consumed" not in pts or pts["consumed"].isna().all():
+        return "not run"
+    return f"after the lab's writer, up to {int(pts.loc[pts['consumed'].notna(), 'total'].max()):,} records"
+
+
+def measured_totals(run: RunView) -> list:
+    """Totals of the points that ran (not skipped)."""
+    pts = run.points
+    if "skipped" in pts:
+        pts = pts[pts["skipped"].isna()]
+    return RunView(pts, run.parameters).col("total")
+
+
+def stack_knob(stack: str, knob: str) -> Callable:
+    def get(run: RunView):
+        return run.where(server=stack).knob(knob)
+    return get
+
+
+def link_paths(run: RunView) -> list[str]:
+    """09: the paths the run measured: `direct`, `link <n> µs`."""
+    if "link_delay_us" not in run.points:
+        raise NotRecorded("col:link_delay_us")
+    return sorted({link_label(v) for v in run.points["link_delay_us"]}, key=_sort_key)
+
+
+def stores(run: RunView) -> list[str]:
+    """07: the databases the run measured: `sqlite`, `postgres`, `postgres, link <n> µs`."""
+    if "database" not in run.points:
+        raise NotRecorded("col:database")
+    links = run.points["db_link_delay_us"] if "db_link_delay_us" in run.points else [None] * len(run.points)
+    return sorted({store_label(d, l) for d, l in zip(run.points["database"], links)}, key=_sort_key)
+
+
+def postgres_durability(run: RunView) -> list[str]:
+    """07: Postgres' commit durability beside each profile's SQLite `synchronous`."""
+    pts = run.points[run.points["database"] == "postgres"] if "database" in run.points else run.points
+    if pts.empty or "postgres_settings" not in pts:
+        raise NotRecorded("col:postgres_settings")
+    out = set()
+    for profile, settings in zip(pts["profile"], pts["postgres_settings"]):
+        got = json.loads(settings)
+        out.add(f"{profile}: synchronous={profile_pragma(profile, 'synchronous')} → "
+                f"synchronous_commit={got['synchronous_commit']}, fsync={got['fsync']}")
+    return sorted(out)
+
+
+def postgres_memory(run: RunView) -> str:
+    """07: the memory settings the run's Postgres had."""
+    pts = run.points[run.points["database"] == "postgres"] if "database" in run.points else run.points
+    if pts.empty or "postgres_settings" not in pts:
+        raise NotRecorded("col:postgres_settings")
+    got = json.loads(pts["postgres_settings"].iloc[0])
+    return (f"shared_buffers {got['shared_buffers']}, effective_cache_size {got['effective_cache_size']}, "
+            f"max_connections {got['max_connections']}, wal_level {got['wal_level']}")
+
+
+def link_lateness(run: RunView) -> str:
+    """09: how late the links forwarded bytes past their delay, on average and at worst."""
+    pts = run.points[run.points["link_delay_us"].notna()] if "link_delay_us" in run.points else run.points
+    if pts.empty or "link_late_mean_us" not in pts or pts["link_late_mean_us"].isna().all():
+        raise NotRecorded("col:link_late_mean_us")
+    return (f"mean {pts['link_late_mean_us'].mean():,.0f} µs, worst "
+            f"{pts['link_late_max_us'].max():,.0f} µs past the delay")
+
+
+def mean_at(column: str, users: int, unit: str = "ms") -> Callable:
+    def get(run: RunView):
+        r = run.where(users=users)
+        return f"{r.points[column].mean():,.1f} {unit}"
+    return get
+
+
+# --------------------------------------------------------------------------- reasons several articles share
+
+MACHINE_WHY = ("another machine: the lab reproduces the article's setup and the shape of its "
+               "curves (where they peak, where errors start), not its absolute numbers")
+PIN_WHY = ("the lab pins the server to its own CPUs and the load generator to the others, so "
+           "neither steals the other's cycles")
+GEN_WHY = ("the lab drives load with Locust (FastHttpUser) or its own Go generator `loadgen`: "
+           "closed loop, N users each waiting for its answer before the next request, like -c N; "
+           "a level where Locust was generator-bound or -influenced is measured again with loadgen "
+           "(both calibrated against wrk, and one level cross-checked with wrk: see 'The generator')")

@@ -1,0 +1,106 @@
+"""Notebook 03, reads and writes together (seed 002): FastAPI vs Axum (and Go, Ruby) with a
+single writer. Everything that is this notebook's, declared once.
+
+Seed scale keeps the article's workers, 50,000 requests per level and one run each, with no
+warm-up (its tool counted every request after its 1,000 rows); the 16 `fine_levels` the article
+did not run (scales.FINE_LEVELS) only on request.
+"""
+from __future__ import annotations
+
+from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, recorded
+
+ID = "03-read-write-mix"
+
+# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
+# `None` parameter of the notebook).
+SCALES: dict[str, dict] = {
+    "quick": {"levels": [8, 32, 128], "requests": 10_000, "warmup": 0.5, "repeats": 1,
+              "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
+              "paths_users": 64, "beyond_requests": 2000, "crosscheck_users": 32,
+              "crosscheck_seconds": 2.0},
+    "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "warmup": 0.0, "repeats": 1,
+             "fine_levels": [],
+             "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 64, "paths_users": 128,
+             "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0},
+}
+
+# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
+# sqlitelab.core.layout where the machine allows; None: the lab's own split.
+SERVER_SPLIT: int | None = 4
+
+# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
+# and which of its experiments reproduce its article (None: every one; the others are "beyond"
+# sweeps: write shares, write paths...).
+IN_COLLECTION = True
+HEADLINE_EXPERIMENTS: set[str] | None = {"article"}
+
+# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
+READS_THE_OTHERS = False
+
+# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
+# and the table its measurements land in (None: it measures nothing of its own).
+SMOKE: dict = {"servers": ["python-fastapi", "rust-axum"],
+               "levels": [8],
+               "requests": 300,
+               "repeats": 1,
+               "warmup_rows": 50}
+STORES: str | None = "points"
+
+# What to look for in each of its figures: one sentence, shown under the figure when the
+# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
+READING: dict[str, str] = {
+    "throughput":
+        "Look for the level where each stack flattens, and whether the order of the stacks is the "
+        "article's (its 4-core lines).",
+    "latency":
+        "Look for the level where p99 pulls away from p50: from there requests queue behind the one "
+        "writer or the CPU.",
+    "synchronous":
+        "Each stack's two lines: the gap is what syncing the WAL at every commit (FULL) costs "
+        "against syncing it at checkpoints only (NORMAL).",
+    "throughput-fine":
+        "The same mix at 16 levels: look for the knee between the article's five levels, and for "
+        "any fall past it.",
+    "write-share":
+        "How fast each line falls as the share of writes rises: the slope is the price of putting "
+        "every write through one writer.",
+    "write-paths":
+        "Compare the three write paths within each stack: group commit (batch) shares one COMMIT "
+        "among the writes that queued, so it should lead when every request writes.",
+}
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
+    Detail("machine", "ThinkPad P15v in power-saving mode", "col:machine", why=MACHINE_WHY),
+    Detail("server CPUs", "4 (pinned)", "cpus:server_pinning",
+           expect=SERVER_SPLIT, why=PIN_WHY + "; this machine has too "
+           "few CPUs to give the server 4 and the generator the rest (sqlitelab.core.layout)"),
+    Detail("generator CPUs", "16 (the rest)", "cpus:generator_pinning", expect=16, why=PIN_WHY),
+    Detail("stacks", "FastAPI + stdlib sqlite3; Axum + rusqlite", "col:server",
+           expect=["python-fastapi", "rust-axum"], compare="superset",
+           why="the run lacks one of the article's stacks"),
+    Detail("write path", "every write through one dedicated writer thread; reads in parallel",
+           "knob:write_path", expect="writer", why="another write path"),
+    Detail("journal mode", "WAL", "pragma:journal_mode", expect="wal", why="another journal mode"),
+    Detail("synchronous", "not stated, so the drivers' default: FULL (Python's sqlite3 and rusqlite "
+           "leave SQLite's default)", "pragma:synchronous", expect="full",
+           why="set by the notebook's `synchronous`"),
+    Detail("load generator", "own Rust tool (reqwest + tokio), N concurrent async workers",
+           "col:generator", expect=None, why=GEN_WHY),
+    Detail("mix", "90 % GET by primary key / 10 % POST", "param:write_share", expect=0.1,
+           why="another write share"),
+    Detail("payload", "2 KB", "param:payload_bytes", expect=2048, why="another payload size"),
+    Detail("warm-up rows", "1,000 entries written before the run", "param:warmup_rows",
+           expect=1000, why="another number of warm-up rows"),
+    Detail("workers", "8, 32, 64, 128, 256", "param:levels", expect=[8, 32, 64, 128, 256],
+           compare="superset", why="the run's levels do not include all of the article's"),
+    Detail("requests per level", "50,000", "param:requests", expect=50_000,
+           why="fewer requests per level at this scale"),
+    Detail("warm-up", "none: after its 1,000 rows the tool sends the level's requests, all counted",
+           "param:warmup", expect=0, why="the lab starts counting after a short warm-up"),
+    Detail("repeats", "one run per level", "param:repeats", expect=1, why="repeated"),
+    Detail("statistic", "rps and p50/p95/p99 over each level's requests", recorded(
+        "p99_ms", "rps and p50/p95/p99 over the level's N requests"),
+           expect=None, why="the lab counts the first N requests that start in its window (after "
+                            "the warm-up, if any) and finish, from an HdrHistogram in µs"),
+))

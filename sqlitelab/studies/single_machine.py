@@ -1,0 +1,94 @@
+"""Notebook 05, one machine, one file (seed 004): how far do reads, big pages and writes go?
+Everything that is this notebook's, declared once.
+
+The article states no warm-up, repeats or duration: one 10-s run per level, no warm-up. Seed
+scale drives load with loadgen (`generator`): the article states no load tool, and Locust was
+the limit at 45 of the 48 seed levels (2026-11-22), each then measured again with loadgen, which
+is what was reported; `quick` keeps Locust (and its loadgen confirmation).
+"""
+from __future__ import annotations
+
+from sqlitelab.studies.method import (
+    Article, Detail, MACHINE_WHY, NOT_STATED, ONE_FILE, PIN_WHY, recorded, stack_knob)
+
+ID = "05-single-machine"
+
+# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
+# `None` parameter of the notebook).
+SCALES: dict[str, dict] = {
+    "quick": {"users_rows": 100_000, "user_bytes": 700, "levels": [32], "duration": 2.0,
+              "warmup": 0.5, "repeats": 1, "crosscheck_users": 32, "generator": "locust",
+              "ceiling_seconds": 2.0},
+    "seed": {"users_rows": 5_000_000, "user_bytes": 700, "levels": [16, 64, 256],
+             "duration": 10.0, "warmup": 0.0, "repeats": 1, "crosscheck_users": 64,
+             "generator": "loadgen", "ceiling_seconds": 2.0},
+}
+
+# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
+# sqlitelab.core.layout where the machine allows; None: the lab's own split.
+SERVER_SPLIT: int | None = None
+
+# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
+# and which of its experiments reproduce its article (None: every one; the others are "beyond"
+# sweeps: write shares, write paths...).
+IN_COLLECTION = True
+HEADLINE_EXPERIMENTS: set[str] | None = None
+
+# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
+READS_THE_OTHERS = False
+
+# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
+# and the table its measurements land in (None: it measures nothing of its own).
+SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
+               "users_rows": 2000,
+               "levels": [4],
+               "duration": 1.0,
+               "warmup": 0.3,
+               "repeats": 1}
+STORES: str | None = "points"
+
+# What to look for in each of its figures: one sentence, shown under the figure when the
+# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
+READING: dict[str, str] = {
+    "rps":
+        "Look for the endpoints whose bars clear Twitter's and Yahoo's lines on this machine, and "
+        "how far each stack is from the article's Go on 8 cores.",
+    "mbit":
+        "Look for the page endpoint: there bytes, not requests, become the limit.",
+    "rss":
+        "Look for the stacks whose memory grows with the endpoint's page size: memory, not CPU, "
+        "would size their machine.",
+}
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "004", "“SQLite is the best database in the world” (Go on a laptop)", (
+    Detail("machine", "MacBook Air M1 (8 cores), 8 GB", "col:machine", why=MACHINE_WHY),
+    Detail("server CPUs", "all 8 cores, shared with the load tool", "cpus:server_pinning", expect=8,
+           why=PIN_WHY),
+    Detail("Go threads", "GOMAXPROCS = 8 (every core)", stack_knob("go-nethttp", "threads"),
+           expect=8, why="GOMAXPROCS follows the server's CPUs here"),
+    Detail("DSN: shared cache", "?cache=shared", "knob:cache", expect="shared",
+           why="the profile does not set it"),
+    Detail("DSN: journal mode", "&_journal_mode=WAL", "pragma:journal_mode", expect="wal",
+           why="another journal mode"),
+    Detail("synchronous", "NORMAL (what mattn/go-sqlite3 sets when the DSN does not)",
+           "pragma:synchronous", expect="normal", why="another synchronous"),
+    Detail("users table", "“millions of users … a file of multiple GBs”",
+           lambda r: f"{r.param('users_rows'):,} users, {max(r.col('db_mib')) / 1024:.2f} GiB",
+           expect=None, why="the size the scale seeds; the share of it in the page cache is "
+                            "reported per level"),
+    Detail("read", "SELECT * FROM userinfo WHERE uid = ? (a random uid), a small template",
+           "col:scenario", expect=None, only={"scenario": "user-read"},
+           why="the lab selects the four columns its templates show; the row's page is read either way"),
+    Detail("update", "UPDATE userinfo SET departname = ? WHERE uid = ?, then SELECT *: two autocommit "
+           "statements", "col:scenario", expect=None, only={"scenario": "user-update"},
+           why="one transaction: the UPDATE (which also counts updates, for the audit) and the re-SELECT"),
+    Detail("load tool, users, duration", "not stated", "col:generator", expect=NOT_STATED,
+           why="the scale's generator: loadgen at seed scale, where Locust set the pace on these "
+               "endpoints (scales.py); Locust, confirmed by loadgen where it did, at quick scale"),
+    Detail("warm-up", "not stated", "param:warmup", expect=NOT_STATED),
+    Detail("repeats", "not stated", "param:repeats", expect=NOT_STATED),
+    Detail("database file", "one users.sqlite for every test, a server program per endpoint",
+           recorded("db_mib", ONE_FILE), expect=ONE_FILE,
+           why="the run used another arrangement"),
+))

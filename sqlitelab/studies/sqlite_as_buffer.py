@@ -1,0 +1,124 @@
+"""Notebook 04, SQLite as a write buffer (seed 003): how many records per second, how big, how
+much memory? Everything that is this notebook's, declared once.
+
+Seed scale keeps the article's totals, rows per transaction and one run per total; above 10 M
+records (`large`) the lab's writer runs at the article's own settings there (25 and 100 rows per
+transaction, synchronous FULL; the article ran 10 rows only up to 10 M, and NORMAL never),
+without the consumer (the article has none).
+"""
+from __future__ import annotations
+
+from sqlitelab.studies.method import (
+    Article, AS_PUBLISHED, Detail, MACHINE_WHY, consumed_up_to, large_points, measured_totals,
+    recorded)
+
+ID = "04-sqlite-as-buffer"
+
+# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
+# `None` parameter of the notebook).
+SCALES: dict[str, dict] = {
+    "quick": {"totals": [1_000, 10_000, 100_000], "rows_per_txn": [10, 25, 100],
+              "synchronous": ["normal", "full"], "methods": ["article", "tuned"],
+              "variants": ["one_connection", "no_ckpt_on_close"], "variant_totals": [100_000],
+              "repeats": 1, "max_seconds": 60.0, "slow_sync_ms": 40.0, "slow_sync_total": 100_000},
+    "seed": {"totals": [1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000],
+             "rows_per_txn": [10, 25, 100], "synchronous": ["normal", "full"],
+             "methods": ["article", "tuned"],
+             "variants": ["one_connection", "sync_normal", "no_ckpt_on_close", "page_size_8192",
+                          "py311_gc", "no_logging"], "variant_totals": [1_000_000],
+             "repeats": 1, "max_seconds": 300.0, "slow_sync_ms": 40.0, "slow_sync_total": 1_000_000,
+             "large": {"above": 10_000_000, "rows_per_txn": [25, 100], "synchronous": ["full"],
+                       "consume": False}},
+}
+
+# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
+# sqlitelab.core.layout where the machine allows; None: the lab's own split.
+SERVER_SPLIT: int | None = None
+
+# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
+# and which of its experiments reproduce its article (None: every one; the others are "beyond"
+# sweeps: write shares, write paths...).
+IN_COLLECTION = False
+HEADLINE_EXPERIMENTS: set[str] | None = None
+
+# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
+READS_THE_OTHERS = False
+
+# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
+# and the table its measurements land in (None: it measures nothing of its own).
+SMOKE: dict = {"totals": [1000, 5000],
+               "rows_per_txn": [2, 5],
+               "synchronous": ["normal"],
+               "records_per_row": 100}
+STORES: str | None = "buffer_points"
+
+# What to look for in each of its figures: one sentence, shown under the figure when the
+# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
+READING: dict[str, str] = {
+    "records-per-second":
+        "Look for flat lines (the rate holds as the file grows) and for the gap that rows per "
+        "transaction make, against the article's points.",
+    "variants":
+        "The author's method with one change at a time: the tallest bar against the as-published "
+        "one is the change that matters most at this size.",
+    "db-size":
+        "Look for a straight line (the file grows with the records) and where the lab's file "
+        "differs from the article's.",
+    "peak-memory":
+        "Look for flat lines: a writer that streams keeps its memory whatever the number of records.",
+    "consumer":
+        "Compare the consumer's rate with the writer's: a buffer keeps up only while its consumer is "
+        "at least as fast.",
+}
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "003", "“The surprising effectiveness of SQLite for non-persistent "
+        "use cases” (2025); the author's load test, METResearchGroup/bluesky-research@de1246d9", (
+    Detail("machine", "a MacBook (Apple silicon, model not stated); 100 M at 100 rows ran out of "
+           "memory on a 40 GB Slurm node", "col:machine", why=MACHINE_WHY),
+    Detail("Python", "3.10 (the repository's): a dropped sqlite3 connection closes at once",
+           "col:python", expect=None, only=AS_PUBLISHED,
+           why="3.11+ keeps a dropped connection open until the cyclic GC runs; `article` closes "
+               "it where 3.10 would have, the `py311_gc` variant leaves it to the GC"),
+    Detail("records", "{uri, text}: random strings of 10, 15 and 50 characters, ~127 B of JSON "
+           "each, all generated in memory before the timing",
+           lambda r: (f"the same records from the lab's generator (buffer_point.lab_records), all in "
+                      f"memory first: {max(r.col('records_bytes_per_record')):,.0f} B of RSS per record"),
+           expect=None, only=AS_PUBLISHED,
+           why="the same records, shape, lengths and alphabet, and the same memory, generated "
+               "(untimed) nine times faster than by the author's random.choices; the run also "
+               "reports the memory they take"),
+    Detail("records per row", "1,000 (one json.dumps per chunk of 1,000)", "col:records_per_row",
+           expect=1000, only=AS_PUBLISHED, why="another chunk size"),
+    Detail("rows per transaction", "25, then 100 and 10", "col:rows_per_txn", expect=[10, 25, 100],
+           compare="superset", only=AS_PUBLISHED, why="the run lacks one of the article's"),
+    Detail("records written", "1 K, 10 K, 100 K, 1 M, 10 M, 50 M, 100 M", measured_totals,
+           expect=[1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000],
+           compare="superset", only=AS_PUBLISHED,
+           why="totals this scale leaves out, or that would not fit in this machine's memory "
+               "or disk (the skipped rows say which)"),
+    Detail("connection", "a new sqlite3.connect() per group of rows (one transaction each), "
+           "dropped when the next one is opened", "col:variant", expect="as_published",
+           only=AS_PUBLISHED, why="another variant"),
+    Detail("synchronous", "not set: SQLite's default FULL on every per-group connection",
+           "col:synchronous", expect="full", only=AS_PUBLISHED, why="another synchronous"),
+    Detail("page size", "`page_size=8192`, issued after `journal_mode=WAL`, so it never applies",
+           "col:page_size", expect=4096, only=AS_PUBLISHED, why="the page size differs"),
+    Detail("what is timed", "from the call of batch_add_items_to_queue to its return: chunking, "
+           "json.dumps, every INSERT, commit and connection", recorded(
+               "seconds", "the same call, the same boundaries"), expect=None, only=AS_PUBLISHED,
+           why="the lab's probes of the -wal/-shm files between groups are subtracted"),
+    Detail("size", "“MB” of db + -wal + -shm (MiB: 1,000 records → 0.13)", recorded(
+        "db_mib", "MiB of db + -wal + -shm after the call"), expect=None, only=AS_PUBLISHED,
+           why="the same files, in MiB"),
+    Detail("repeats", "one run per total", "param:repeats", expect=1, why="repeated"),
+    Detail("beyond 10 M records", "25 rows per transaction at 50 M and 100 M, 100 rows at 50 M "
+           "(at 100 M out of memory); 10 rows only up to 10 M; SQLite's default synchronous FULL",
+           large_points, expect=["100 rows · full", "25 rows · full"],
+           why="the author's method does not fit in memory there; the lab's writer ran other rows "
+               "or synchronous settings too"),
+    Detail("consumer", "none: the load test only writes", consumed_up_to, expect=None,
+           why="the lab's addition: a consumer reads the rows back, marks them done and deletes "
+               "them (records/s); at seed scale up to 10 M records, so that the seed run fits "
+               "its 90 minutes"),
+))

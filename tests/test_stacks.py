@@ -1,0 +1,181 @@
+"""One manifest per stack: servers/<stack>/stack.toml says what the lab knows of a stack, and
+everything else reads it — servers.STACKS, the figures' colours (plots.style_for), the
+calibration's candidates, `make distclean`, .gitignore. No server is started here."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sqlitelab.core import config
+from sqlitelab.infra import servers
+from sqlitelab.load import calibrate
+from sqlitelab.report import plots
+
+SERVERS = config.SERVERS_DIR
+BUNDLED = {name: s for name, s in servers.STACKS.items() if s["bundled"]}
+
+
+def manifest(name: str) -> dict:
+    return tomllib.loads((SERVERS / name / servers.MANIFEST).read_text())
+
+
+def stack_folder(folder: Path, text: str | None = None) -> Path:
+    folder.mkdir(parents=True)
+    run = folder / "run"
+    run.write_text("#!/bin/sh\nexit 0\n")
+    run.chmod(0o755)
+    if text is not None:
+        (folder / servers.MANIFEST).write_text(text)
+    return folder
+
+
+def test_the_registry_is_the_folders_with_a_manifest():
+    with_manifest = sorted(p.name for p in SERVERS.iterdir() if (p / servers.MANIFEST).is_file())
+    assert sorted(BUNDLED) == with_manifest
+    assert list(BUNDLED) == list(servers.STACKS)[:len(BUNDLED)]  # bundled first, extras after
+    # every folder with a `run` is a stack: none was left without its manifest
+    assert sorted(p.name for p in SERVERS.iterdir() if (p / "run").is_file()) == with_manifest
+    for name, s in BUNDLED.items():
+        assert servers.stack_dir(name) == SERVERS / name and (SERVERS / name / "run").is_file()
+
+
+def test_the_bundled_stacks_keep_their_order():
+    """Legends and tables list stacks in STACKS' order (plots._order): their `order` keys."""
+    assert list(BUNDLED) == sorted(BUNDLED, key=lambda n: (BUNDLED[n]["order"], n))
+    assert list(BUNDLED)[:4] == ["python-fastapi", "rust-axum", "go-nethttp", "ruby-puma"]
+    assert [plots._order(s)[1] for s in BUNDLED] == list(range(len(BUNDLED)))
+
+
+def test_every_manifest_sets_the_required_keys_with_their_types():
+    for name in BUNDLED:
+        data = manifest(name)
+        assert set(servers.REQUIRED_KEYS) <= set(data) <= set(servers.MANIFEST_KEYS), name
+        for key, value in data.items():
+            assert type(value) is servers.MANIFEST_KEYS[key][0], (name, key)
+        assert servers.stack_title(name) == data["title"] != name
+    assert servers.stack_title("no-such-stack") == "no-such-stack"
+
+
+@pytest.mark.parametrize("text, error", [
+    ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = false\nmultiprocess = false\n"
+     "colour = 'red'\n", r"unknown key\(s\) colour; known: title, order"),
+    ("title = 'x'\norder = '1'\ncolor = '#000000'\nmarker = 'o'\ncompiled = false\nmultiprocess = false\n",
+     r"order must be of type int, not str '1'"),
+    ("title = 'x'\norder = true\ncolor = '#000000'\nmarker = 'o'\ncompiled = false\nmultiprocess = false\n",
+     r"order must be of type int, not bool True"),
+    ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = 'yes'\nmultiprocess = false\n",
+     r"compiled must be of type bool, not str 'yes'"),
+    ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = true\nmultiprocess = false\n"
+     "build_outputs = ['../elsewhere']\n", r"build_outputs must be paths inside the stack's folder"),
+    ("title = 'x'\norder = 1\n", r"missing key\(s\) color, marker, compiled, multiprocess"),
+    ("title = \n", r"not valid TOML"),
+])
+def test_a_malformed_manifest_is_a_clear_error(tmp_path, text, error):
+    folder = stack_folder(tmp_path / "servers" / "bad-stack", text)
+    with pytest.raises(servers.StackManifestError, match=re.escape(str(folder / "stack.toml")) + ": " + error):
+        servers.bundled_stacks(tmp_path / "servers")
+    if "missing" not in error:  # an extra stack's manifest is checked the same way (all keys optional)
+        with pytest.raises(servers.StackManifestError, match=error):
+            servers.extra_stacks(str(folder))
+
+
+def test_a_bundled_folder_without_a_manifest_is_no_stack_and_a_missing_one_is_named(tmp_path):
+    stack_folder(tmp_path / "servers" / "half-done")
+    assert servers.bundled_stacks(tmp_path / "servers") == {}
+    with pytest.raises(servers.StackManifestError, match=r"half-done/stack.toml does not exist"):
+        servers.read_manifest(tmp_path / "servers" / "half-done")
+
+
+def test_a_copied_manifest_makes_a_new_bundled_stack(tmp_path):
+    """A new bundled stack is its folder: `run` and stack.toml (servers/README.md, Add a stack)."""
+    root = tmp_path / "servers"
+    for name in BUNDLED:
+        stack_folder(root / name, (SERVERS / name / servers.MANIFEST).read_text())
+    text = (SERVERS / "go-nethttp" / "stack.toml").read_text().replace("order = 3", "order = 9")
+    stack_folder(root / "zig-zap", text)
+    found = servers.bundled_stacks(root)
+    assert list(found) == list(BUNDLED) + ["zig-zap"]
+    assert found["zig-zap"]["compiled"] and found["zig-zap"]["build_outputs"] == ["bin"]
+
+
+def test_an_extra_stack_takes_its_manifest_or_the_defaults(tmp_path):
+    plain = stack_folder(tmp_path / "plain-app")
+    own = stack_folder(tmp_path / "own-app", 'title = "My app"\nmultiprocess = true\n')
+    found = servers.extra_stacks(os.pathsep.join([str(plain), str(own)]))
+    assert found["plain-app"] == {**{k: v for k, (_, v) in servers.MANIFEST_KEYS.items()},
+                                  "dir": plain, "bundled": False}
+    assert found["own-app"]["title"] == "My app" and found["own-app"]["multiprocess"] is True
+    assert found["own-app"]["compiled"] is False and found["own-app"]["color"] is None
+
+
+def test_style_for_gives_each_stack_its_declared_colour_and_an_extra_stack_a_spare_one(tmp_path, monkeypatch):
+    for name in BUNDLED:
+        data = manifest(name)
+        assert plots.style_for(name) == {"color": data["color"], "marker": data["marker"],
+                                         "markerfacecolor": data["color"]}
+    a = stack_folder(tmp_path / "a-app")
+    b = stack_folder(tmp_path / "b-app", 'color = "#112233"\n')
+    for name, entry in servers.extra_stacks(os.pathsep.join([str(a), str(b)])).items():
+        monkeypatch.setitem(servers.STACKS, name, entry)
+    styles = {s: plots.style_for(s) for s in servers.STACKS}
+    assert styles["b-app"]["color"] == "#112233"
+    assert len({s["color"].lower() for s in styles.values()}) == len(styles), "two stacks share a colour"
+    assert len({s["marker"] for s in styles.values()}) == len(styles), "two stacks share a marker"
+    assert styles["a-app"]["color"] in plots.CATEGORY_COLORS
+    limit_colours = {m["color"].lower() for m in plots.LIMIT_MARKS.values()}
+    assert not {s["color"].lower() for s in styles.values()} & limit_colours
+    assert list(plots.STACK_STYLES)[-2:] == ["a-app", "b-app"]  # after the bundled ones, in legends too
+    with pytest.raises(ValueError, match="no style for stack 'cobol-cics'"):
+        plots.style_for("cobol-cics")
+
+
+def test_the_compiled_stacks_are_calibrations_candidates(tmp_path, monkeypatch):
+    compiled = tuple(sorted(n for n in BUNDLED if manifest(n)["compiled"]))
+    assert calibrate.CANDIDATES == servers.compiled_stacks() == compiled == ("go-nethttp", "rust-axum")
+    # an extra stack is never a calibration target, compiled or not
+    for name, entry in servers.extra_stacks(str(stack_folder(tmp_path / "x", "compiled = true\n"))).items():
+        monkeypatch.setitem(servers.STACKS, name, entry)
+    assert servers.compiled_stacks() == compiled
+
+
+def test_build_outputs_are_what_make_distclean_removes_and_git_ignores():
+    declared = {f"servers/{n}/{out}" for n in BUNDLED for out in BUNDLED[n]["build_outputs"]}
+    assert declared >= {"servers/rust-axum/target", "servers/go-nethttp/bin"}
+    if shutil.which("make"):
+        made = subprocess.run(["make", "-s", "-n", "distclean"], cwd=config.PROJ_ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert made.returncode == 0, made.stderr
+        removed = set(made.stdout.replace("\\\n", " ").split())
+        assert declared <= removed, f"make distclean does not remove {sorted(declared - removed)}"
+    ignored = [line.strip() for line in (config.PROJ_ROOT / ".gitignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")]
+    for out in declared:
+        top = Path(out).parts[2]  # servers/<stack>/<top>/...
+        assert {f"servers/*/{top}/", f"{out}/"} & set(ignored), \
+            f"{out}/ is not ignored: add `servers/*/{top}/` to .gitignore"
+
+
+def test_openapi_names_no_stack():
+    """/health's `server` is the folder's name: a new stack needs no edit of openapi.yaml."""
+    spec = yaml.safe_load((SERVERS / "openapi.yaml").read_text())
+    server = spec["components"]["schemas"]["Health"]["properties"]["server"]
+    assert server["type"] == "string" and "enum" not in server
+
+
+def test_every_profile_has_a_title():
+    profiles = servers.load_profiles()
+    for name, p in profiles.items():
+        assert isinstance(p.get("title"), str) and p["title"] and p["title"] != name, name
+    assert len({p["title"] for p in profiles.values()}) == len(profiles)
+    assert servers.profile_title("rails71") == "Rails 7.1 defaults"
+    assert servers.profile_title("rails71-retries+rails-dev") == \
+        f"{profiles['rails71-retries']['title']} + {profiles['rails-dev']['title']}"
+    assert servers.profile_title("no-such-profile") == "no-such-profile"
+    assert servers.profile_title("rails8+nope") == f"{profiles['rails8']['title']} + nope"

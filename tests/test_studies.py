@@ -1,0 +1,63 @@
+"""One study per notebook (issue 28): each notebooks/NN-*.ipynb has exactly one module of
+sqlitelab.studies declaring its ID, each study its notebook, and nothing else in the package
+names a notebook; every study holds what every notebook must declare."""
+from __future__ import annotations
+
+import pytest
+
+from sqlitelab.core import config
+from sqlitelab.studies import registry, scales
+
+NOTEBOOK_IDS = sorted(p.stem for p in config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
+PACKAGE = config.PROJ_ROOT / "sqlitelab"
+
+
+# What every study declares, module-level data (None where it has none).
+DECLARED = ("ID", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
+            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES")
+
+
+def test_every_notebook_has_one_study_and_every_study_its_notebook():
+    assert NOTEBOOK_IDS, config.NOTEBOOKS_DIR
+    assert registry.ids() == NOTEBOOK_IDS
+    modules = [registry.study(i).__name__ for i in registry.ids()]
+    assert len(set(modules)) == len(modules)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOK_IDS)
+def test_every_study_declares_what_a_notebook_is(notebook):
+    s = registry.study(notebook)
+    missing = [name for name in DECLARED if not hasattr(s, name)]
+    assert not missing, f"{s.__name__} declares no {', '.join(missing)}"
+    assert s.ID == notebook
+    assert {"quick", "seed"} <= set(s.SCALES), s.__name__
+    assert all(isinstance(v, dict) for v in s.SCALES.values())
+    assert s.SERVER_SPLIT is None or (isinstance(s.SERVER_SPLIT, int) and s.SERVER_SPLIT >= 1)
+    assert s.ARTICLE is None or s.ARTICLE.notebook == notebook
+    assert isinstance(s.READING, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                               for k, v in s.READING.items())
+    assert isinstance(s.IN_COLLECTION, bool) and isinstance(s.READS_THE_OTHERS, bool)
+    assert s.HEADLINE_EXPERIMENTS is None or (s.IN_COLLECTION and isinstance(s.HEADLINE_EXPERIMENTS, set))
+
+
+def test_the_registry_refuses_an_unknown_notebook():
+    with pytest.raises(ValueError, match=r"no study declares notebook '99-nothing'.*known: 01-"):
+        registry.study("99-nothing")
+    with pytest.raises(ValueError, match="no scales defined for notebook '99-nothing'"):
+        scales.settings("99-nothing", "quick")
+    assert scales.server_split("try-1") is None  # an ad-hoc sweep has no study
+
+
+def test_no_module_outside_the_studies_names_a_notebook():
+    """A notebook is named in its study only: everything else reads it from there."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(config.PROJ_ROOT)
+        if rel.parts[:2] == ("sqlitelab", "studies"):
+            continue
+        text = path.read_text()
+        for notebook in NOTEBOOK_IDS:
+            for n, line in enumerate(text.splitlines(), 1):
+                if notebook in line:
+                    found.append(f"{rel}:{n} {notebook}")
+    assert not found, "notebook IDs outside sqlitelab/studies (read the study instead):\n" + "\n".join(found)
