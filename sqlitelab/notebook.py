@@ -3,7 +3,8 @@
     from sqlitelab.notebook import *   # pandas as pd, plt, Markdown, display, the lab's modules
 
 It applies the lab's one figure style (sqlitelab/report/blog.mplstyle) and names the modules the
-notebooks read by the names they use: `analysis.…`, `plots.…`, `sweep(…)`. A notebook's own
+notebooks read by the names they use: `analysis.…`, `plots.…`, and the one way to run an
+experiment: `run(spec(…))`, `run(versus.specs(…))`, `run(underload.capacity_specs(…))`. A notebook's own
 knowledge stays in its study (sqlitelab.studies) and the modules; nothing here computes.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from IPython.display import Markdown, display
 
 from sqlitelab.core import config, results
 from sqlitelab.experiments import baseline, buffer, underload, versus
-from sqlitelab.experiments.sweep import sweep
+from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import link, operations, postgres
 from sqlitelab.infra import servers as stacks
 from sqlitelab.report import analysis, capacity, findings, methods, plots
@@ -24,5 +25,5 @@ from sqlitelab.studies.sqlite_vs_postgres import WORKLOADS, workload_of
 plt.style.use("sqlitelab.report.blog")
 
 __all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer", "underload",
-           "versus", "sweep", "link", "operations", "postgres", "stacks", "analysis", "capacity",
+           "versus", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
            "findings", "methods", "plots", "scales", "WORKLOADS", "workload_of"]

@@ -11,7 +11,7 @@ from hdrh.histogram import HdrHistogram
 
 from sqlitelab.report import capacity, findings, plots
 from sqlitelab.load import driver as load
-from sqlitelab.experiments import underload
+from sqlitelab.experiments import sweep, underload
 from sqlitelab.core import vocabulary
 from sqlitelab.report import analysis
 
@@ -143,16 +143,17 @@ def test_the_timeline_and_the_hockey_stick_draw_with_their_legends_inside():
     assert lines
 
 
-def test_run_operations_passes_keep_copies_to_the_operations_that_make_copies(monkeypatch):
-    calls = []
-    monkeypatch.setattr(underload, "sweep", lambda **kw: calls.append(kw["operation"]) or pd.DataFrame())
+def test_operation_specs_pass_keep_copies_to_the_operations_that_make_copies():
+    """The operation sweeps are built and checked before any starts: each a real sweep.Spec."""
     steady = pd.DataFrame([{"server": "go-nethttp", "steady_rate": 2000.0}])
     args = dict(notebook="t", steady=steady, operations=["backup", "checkpoint", "litestream"],
                 open_users=8, duration=10.0, warmup=0.5, at_s=3.0, users_rows=100)
-    underload.run_operations(**args)
-    assert calls == [{"name": "backup", "at_s": 3.0, "keep_copies": False},
-                     {"name": "checkpoint", "at_s": 3.0},  # it makes no copy
-                     {"name": "litestream", "at_s": 3.0, "keep_copies": False}]
-    calls.clear()
-    underload.run_operations(**args, keep_copies=True, op_params={"litestream": {"keep_copies": False}})
-    assert [c.get("keep_copies") for c in calls] == [True, None, False]
+    specs = underload.operation_specs(**args)
+    assert all(isinstance(s, sweep.Spec) for s in specs)
+    assert [s.operation for s in specs] == [{"name": "backup", "at_s": 3.0, "keep_copies": False},
+                                            {"name": "checkpoint", "at_s": 3.0},  # it makes no copy
+                                            {"name": "litestream", "at_s": 3.0, "keep_copies": False}]
+    specs = underload.operation_specs(**args, keep_copies=True, op_params={"litestream": {"keep_copies": False}})
+    assert [s.operation.get("keep_copies") for s in specs] == [True, None, False]
+    with pytest.raises(ValueError, match="rows_per_txn|no parameter|unknown"):  # checked before anything runs
+        underload.operation_specs(**{**args, "op_params": {"backup": {"rows_per_txn": 5}}})

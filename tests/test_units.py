@@ -14,6 +14,7 @@ from sqlitelab.infra import databases, servers
 from sqlitelab.core import layout, processes
 from sqlitelab.studies import registry, scales
 from sqlitelab.core.failures import failure_kind
+from sqlitelab.experiments import sweep, versus
 
 
 def test_knob_env_from_profile_with_overrides():
@@ -332,3 +333,26 @@ def test_time_budget_sums_the_phases(tmp_path):
     assert set(by["generator"].dropna()) == {"locust", "loadgen"}
     with pytest.raises(ValueError, match="no run"):
         timing.budget("nope", db)
+
+
+def test_an_experiment_is_checked_whole_before_any_sweep_starts(tmp_path):
+    """spec() refuses what sweep would, naming it; versus.specs checks every workload's sweep
+    before returning, so a bad one stops the experiment before its first sweep; run() takes
+    only checked specs."""
+    one = sweep.spec(notebook="scratch", servers=["go-nethttp"], levels=[1, 2], runs_dir=tmp_path)
+    assert isinstance(one, sweep.Spec) and one.levels == (1, 2) and one.servers == ("go-nethttp",)
+    with pytest.raises(TypeError, match="no argument 'level'"):
+        sweep.spec(notebook="scratch", level=[1])
+    with pytest.raises(TypeError, match="needs 'notebook'"):
+        sweep.spec(levels=[1])
+    with pytest.raises(ValueError, match="duration"):
+        sweep.spec(notebook="scratch", duration=0)
+    common = dict(notebook="scratch", servers=["go-nethttp"], levels=[1], duration=1.0, warmup=0.0,
+                  repeats=1, users_rows=10, user_bytes=10, runs_dir=tmp_path)
+    specs = versus.specs(workloads=["000-writes", "002-mix"], **common)
+    assert [s.experiment for s in specs] == ["000-writes/sqlite", "000-writes/postgres",
+                                             "002-mix/sqlite", "002-mix/postgres"]
+    with pytest.raises(ValueError, match="repeats"):
+        versus.specs(workloads=["000-writes", "002-mix"], **{**common, "repeats": 0})
+    with pytest.raises(TypeError, match="checked by spec"):
+        sweep.run({"notebook": "scratch"})

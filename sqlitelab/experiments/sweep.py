@@ -1,6 +1,9 @@
 """sweep(): servers × profiles × levels × repeats → a tidy DataFrame, stored and audited.
 
 sweep's arguments become one `Spec` (checked, before anything starts); every step reads it.
+The one way a notebook runs an experiment is `run(...)` of such specs: `run(spec(**kw))` for one
+sweep (`sweep(**kw)` is the same), `run(versus.specs(...))` and underload's builders for several,
+each checked before the first starts.
 For each server and profile: a fresh database (copied from one seeded template), the server
 started on its CPU set, a primer, then every level and repeat through `load.run_level`, each
 audited (rows written == acknowledged writes, counted from the file: `Counts`) while the
@@ -130,16 +133,41 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     after the window opens, **its parameters}: run on the server's machine and CPUs during
     every level (sqlitelab.infra.operations), the point's `operation_*` columns say what it did and
     when. Every point's window second by second goes to the `seconds` table (load.series)."""
-    t_run = time.perf_counter()
-    spec = Spec.of(**locals_of(sweep, locals()))  # every argument, checked, before anything starts
-    for line in reap_orphans():  # what a killed kernel left: its owner is dead
-        print(f"sweep: stopped and removed what a dead run left: {line}", flush=True)
-    return _run(spec, t_run)
+    return run(Spec.of(**locals_of(sweep, locals())))  # every argument, checked, before anything starts
 
 
 def locals_of(fn, values: dict) -> dict:
     """`fn`'s arguments out of its `locals()` (taken first thing in its body)."""
     return {k: values[k] for k in inspect.signature(fn).parameters}
+
+
+def spec(**arguments) -> "Spec":
+    """One sweep, checked, not run: sweep's keyword arguments (its defaults for the rest), every
+    one refused here in one line if it is wrong. An experiment is one or more of these, built and
+    checked before any of them starts, then `run`."""
+    params = inspect.signature(sweep).parameters
+    unknown = sorted(set(arguments) - set(params))
+    if unknown:
+        raise TypeError(f"sweep has no argument {', '.join(map(repr, unknown))} "
+                        f"(known: {', '.join(params)})")
+    missing = [k for k, p in params.items() if p.default is p.empty and k not in arguments]
+    if missing:
+        raise TypeError(f"a sweep needs {', '.join(map(repr, missing))}")
+    return Spec.of(**{k: arguments.get(k, p.default) for k, p in params.items()})
+
+
+def run(*specs: "Spec | list[Spec]") -> pd.DataFrame:
+    """The one way a notebook runs an experiment: its sweeps, each a checked `spec` (or a list of
+    them, as versus.specs and underload's builders return), in turn; every headline point of them.
+    What a killed kernel left behind is stopped and removed first."""
+    flat = [s for item in specs for s in (item if isinstance(item, (list, tuple)) else [item])]
+    for s in flat:
+        if not isinstance(s, Spec):
+            raise TypeError(f"run takes sweeps checked by spec(...), not {type(s).__name__}")
+    for line in reap_orphans():  # what a killed kernel left: its owner is dead
+        print(f"sweep: stopped and removed what a dead run left: {line}", flush=True)
+    frames = [_run(s, time.perf_counter()) for s in flat]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 @dataclass(frozen=True)

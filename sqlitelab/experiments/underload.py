@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sqlitelab.experiments.sweep import sweep
+from sqlitelab.experiments.sweep import Spec, spec
 from sqlitelab.infra import operations as ops
 from sqlitelab.studies.operations_under_load import WORKLOAD
 
@@ -32,24 +32,25 @@ def _workload_args(users_rows: int) -> dict:
                 payload_bytes=WORKLOAD["payload_bytes"], seed_users=users_rows)
 
 
-def run_capacity(*, notebook: str, servers: list[str], levels: list[int], rates: list[float],
-                 open_users: int, duration: float, warmup: float, users_rows: int,
-                 arrivals: str = "constant", **common) -> pd.DataFrame:
-    """The closed-loop levels, then the open-loop rates, of the workload on every stack."""
+def capacity_specs(*, notebook: str, servers: list[str], levels: list[int], rates: list[float],
+                   open_users: int, duration: float, warmup: float, users_rows: int,
+                   arrivals: str = "constant", **common) -> list[Spec]:
+    """The closed-loop levels, then the open-loop rates, of the workload on every stack: two
+    sweeps, checked, for `sweep.run`."""
     args = dict(notebook=notebook, servers=servers, duration=duration, warmup=warmup,
                 **_workload_args(users_rows), **common)
-    closed = sweep(experiment="closed", levels=levels, **args)
-    opened = sweep(experiment="open", levels=[open_users], rates=rates, arrivals=arrivals, **args)
-    return pd.concat([closed, opened], ignore_index=True)
+    return [spec(experiment="closed", levels=levels, **args),
+            spec(experiment="open", levels=[open_users], rates=rates, arrivals=arrivals, **args)]
 
 
-def run_operations(*, notebook: str, steady: pd.DataFrame, operations: list[str], open_users: int,
-                   duration: float, warmup: float, at_s: float, users_rows: int,
-                   op_params: dict | None = None, keep_copies: bool = False, **common) -> pd.DataFrame:
+def operation_specs(*, notebook: str, steady: pd.DataFrame, operations: list[str], open_users: int,
+                    duration: float, warmup: float, at_s: float, users_rows: int,
+                    op_params: dict | None = None, keep_copies: bool = False, **common) -> list[Spec]:
     """Every operation under every stack's steady rate (a sweep each: a fresh copy of the
     database and a fresh start of the server, so one operation's leftovers never meet the next).
     The copies an operation makes are checked, recorded and removed unless `keep_copies`
-    (sqlitelab.infra.operations; `op_params` may still set it per operation)."""
+    (sqlitelab.infra.operations; `op_params` may still set it per operation). The sweeps, each
+    checked, for `sweep.run`."""
     if not 0 <= at_s < duration:
         raise ValueError(f"at_s must be within the window (0 <= at_s < duration={duration}), not {at_s!r}")
     for name in operations:
@@ -57,16 +58,16 @@ def run_operations(*, notebook: str, steady: pd.DataFrame, operations: list[str]
             raise ValueError(f"unknown operation {name!r}; known: {', '.join(ops.OPERATIONS)}")
     keep = {name: {"keep_copies": keep_copies} for name in operations  # those that make copies
             if "keep_copies" in ops.PARAMS[name]}
-    frames = []
+    sweeps = []
     for row in steady.dropna(subset=["steady_rate"]).itertuples():
         for name in operations:
-            frames.append(sweep(
+            sweeps.append(spec(
                 notebook=notebook, experiment=experiment(name), servers=[row.server],
                 **_workload_args(users_rows), levels=[open_users],
                 rates=[round(float(row.steady_rate), 1)], duration=duration, warmup=warmup,
                 operation={"name": name, "at_s": at_s, **keep.get(name, {}),
                            **(op_params or {}).get(name, {})},
                 **common))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return sweeps
 
 
