@@ -1,31 +1,11 @@
-"""Calibrating the load generators on this machine, with wrk as the reference client.
+"""`make calibrate`: the load generators measured against wrk on this machine, printed and drawn.
 
     python -m sqlitelab.calibrate               # both generators, unless already calibrated
     python -m sqlitelab.calibrate --force       # measure again
     python -m sqlitelab.calibrate compare --servers ruby-puma python-fastapi --users 32
 
-A generator's own cost per request is part of every closed-loop measurement: while it waits
-for its CPU, its users send nothing, and the latency it records includes the wait. To know
-where that begins, each generator is measured against the fastest bundled server (chosen by
-wrk's /hello rate among the compiled stacks) on the same pinning as a sweep:
-
-- **Ceiling**: GET /hello at HELLO_USERS users, the generator's rate beside wrk's.
-- **Added latency as a function of its CPU**: GET /delay/DELAY_MS (the server waits, using
-  neither the database nor a CPU, so every user should complete 1000/DELAY_MS requests per
-  second at a latency of DELAY_MS) at a ladder of user counts (×1.5 a step), the generator
-  and wrk in turn on the same server, until the generator saturates or the server does. At
-  each level: the generator's CPU use, its rate over wrk's, the latency it adds at p50 and p99.
-  A level *drifts* when the rate is more than TOLERANCE below wrk's or the p99 more than
-  P99_TOLERANCE above it. (P99_TOLERANCE is wider: on this endpoint wrk's own p99 moves by
-  10–15 % from run to run — the server's timer wakes ~1–2 ms late — and a generator well
-  below saturation shows the same spread.)
-- **Onset**: the generator's CPU use (share of its cores) from which every level drifts —
-  the lowest CPU of a drifting level with no clean level above it. Points a sweep measures
-  with the generator past its onset are `generator_influenced` (verdicts.influence); with no
-  drift seen, there is no onset and only `generator_bound` (GENERATOR_BOUND_CPU) applies.
-
-A calibration is stored in results.db (`calibrations`, `calibration_points`) and reused while
-the machine, the generator's version and pinning, and this method are the same.
+The method (ceiling, added latency against the generator's CPU, onset) and where a calibration
+is kept: sqlitelab.load.calibrate.
 """
 from __future__ import annotations
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 from sqlitelab.studies.method import (
     Article, Detail, GEN_WHY, NOT_STATED, mean_at, puma_shape, recorded, stack_knob)
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "02-busy-errors"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 1.5, "warmup": 0.3,
               "repeats": 1, "crosscheck_users": 3},
@@ -20,21 +19,13 @@ SCALES: dict[str, dict] = {
              "repeats": 1, "crosscheck_users": 3},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = None
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = {"profiles"}
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = False
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {"servers": ["ruby-puma", "rust-axum"],
                "txn_mode_servers": ["ruby-puma"],
                "levels": [3],
@@ -43,8 +34,6 @@ SMOKE: dict = {"servers": ["ruby-puma", "rust-axum"],
                "repeats": 1}
 STORES: str | None = "points"
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "article-runs":
         "Each of the article's three set-ups beside the share of 'database is locked' it reported: "

@@ -6,35 +6,24 @@ from __future__ import annotations
 
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "06-capacity"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"slo_p99_ms": 100.0},
     "seed": {"slo_p99_ms": 100.0},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = None
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = True
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {}
 STORES: str | None = None
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "capacity":
         "In each panel, the gap between a stack's two bars is what the latency objective costs "

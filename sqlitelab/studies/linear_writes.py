@@ -11,10 +11,9 @@ from sqlitelab.studies.method import (
     Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, profile_knobs, profile_pragma, puma_shape,
     recorded)
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "01-linear-writes"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.0, "warmup": 0.5, "repeats": 1,
               "beyond_repeats": 1, "crosscheck_users": 8, "ceiling_seconds": 2.0},
@@ -22,21 +21,13 @@ SCALES: dict[str, dict] = {
              "beyond_repeats": 1, "crosscheck_users": 16, "ceiling_seconds": 2.0},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = None
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = False
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {"servers": ["ruby-puma", "go-nethttp"],
                "levels": [1, 2],
                "duration": 1.0,
@@ -44,8 +35,6 @@ SMOKE: dict = {"servers": ["ruby-puma", "go-nethttp"],
                "repeats": 1}
 STORES: str | None = "points"
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "throughput-hey":
         "Look for the level where the curve stops rising, beside the article's line: there every "

@@ -9,10 +9,9 @@ from __future__ import annotations
 from sqlitelab.studies.method import (
     Article, Detail, MACHINE_WHY, PIN_WHY, link_lateness, link_paths)
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "09-network-delay"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"levels": [1, 8, 64], "duration": 2.0, "warmup": 0.5, "repeats": 1,
               "delays_us": [100, 500]},
@@ -20,21 +19,13 @@ SCALES: dict[str, dict] = {
              "delays_us": [100, 500]},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = None
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = False
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {"server": "go-nethttp",
                "levels": [1, 4],
                "delays_us": [500],
@@ -43,8 +34,6 @@ SMOKE: dict = {"server": "go-nethttp",
                "repeats": 1}
 STORES: str | None = "points"
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "throughput":
         "Look for where the delayed lines leave the direct one: few users lose throughput to every "

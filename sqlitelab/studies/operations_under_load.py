@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "08-operations-under-load"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"levels": [8, 64], "rates": [2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, 20000],
               "open_users": 64,
@@ -22,13 +21,8 @@ SCALES: dict[str, dict] = {
              "users_rows": 5_000_000, "fraction": 0.5},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = None
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = True
 # Its closed-loop levels (its open-loop rates: capacity.three_ways).
 HEADLINE_EXPERIMENTS: set[str] | None = {"closed"}
@@ -40,11 +34,8 @@ WORKLOAD = {"scenario": "mix", "profile": "single-writer", "scenario_params": {"
             "seed_items": 1000, "payload_bytes": 2048,
             "what": "seed 002's mix: 90 % GET /items/{id}, 10 % POST /items of 2 KB, one writer"}
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = False
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "levels": [4],
                "rates": [100, 400],
@@ -58,8 +49,6 @@ SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "operations_run": ["checkpoint"]}
 STORES: str | None = "points"
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "hockey-stick":
         "Follow each stack's line to where it leaves the SLO line: below it the server keeps up "

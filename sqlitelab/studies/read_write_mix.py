@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, recorded
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "03-read-write-mix"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"levels": [8, 32, 128], "requests": 10_000, "warmup": 0.5, "repeats": 1,
               "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
@@ -24,21 +23,13 @@ SCALES: dict[str, dict] = {
              "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = 4
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = {"article"}
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = False
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {"servers": ["python-fastapi", "rust-axum"],
                "levels": [8],
                "requests": 300,
@@ -46,8 +37,6 @@ SMOKE: dict = {"servers": ["python-fastapi", "rust-axum"],
                "warmup_rows": 50}
 STORES: str | None = "points"
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "throughput":
         "Look for the level where each stack flattens, and whether the order of the stacks is the "

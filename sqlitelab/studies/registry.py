@@ -7,6 +7,23 @@ needs its .ipynb and one such module; nothing else names it.
 
     registry.ids()                    # every study's ID, in the notebooks' order
     registry.study("03-read-write-mix").SCALES["seed"]
+
+What a study declares (tests/test_studies.py checks every one is there):
+- `ID`: the notebook's name, `NN-title`.
+- `SCALES`: how big a run is, per scale (quick, seed); sqlitelab.studies.scales.settings reads
+  it, and each setting is a `None` parameter of the notebook.
+- `SERVER_SPLIT`: the server CPUs the article gave its server (the generator had the rest),
+  which a sweep asks of sqlitelab.core.layout where the machine allows; None: the lab's own split.
+- `ARTICLE`: its method rows against its article (sqlitelab.studies.method; the table:
+  sqlitelab.report.methods).
+- `IN_COLLECTION`, `HEADLINE_EXPERIMENTS`: whether notebook 06 reads its newest run
+  (sqlitelab.report.capacity.COLLECTION), and which of its experiments reproduce its article
+  (None: every one; the others are "beyond" sweeps: write shares, write paths...).
+- `READS_THE_OTHERS`: it reads the newest runs of the other notebooks (a batch runs it last).
+- `SMOKE`, `STORES`: its papermill smoke run's tiny parameters (tests/test_notebooks.py,
+  tests/test_lab_browser.py), and the table its measurements land in (None: none of its own).
+- `READING`: what to look for in each of its figures, one sentence shown under the figure when
+  the notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 """
 from __future__ import annotations
 

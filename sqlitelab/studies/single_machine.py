@@ -11,10 +11,9 @@ from __future__ import annotations
 from sqlitelab.studies.method import (
     Article, Detail, MACHINE_WHY, NOT_STATED, ONE_FILE, PIN_WHY, recorded, stack_knob)
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "05-single-machine"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"users_rows": 100_000, "user_bytes": 700, "levels": [32], "duration": 2.0,
               "warmup": 0.5, "repeats": 1, "crosscheck_users": 32, "generator": "locust",
@@ -24,21 +23,13 @@ SCALES: dict[str, dict] = {
              "generator": "loadgen", "ceiling_seconds": 2.0},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = None
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = False
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "users_rows": 2000,
                "levels": [4],
@@ -47,8 +38,6 @@ SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "repeats": 1}
 STORES: str | None = "points"
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "rps":
         "Look for the endpoints whose bars clear Twitter's and Yahoo's lines on this machine, and "

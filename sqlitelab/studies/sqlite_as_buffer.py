@@ -12,10 +12,9 @@ from sqlitelab.studies.method import (
     Article, AS_PUBLISHED, Detail, MACHINE_WHY, consumed_up_to, large_points, measured_totals,
     recorded)
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "04-sqlite-as-buffer"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"totals": [1_000, 10_000, 100_000], "rows_per_txn": [10, 25, 100],
               "synchronous": ["normal", "full"], "methods": ["article", "tuned"],
@@ -31,29 +30,19 @@ SCALES: dict[str, dict] = {
                        "consume": False}},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = None
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = False
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {"totals": [1000, 5000],
                "rows_per_txn": [2, 5],
                "synchronous": ["normal"],
                "records_per_row": 100}
 STORES: str | None = "buffer_points"
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "records-per-second":
         "Look for flat lines (the rate holds as the file grows) and for the gap that rows per "

@@ -20,10 +20,9 @@ from sqlitelab.studies import busy_errors, linear_writes, read_write_mix, single
 from sqlitelab.studies.method import (
     Article, Detail, MACHINE_WHY, postgres_durability, postgres_memory, stores)
 
+# What each constant means: sqlitelab.studies.registry.
 ID = "07-sqlite-vs-postgres"
 
-# How big a run is, per scale (sqlitelab.studies.scales.settings reads it; each setting is a
-# `None` parameter of the notebook).
 SCALES: dict[str, dict] = {
     "quick": {"levels": [8, 32], "duration": 1.5, "warmup": 0.5, "repeats": 1,
               "users_rows": 10_000, "user_bytes": 700, "db_delays_us": [500]},
@@ -31,13 +30,8 @@ SCALES: dict[str, dict] = {
              "users_rows": 100_000, "user_bytes": 700, "db_delays_us": [100, 500]},
 }
 
-# The server CPUs the article gave its server (the generator had the rest), which a sweep asks of
-# sqlitelab.core.layout where the machine allows; None: the lab's own split.
 SERVER_SPLIT: int | None = None
 
-# Whether notebook 06 reads this notebook's newest run (sqlitelab.report.capacity.COLLECTION),
-# and which of its experiments reproduce its article (None: every one; the others are "beyond"
-# sweeps: write shares, write paths...).
 IN_COLLECTION = True
 
 
@@ -99,11 +93,8 @@ def experiments() -> set[str]:
 # Each workload on each database, not Postgres behind a link.
 HEADLINE_EXPERIMENTS: set[str] | None = experiments()
 
-# Whether it reads the newest runs of the other notebooks: a batch runs it after them.
 READS_THE_OTHERS = False
 
-# Its papermill smoke run's tiny parameters (tests/test_notebooks.py, tests/test_lab_browser.py),
-# and the table its measurements land in (None: it measures nothing of its own).
 SMOKE: dict = {"servers": ["rust-axum", "ruby-puma"],
                "workloads": ["001-metrics", "004-users"],
                "db_link_workloads": ["001-metrics"],
@@ -116,8 +107,6 @@ SMOKE: dict = {"servers": ["rust-axum", "ruby-puma"],
                "figure_workload": "001-metrics"}
 STORES: str | None = "points"
 
-# What to look for in each of its figures: one sentence, shown under the figure when the
-# notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 READING: dict[str, str] = {
     "ratio":
         "Bars right of 1: SQLite served more requests per second than Postgres at each one's best level, "
