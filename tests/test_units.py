@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import matplotlib
 import pandas as pd
@@ -12,6 +13,8 @@ matplotlib.use("Agg")
 from sqlitelab.report import analysis, findings, plots
 from sqlitelab.infra import databases, servers
 from sqlitelab.core import layout, processes
+from sqlitelab.core import machine as machines
+from sqlitelab.load import calibrate
 from sqlitelab.studies import registry, scales
 from sqlitelab.core.failures import failure_kind
 from sqlitelab.experiments import sweep, versus
@@ -356,3 +359,22 @@ def test_an_experiment_is_checked_whole_before_any_sweep_starts(tmp_path):
         versus.specs(workloads=["000-writes", "002-mix"], **{**common, "repeats": 0})
     with pytest.raises(TypeError, match="checked by spec"):
         sweep.run({"notebook": "scratch"})
+
+
+def test_a_calibration_onset_stored_as_text_is_read_back_as_a_number(tmp_path):
+    """A results.db whose calibrations.onset_util became TEXT (its first calibration saw no drift)
+    keeps a later onset as "0.71"; calibrate reads it back as a number, so a sweep's influence
+    check compares numbers (the quick run of 2026-11-25 stopped on that comparison)."""
+    db = tmp_path / "results.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE calibrations (calib_id TEXT, generator TEXT, machine TEXT, method TEXT, "
+                "started TEXT, onset_util TEXT)")
+    con.execute("INSERT INTO calibrations VALUES ('c1', 'locust', ?, ?, '2026-11-25T13:39:48+00:00', '0.71')",
+                (machines.machine_label(), calibrate.METHOD))
+    con.execute("CREATE TABLE calibration_points (calib_id TEXT, users INTEGER)")
+    con.commit()
+    con.close()
+    got = calibrate._newest("generator = ?", ("locust",), db)
+    assert got["onset_util"] == 0.71 and isinstance(got["onset_util"], float)
+    cal, _ = calibrate.load_calibrations(db)
+    assert cal["onset_util"].tolist() == [0.71]

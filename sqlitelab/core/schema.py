@@ -45,6 +45,9 @@ TYPES: dict[str, type] = {
     "max_lag_ms": float, "backlog": int, "operation_started_s": float,
     "operation_seconds": float, "p50_ms": float, "p99_ms": float, "max_ms": float,
     "server_cpu_pct": float, "server_rss_mb": float, "wal_bytes": int,
+    # a calibration's drift onset: empty when no drift was seen, which made the column TEXT in
+    # results.db files made before it was typed here (calibrate reads such a value back as a number)
+    "onset_util": float,
 }
 
 

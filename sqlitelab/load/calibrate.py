@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sqlitelab.core import config, layout, machine, results
+from sqlitelab.core import config, layout, machine, results, schema
 from sqlitelab.infra import databases, servers
 from sqlitelab.load import commands, driver as load, verdicts, wrk
 
@@ -94,7 +94,15 @@ def _newest(where: str, args: tuple, path=None) -> dict | None:
         return None
     finally:
         con.close()
-    return dict(row) if row else None
+    return _typed(dict(row)) if row else None
+
+
+def _typed(row: dict) -> dict:
+    """A stored row with every column schema.TYPES declares as a number a number again: a column
+    first stored empty became TEXT in a results.db made before its type was declared, and
+    SQLite then keeps a later number as text ("0.71")."""
+    return {k: (schema.TYPES[k](float(v)) if k in schema.TYPES and isinstance(v, str) else v)
+            for k, v in row.items()}
 
 
 def current(generator: str, generator_cpus: str | None, path=None) -> dict | None:
@@ -258,6 +266,7 @@ def load_calibrations(path=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     con = sqlite3.connect(p)
     try:
         cal = pd.read_sql_query("SELECT * FROM calibrations ORDER BY started DESC", con)
+        cal = pd.DataFrame([_typed(r) for r in cal.to_dict("records")], columns=cal.columns)
         pts = pd.read_sql_query("SELECT * FROM calibration_points", con)
     except (sqlite3.OperationalError, pd.errors.DatabaseError):
         return pd.DataFrame(), pd.DataFrame()
