@@ -1,0 +1,52 @@
+"""Figures: one style, one deterministic save, the standard charts.
+
+    plt.style.use("sqlitelab.report.blog")
+    fig = throughput_chart(df, caption=caption_for(df))
+    save_figure(fig, "throughput", notebook=NOTEBOOK)   # a study's ID (sqlitelab.studies)
+
+Every stack has one colour and one marker in every figure (STACK_STYLES, style_for), every
+profile one dash pattern (profile_dash, in the order of servers/profiles.toml), and every
+figure's legends lie inside its canvas (save_figure refuses a figure whose legend is clipped).
+
+The package's public face: `plots.X` for every name below, whichever module holds it —
+style (the visual vocabulary), legends (legends that fit the canvas), figure (new figures,
+captions, save_figure), tables (summarise, status_table), marks (what several charts draw on
+their axes), line_charts, bar_charts, distributions (the chart kinds).
+"""
+from __future__ import annotations
+
+from sqlitelab.report.plots.bar_charts import CAPACITY_FIGSIZE, bar_chart, capacity_chart
+from sqlitelab.report.plots.distributions import latency_histogram
+from sqlitelab.report.plots.figure import (caption_for, new_figure, new_panels, reading, save_figure,
+                                           set_caption, use_style)
+from sqlitelab.report.plots.legends import (ClippedLegendError, clipped_legends, fit_legends,
+                                            panel_legend)
+from sqlitelab.report.plots.line_charts import (PERCENTILE_NAMES, TIMELINE_ROWS, calibration_chart,
+                                                dau_chart, hockey_stick_chart, latency_chart,
+                                                line_chart, throughput_chart, timeline_chart)
+from sqlitelab.report.plots.marks import PlainLogFormatter, draw_reference, mark_limits
+from sqlitelab.report.plots.style import (CATEGORY_COLORS, DASHES, GENERATOR_STYLES, KEY_GREY,
+                                          LIMIT_MARKS, MARKERS, REFERENCE_COLORS, REFERENCE_DASHES,
+                                          STACK_STYLES, SeriesStyles, _order, colours_for,
+                                          profile_dash, style_for)
+from sqlitelab.report.plots.tables import status_table, summarise
+
+__all__ = [
+    # style: the visual vocabulary
+    "GENERATOR_STYLES", "CATEGORY_COLORS", "MARKERS", "STACK_STYLES", "DASHES", "KEY_GREY",
+    "REFERENCE_COLORS", "REFERENCE_DASHES", "LIMIT_MARKS", "style_for", "profile_dash",
+    "colours_for", "SeriesStyles",
+    "_order",  # where a value goes in a legend: STACKS' order (tests/test_stacks.py reads it)
+    # marks
+    "draw_reference", "mark_limits", "PlainLogFormatter",
+    # legends
+    "panel_legend", "clipped_legends", "fit_legends", "ClippedLegendError",
+    # figure
+    "use_style", "new_figure", "new_panels", "set_caption", "reading", "save_figure", "caption_for",
+    # tables
+    "summarise", "status_table",
+    # the chart kinds
+    "throughput_chart", "PERCENTILE_NAMES", "latency_chart", "line_chart", "dau_chart",
+    "calibration_chart", "TIMELINE_ROWS", "timeline_chart", "hockey_stick_chart",
+    "bar_chart", "CAPACITY_FIGSIZE", "capacity_chart", "latency_histogram",
+]

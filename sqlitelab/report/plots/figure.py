@@ -1,0 +1,161 @@
+"""Figure plumbing: the lab's style, a figure (or a grid of panels) of the fixed size with room
+for its caption, the caption's line (caption_for: machine, pinning, knobs), and save_figure's
+byte-for-byte reproducible PNG and SVG, refused when a legend is clipped and shown in a notebook
+with its study's sentence (reading)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from sqlitelab.core import config
+from sqlitelab.report.plots.legends import ClippedLegendError, clipped_legends, fit_legends
+from sqlitelab.studies import registry
+
+def use_style() -> None:
+    plt.style.use("sqlitelab.report.blog")
+
+
+def new_figure(ncols: int = 1, nrows: int = 1, caption: str | None = None, **kw):
+    """A figure of the lab's fixed size (the style's, unless a chart type fixes its own
+    `figsize`) with room for a caption line at the bottom."""
+    use_style()
+    fig, axes = plt.subplots(nrows, ncols, **kw)
+    if caption:
+        set_caption(fig, caption)
+    return fig, axes
+
+
+def new_panels(nrows: int, ncols: int, caption: str | None = None, figsize=None,
+               sharex: bool = False, sharey: bool = False, n: int | None = None):
+    """Small multiples: a grid of `n` panels (all of it by default) and, below them, a row that
+    holds the figure's one legend (`panel_legend`), inside the canvas and above the caption.
+    Shared axes show their tick labels only on the outer panels. Returns the figure, the panels
+    (a list, row by row) and the legend's row."""
+    use_style()
+    fig = plt.figure(figsize=figsize)
+    if caption:
+        set_caption(fig, caption)
+    gs = fig.add_gridspec(nrows + 1, ncols, height_ratios=[1] * nrows + [1e-3])
+    n = nrows * ncols if n is None else n
+    axes = []
+    for i in range(n):
+        r, c = divmod(i, ncols)
+        ax = fig.add_subplot(gs[r, c], sharex=axes[0] if sharex and axes else None,
+                             sharey=axes[0] if sharey and axes else None)
+        if sharey and c:
+            ax.tick_params(labelleft=False)
+        if sharex and i + ncols < n:  # another panel below this one
+            ax.tick_params(labelbottom=False)
+        axes.append(ax)
+    key = fig.add_subplot(gs[nrows, :])
+    key.axis("off")
+    return fig, axes, key
+
+
+def set_caption(fig, text: str) -> None:
+    height = fig.get_figheight()
+    room = min(0.3, 0.5 / height)  # about half an inch for two lines of caption
+    fig.get_layout_engine().set(rect=(0, room, 1, 1 - room))
+    fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True)
+
+
+def _titled(fig, title: str) -> None:
+    """A figure's title, left-aligned and bold like an axes title (for figures of panels)."""
+    fig.suptitle(title, x=0.01, ha="left", fontsize=plt.rcParams["axes.titlesize"],
+                 fontweight=plt.rcParams["axes.titleweight"])
+
+
+def _freeze_layout(fig) -> None:
+    """Keep the layout just made (rounded to a millionth of the figure) for every file written:
+    constrained layout solved again for each format differs in the last bits between runs of
+    a figure of several rows, and the SVG's clip-path ids hash those bits."""
+    if fig.get_layout_engine() is None:
+        return
+    for ax in fig.axes:
+        ax.set_position([round(float(v), 6) for v in ax.get_position().bounds])
+    fig.set_layout_engine("none")
+
+
+def reading(notebook: str, name: str) -> str | None:
+    """What to look for in a notebook's figure: one sentence, from its study's READING (figure
+    name -> sentence), shown under the figure when a notebook saves it. A figure of one of the
+    lab's notebooks without a sentence is refused; other callers (tests, scripts) need none."""
+    sentence = registry.study(notebook).READING.get(name) if notebook in registry.ids() else None
+    if sentence is None and (config.NOTEBOOKS_DIR / f"{notebook}.ipynb").exists():
+        raise ValueError(f"figure {notebook}/{name} has no sentence in its study's READING "
+                         "(sqlitelab/studies: what to look for)")
+    return sentence
+
+
+def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path | None = None) -> list[Path]:
+    """Write figures/<notebook>/<name>.png and .svg, byte-for-byte reproducible. Raises
+    ClippedLegendError, writing nothing, when a legend does not fit the canvas. In a notebook,
+    the figure is shown with its sentence (reading) under it."""
+    dpi = fig.dpi
+    fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
+    try:  # laid out at the PNG's resolution: text does not scale quite linearly with it
+        fit_legends(fig)
+        clipped = clipped_legends(fig)
+        if clipped:
+            raise ClippedLegendError(f"figure {name!r}: " + "; ".join(clipped))
+        _freeze_layout(fig)
+    finally:
+        fig.set_dpi(dpi)
+    notebook = notebook or os.environ.get("LAB_NOTEBOOK") or "misc"
+    sentence = reading(notebook, name)
+    out = Path(figures_dir or config.FIGURES_DIR) / notebook
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    with matplotlib.rc_context({"svg.hashsalt": "sqlitelab"}):
+        fig.savefig(paths[0], metadata={"Software": None})
+        fig.savefig(paths[1], metadata={"Date": None, "Creator": None})
+    if sentence and _in_notebook():
+        from IPython.display import Markdown, display  # lazy: only when shown in a notebook
+        display(fig)
+        display(Markdown(f"*{sentence}*"))
+        plt.close(fig)  # shown here, with its sentence, not again at the cell's end
+    return paths
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython  # lazy: only when asking whether it runs in a notebook
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def caption_for(df: pd.DataFrame, extra: str = "") -> str:
+    """Machine, pinning and the key knobs of the points drawn, compactly."""
+    if df.empty:
+        return extra
+    first = df.iloc[0]
+    parts = []
+    if "machine" in df:
+        parts.append(str(first["machine"]))
+    names = {"locust": "Locust", "loadgen": "loadgen"}
+    gens = sorted(set(df["generator"].fillna("locust")), key=lambda g: g != "locust") \
+        if "generator" in df else ["locust"]
+    gen = " + ".join(names.get(g, g) for g in gens)
+    procs = int(df["processes"].max()) if "processes" in df and df["processes"].notna().any() else 1
+    parts.append(f"server CPU {first.get('server_pinning') or 'unpinned'}, "
+                 f"{gen} CPU {first.get('generator_pinning') or 'unpinned'}"
+                 + (f" ({procs} Locust processes)" if procs > 1 else ""))
+    notes = sorted({n for n in df.get("layout_note", pd.Series(dtype=object)).dropna() if n})
+    parts.extend(notes)
+    if "txn_mode" in df:
+        profiles = sorted({f"{r.profile} ({r.txn_mode}, {r.busy}, {r.write_path})"
+                           for r in df.itertuples()})
+        if len(profiles) <= 3:
+            parts.append("; ".join(profiles))
+        shapes = sorted({f"{r.server.split('-')[0]} {r.server_processes}×{r.server_threads}"
+                         for r in df.itertuples()})
+        parts.append("processes×threads: " + ", ".join(shapes))
+    if extra:
+        parts.append(extra)
+    return " · ".join(parts)

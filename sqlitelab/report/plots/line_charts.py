@@ -1,0 +1,228 @@
+"""The line charts: throughput and latency against concurrent users, any measure against any
+x (line_chart, and dau_chart and hockey_stick_chart on it), the generators' calibration against
+wrk, and an operation's window second by second (timeline_chart)."""
+from __future__ import annotations
+
+import matplotlib.ticker
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from sqlitelab.report.analysis import flagged, rate_points
+from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
+from sqlitelab.report.plots.legends import _extra_handles, _legend, fit_legends, panel_legend
+from sqlitelab.report.plots.marks import (PlainLogFormatter, _ref_line_labels, _users_axis,
+                                          draw_reference, mark_limits)
+from sqlitelab.report.plots.style import LIMIT_MARKS, STACK_STYLES, SeriesStyles, colours_for
+from sqlitelab.report.plots.tables import summarise
+
+def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
+                     caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
+                     logx: bool = True, reference: dict | None = None):
+    """Mean over repeats with min–max bars, a colour per stack and a dash per profile; rings
+    where the generator was the limit or set the pace (LIMIT_MARKS).
+    `reference`: the article's numbers on the same axes, as draw_reference's keyword
+    arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`)."""
+    s = summarise(df)
+    fig, ax = new_figure(caption=caption)
+    styles = SeriesStyles(s, ["server", "profile"])
+    for key, g in s.groupby(["server", "profile"], sort=True):
+        kw = styles(key)
+        ax.plot(g["users"], g[y], label="_" + styles.label(key), **kw)
+        if y == "rps":
+            ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
+                        fmt="none", ecolor=kw["color"], capsize=3, linewidth=1)
+        mark_limits(ax, g, "users", y)
+    if reference:
+        draw_reference(ax, **reference)
+        s = pd.concat([s, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
+    _users_axis(ax, s, logx)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    _legend(ax, styles.handles() + _extra_handles(ax), below=bool(reference))
+    return fit_legends(fig)
+
+
+PERCENTILE_NAMES = {"p50_ms": "p50", "p90_ms": "p90", "p95_ms": "p95", "p99_ms": "p99",
+                    "p999_ms": "p99.9", "max_ms": "max", "mean_ms": "mean"}
+
+
+def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurrent users",
+                  caption: str | None = None, percentiles=("p50_ms", "p95_ms", "p99_ms"),
+                  logx: bool = True):
+    """One panel per percentile on a shared log-scale milliseconds axis; in each, a colour per
+    stack and a dash per profile, as in every other figure."""
+    s = summarise(df)
+    fig, axes, key = new_panels(1, len(percentiles), caption=caption, sharey=True)
+    styles = SeriesStyles(s, ["server", "profile"])
+    for ax, col in zip(axes, percentiles):
+        for k, g in s.groupby(["server", "profile"], sort=True):
+            ax.plot(g["users"], g[col], label="_" + styles.label(k), **styles(k))
+            mark_limits(ax, g, "users", col)  # latency there is an upper bound
+        _users_axis(ax, s, logx, xlabel="concurrent users", thin=True)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.xaxis.label.set_fontsize(9)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_title(PERCENTILE_NAMES.get(col, col), fontsize=10)
+    axes[0].set_ylabel("latency (ms, log scale)")
+    _titled(fig, title)
+    panel_legend(key, styles.handles() + _extra_handles(*axes))
+    return fit_legends(fig)
+
+
+def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, xlabel: str,
+               ylabel: str, caption: str | None = None, logx: bool = False, logy: bool = False,
+               ref_lines: dict[str, float] | None = None, style_by: str | None = None,
+               reference: dict | None = None, markevery=None):
+    """One line per combination of `series` columns (mean over duplicates of x), styled by
+    SeriesStyles: the stack's colour and marker when `server` is a series column, a dash per
+    `style_by` value (a profile's own dash for `profile`); `reference`: the article's numbers
+    on the same axes (draw_reference's keyword arguments); `markevery`: as `ax.plot`'s, for
+    dense lines."""
+    fig, ax = new_figure(caption=caption)
+    styles = SeriesStyles(df, series, style_by)
+    for key, g in df.groupby(series, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        m = g.groupby(x, sort=True)[y].mean()
+        ax.plot(m.index, m.values, label="_" + styles.label(key), markevery=markevery, **styles(key))
+        flags = pd.DataFrame({c: g.assign(_f=flagged(g, c)).groupby(x, sort=True)["_f"].any()
+                              for c in LIMIT_MARKS}).assign(**{y: m}).reset_index()
+        mark_limits(ax, flags, x, y)
+    if reference:
+        draw_reference(ax, **reference)
+    if x == "users":  # ticks at the levels measured, as in every users axis
+        _users_axis(ax, df, logx, xlabel=None)
+    elif logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+        # plain numbers (0.6, 2, 1,000), not 6×10⁻¹: minor ticks labelled where few decades show
+        ax.yaxis.set_major_formatter(PlainLogFormatter())
+        ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    if ref_lines:
+        _ref_line_labels(ax, ref_lines)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    _legend(ax, styles.handles() + _extra_handles(ax), below=bool(reference))
+    return fit_legends(fig)
+
+
+def dau_chart(frame: pd.DataFrame, title: str, xlabel: str, ylabel: str, caption: str | None = None):
+    """capacity.sensitivity(): daily active users against requests per user per day, a colour
+    per stack and a dash per workload, the reference loads in grey (as an article's numbers)."""
+    ours = frame[frame["server"].notna()]
+    refs = frame[frame["server"].isna()]
+    if ours.empty:
+        ours = pd.DataFrame({"server": ["(no points)"], "scenario": [""], "per_user": [1.0], "dau": [float("nan")]})
+    return line_chart(ours, x="per_user", y="dau", series=["server", "scenario"], logx=True, logy=True,
+                      title=title, xlabel=xlabel, ylabel=ylabel, caption=caption, markevery=5,
+                      reference={"ref": refs, "x": "per_user", "y": "dau", "label": "", "by": "series"}
+                      if len(refs) else None)
+
+
+def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
+    """Each generator against wrk on GET /delay/{ms}, as a function of the generator's own CPU:
+    its throughput over wrk's (left) and its p99 over wrk's (right), the tolerance band, and
+    the onset from which every level drifts (sqlitelab.load.calibrate). Each generator in its own
+    colour (GENERATOR_STYLES)."""
+    d = points[points["endpoint"] == "delay"].sort_values("gen_util")
+    first = calibrations.iloc[0] if len(calibrations) else None
+    caption = (f"{first['machine']} · target {first['target']} (server CPU {first['server_pinning']}), "
+               f"generators and wrk on CPU {first['generator_pinning']} · GET /delay/{first['delay_ms']} · "
+               f"reference {first['reference']}") if first is not None else None
+    fig, (left, right) = new_figure(ncols=2, caption=caption, figsize=(10, 4.5))
+    tol = float(first["tolerance"]) if first is not None else 0.1
+    p99_tol = float(first["p99_tolerance"]) if first is not None else 0.25
+    gen_styles = colours_for(d["generator"].unique())
+    for gen, g in d.groupby("generator", sort=True):
+        st = gen_styles[gen]
+        c = st["color"]
+        for ax, col in ((left, "rps_ratio"), (right, "p99_ratio")):
+            ax.plot(100 * g["gen_util"], g[col], marker=st["marker"], color=c, linestyle="-", label=gen)
+            for r in g.itertuples():
+                ax.annotate(f"{r.users}", (100 * r.gen_util, getattr(r, col)), fontsize=6.5,
+                            color="#555555", xytext=(3, 3), textcoords="offset points")
+        cal = calibrations[calibrations["generator"] == gen]
+        if len(cal) and pd.notna(cal["onset_util"].iloc[0]):
+            for ax in (left, right):
+                ax.axvline(100 * cal["onset_util"].iloc[0], color=c, linestyle=":", linewidth=1.2,
+                           label=f"{gen} onset {cal['onset_util'].iloc[0]:.0%}")
+    left.axhline(1 - tol, color="#777777", linestyle=(0, (2, 2)), linewidth=1, label=f"tolerance {tol:.0%}")
+    right.axhline(1 + p99_tol, color="#777777", linestyle=(0, (2, 2)), linewidth=1,
+                  label=f"tolerance {p99_tol:.0%}")
+    left.set_ylabel("requests/s ÷ wrk's")
+    right.set_ylabel("p99 ÷ wrk's")
+    for ax in (left, right):
+        ax.set_xlabel("generator CPU (% of its core); labels: users")
+        ax.set_xlim(0, 105)
+        ax.legend(fontsize=7.5)
+    left.set_title("Throughput against wrk")
+    right.set_title("p99 against wrk")
+    return fit_legends(fig)
+
+
+TIMELINE_ROWS = (("p99_ms", "p99 of the second, ms (log)"),
+                 ("errors_late", "errors + late sends per second"),
+                 ("wal_mib", "WAL, MiB"))
+
+
+def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
+    """analysis.timeline(): one column of panels per operation, rows p99 (from due times) of
+    each second, errors and late sends per second, and the WAL's size, a line per stack in its
+    colour, seconds from the window's open on x; the operation shaded from its start to its end
+    (dotted line at its start) in each stack's colour."""
+    ops = list(dict.fromkeys(sec["operation"])) if len(sec) else ["(no operations)"]
+    rows = len(TIMELINE_ROWS)
+    fig, axes, key = new_panels(rows, len(ops), caption=caption,
+                                figsize=(max(7.0, 2.6 * len(ops)), 6.4), sharex=False)
+    stacks = [s for s in STACK_STYLES if s in set(sec.get("server", []))]
+    stacks += sorted(set(sec.get("server", [])) - set(stacks))
+    colours = colours_for(stacks)
+    for j, op in enumerate(ops):
+        g = sec[sec["operation"] == op] if len(sec) else sec
+        for i, (col, label) in enumerate(TIMELINE_ROWS):
+            ax = axes[i * len(ops) + j]
+            for server, s in (g.groupby("server", sort=True) if len(g) else []):
+                s = s.sort_values("second")
+                y = (s["errors"] + s["late"]) if col == "errors_late" else s[col]
+                ax.plot(s["second"] + s["span_s"] / 2, y, color=colours[server]["color"],
+                        marker=colours[server].get("marker", "o"), markersize=2.5, linewidth=1.2)
+                start, length = s["operation_started_s"].iloc[0], s["operation_seconds"].iloc[0]
+                if pd.notna(start):
+                    ax.axvline(start, color=colours[server]["color"], linestyle=":", linewidth=1)
+                    ax.axvspan(start, start + (length if pd.notna(length) else 0), alpha=0.10,
+                               color=colours[server]["color"], linewidth=0)
+            if col == "p99_ms" and len(g) and g[col].notna().any() and (g[col].dropna() > 0).all():
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(PlainLogFormatter())
+                ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+            if col == "wal_mib":  # from zero: a few KiB of change is not a jump
+                ax.set_ylim(bottom=0)
+            if i == 0:
+                ax.set_title(op)
+            if j == 0:
+                ax.set_ylabel(label, fontsize=8)
+            if i == rows - 1:
+                ax.set_xlabel("seconds into the window")
+    handles = [Line2D([], [], color=colours[s]["color"], marker=colours[s].get("marker", "o"), label=s)
+               for s in stacks]
+    handles.append(Patch(color="#888888", alpha=0.25, label="the operation running"))
+    panel_legend(key, handles, ncols=5)
+    _titled(fig, title)
+    return fit_legends(fig)
+
+
+def hockey_stick_chart(points: pd.DataFrame, slo_p99_ms: float, title: str, caption: str | None = None):
+    """Open-loop points: p99 (from due times; the worst repeat's is not shown, the mean is)
+    against the rate offered, a line per stack (log-log), the SLO as a horizontal line: the knee
+    is where each line leaves it."""
+    fig = line_chart(rate_points(points), x="rate", y="p99_ms", series=["server"], title=title,
+                     xlabel="offered load, requests/s (open loop, log scale)",
+                     ylabel="p99 from due time, ms (log scale)", caption=caption, logx=True, logy=True,
+                     ref_lines={"SLO": slo_p99_ms})
+    fig.axes[0].xaxis.set_major_formatter(PlainLogFormatter())
+    fig.axes[0].xaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    return fig

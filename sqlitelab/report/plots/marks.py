@@ -1,0 +1,116 @@
+"""What several chart kinds draw on their axes: an article's numbers (draw_reference),
+reference values named in the margin, rings and hatches where the generator was the limit
+(mark_limits, _bar_limit, _limit_patches), the users axis and plain log-axis labels."""
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib.ticker
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
+
+from sqlitelab.report.analysis import flagged
+from sqlitelab.report.plots.style import LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES
+
+def draw_reference(ax, ref: pd.DataFrame, x: str, y: str, label: str, by: str | None = None) -> None:
+    """Plot an article's published numbers (`ref`) as dashed grey lines, one per `by` group,
+    labelled `label` (with the group's value when `by` is given; the value alone when `label`
+    is empty)."""
+    groups = ref.groupby(by, sort=False) if by else [(None, ref)]
+    for i, (key, g) in enumerate(groups):
+        g = g.dropna(subset=[x, y]).sort_values(x)
+        name = (f"{label} · {key}" if label else str(key)) if by else label
+        ax.plot(g[x], g[y], color=REFERENCE_COLORS[i % len(REFERENCE_COLORS)],
+                linestyle=REFERENCE_DASHES[i % len(REFERENCE_DASHES)], marker="x", markersize=7,
+                linewidth=1.4, label=name)
+
+
+def mark_limits(ax, g: pd.DataFrame, x: str, y: str) -> None:
+    """Ring the points of `g` whose generator was the limit (red circle) or set the pace
+    (orange square), each kind labelled once in the legend."""
+    for col, m in LIMIT_MARKS.items():
+        f = g[flagged(g, col)]
+        if col == "generator_influenced":  # a bound point is not also ringed as influenced
+            f = f[~flagged(f, "generator_bound")]
+        if not len(f):
+            continue
+        labelled = m["label"] in ax.get_legend_handles_labels()[1]
+        ax.plot(f[x], f[y], linestyle="none", marker=m["marker"], markersize=12,
+                markerfacecolor="none", markeredgecolor=m["color"], markeredgewidth=1.4,
+                label=None if labelled else m["label"])
+
+
+def _users_axis(ax, s: pd.DataFrame, logx: bool, xlabel: str | None = "concurrent users (closed loop)",
+                thin: bool = False) -> None:
+    """Ticks at the levels measured; `thin`: on a narrow panel, no label for a level too close
+    to the last one labelled (8 but not 10)."""
+    levels = sorted(s["users"].unique())
+    log = logx and len(levels) > 1 and levels[-1] / max(levels[0], 1) > 8
+    if log:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(levels)
+    labels, last = [], None
+    for u in levels:
+        close = last is not None and (u / max(last, 1e-9) < 1.5 if log else
+                                      u - last < (levels[-1] - levels[0]) / 12)
+        labels.append("" if thin and close else str(u))
+        last = last if thin and close else u
+    ax.set_xticklabels(labels)
+    ax.minorticks_off()
+    if xlabel:
+        ax.set_xlabel(xlabel)
+
+
+def _ref_line_labels(ax, ref_lines: dict[str, float]) -> None:
+    """Reference values as grey lines across the plot, drawn over the data, each named in the
+    right margin at its own height — never over a bar or a line; names too close together are
+    spread apart, each with a leader to its line. Call once the y scale is set."""
+    items = sorted(ref_lines.items(), key=lambda kv: kv[1])
+    for k, (_, v) in enumerate(items):
+        ax.axhline(v, color="#555555", linewidth=1, zorder=4,
+                   linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)])
+    lo, hi = ax.get_ylim()
+    if ax.get_yscale() == "log":
+        def frac(v):
+            return (np.log10(v) - np.log10(lo)) / (np.log10(hi) - np.log10(lo))
+    else:
+        def frac(v):
+            return (v - lo) / (hi - lo)
+    gap = 2.6 * 7.5 / (0.6 * 72 * ax.figure.get_figheight())  # two lines of 7.5-pt text
+    placed: list[float] = []
+    for _, v in items:
+        placed.append(max(frac(v), placed[-1] + gap) if placed else frac(v))
+    for (label, v), y in zip(items, placed):
+        moved = abs(y - frac(v)) > 1e-9
+        ax.annotate(f"{textwrap.fill(label, 22)}\n{v:,.0f}", xy=(1.0, v), xycoords=("axes fraction", "data"),
+                    xytext=(1.02, y), textcoords="axes fraction", ha="left", va="center", fontsize=7.5,
+                    color="#333333", annotation_clip=False, clip_on=False,
+                    arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.8, "shrinkA": 0,
+                                "shrinkB": 0} if moved else None)
+
+
+class PlainLogFormatter(matplotlib.ticker.LogFormatter):
+    """A log axis's labels as plain numbers: thousands separated, small ones as %g."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:,.0f}" if x >= 100 else f"{x:g}"
+
+
+def _limit_patches(shown: set) -> list:
+    """Legend entries for the hatches in use (LIMIT_MARKS)."""
+    return [Patch(facecolor="#bbbbbb", hatch=m["hatch"], edgecolor="white",
+                  label=f"{m['label']} (server capacity ≥ bar)")
+            for col, m in LIMIT_MARKS.items() if col in shown]
+
+
+def _bar_limit(rows: pd.DataFrame, hatch_col: str | None) -> str | None:
+    """Which LIMIT_MARKS key a bar is hatched with (bound before influenced), or None.
+    `hatch_col` None: no hatching; "generator_bound" (the default): both kinds."""
+    if not hatch_col:
+        return None
+    cols = list(LIMIT_MARKS) if hatch_col == "generator_bound" else [hatch_col]
+    for col in cols:
+        if flagged(rows, col).any():
+            return col if col in LIMIT_MARKS else "generator_bound"
+    return None
