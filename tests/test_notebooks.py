@@ -14,9 +14,8 @@ from sqlitelab.studies import registry
 
 NOTEBOOKS = notebooks()
 
-# Tiny parameters per notebook: seconds, not minutes. Each names the stacks it exercises,
-# so that between them the smoke runs cover all four.
-# each notebook's tiny smoke parameters and the table its measurements land in: its study's
+# Tiny parameters per notebook (seconds, not minutes) and the table its measurements land in:
+# its study's. The contract suite, not these, covers every stack.
 SMOKE = {s.ID: s.SMOKE for s in registry.studies()}
 STORES = {s.ID: s.STORES for s in registry.studies()}
 

@@ -360,10 +360,10 @@ class Server:
 
 
 def follow_cpus(stack: str, env: dict[str, str], cpus: str | None) -> dict[str, str]:
-    """A multi-process stack (python-fastapi, ruby-puma) pinned to k CPUs runs k processes,
-    unless a profile or knob sets LAB_PROCESSES or its write path is one process by design
-    (`writer`, `batch`). rust-axum and go-nethttp follow their CPU set by themselves: tokio's
-    workers and GOMAXPROCS read the process's affinity. One CPU: one process, the default."""
+    """A multi-process stack (`multiprocess = true` in its stack.toml) pinned to k CPUs runs k
+    processes, unless a profile or knob sets LAB_PROCESSES or its write path is one process by
+    design (`writer`, `batch`). The others follow their CPU set by themselves (tokio's workers,
+    GOMAXPROCS: the process's affinity). One CPU: one process, the default."""
     if (cpus is None or not STACKS[stack]["multiprocess"] or "LAB_PROCESSES" in env
             or env.get("LAB_WRITE_PATH", "pool") != "pool"):
         return {}
