@@ -140,6 +140,10 @@ def test_an_interrupted_namespaced_sweep_leaves_nothing_running(net, tmp_path):
     """SIGINT (an interrupted notebook cell) in the middle of a distributed level: the server,
     the master and every worker are stopped by their PIDs."""
     script = textwrap.dedent(f"""
+        import signal
+        # a shell that starts the tests in the background (`make test &`) passes SIGINT on
+        # ignored, and Python then keeps ignoring it: take it as a notebook kernel does
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from sqlitelab.experiments import sweep
         sweep.sweep(notebook="test-hosts", servers=["go-nethttp"], profiles=["single-writer"],
                     scenario="rails-writes-noredirect", levels=[4], duration=60, progress=False,

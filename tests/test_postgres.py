@@ -193,6 +193,10 @@ def test_postgres_behind_a_delayed_link_pays_a_round_trip_per_statement(tmp_path
 @pytest.mark.harness
 def test_an_interrupted_postgres_sweep_leaves_nothing_running(tmp_path):
     script = textwrap.dedent(f"""
+        import signal
+        # a shell that starts the tests in the background (`make test &`) passes SIGINT on
+        # ignored, and Python then keeps ignoring it: take it as a notebook kernel does
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from sqlitelab.experiments import sweep
         sweep.sweep(notebook="scratch", servers=["go-nethttp"], profiles=["rails71"],
                     scenario="rails-writes-noredirect", levels=[4], duration=60, progress=False,
