@@ -56,7 +56,7 @@ def execute(path: Path | str, out: Path | str, parameters: dict, log_output: boo
     """papermill with the lab's kernel, the notebook's folder as the working directory, and the
     kernel on IPC sockets (no TCP port, no "running over TCP without encryption" warning).
     A parameter the notebook does not declare is refused (check_overrides)."""
-    import papermill as pm  # lazy: papermill and its kernel machinery load in seconds; arguments are checked first
+    import papermill as pm  # lazy: papermill takes ~3 s to import; --help and what only lists notebooks need none of it
     check_overrides([Path(path)], parameters)
     from traitlets.config import Config  # lazy: with papermill
     kernel = Config()
@@ -68,7 +68,7 @@ def execute(path: Path | str, out: Path | str, parameters: dict, log_output: boo
 
 def parameters(path: Path) -> dict[str, dict]:
     """The parameters a notebook declares (papermill's inference: name, default, help)."""
-    import papermill as pm  # lazy: papermill and its kernel machinery load in seconds; arguments are checked first
+    import papermill as pm  # lazy: papermill takes ~3 s to import; --help and what only lists notebooks need none of it
     return pm.inspect_notebook(str(path))
 
 
@@ -86,7 +86,7 @@ def check_overrides(paths: list[Path], overrides: dict) -> dict[Path, dict]:
 
 def run_notebook(path: Path, scale: str, overrides: dict | None = None,
                  runs_dir: Path | None = None, log_output: bool = True) -> dict:
-    import papermill as pm  # lazy: papermill and its kernel machinery load in seconds; arguments are checked first
+    import papermill as pm  # lazy: papermill takes ~3 s to import; --help and what only lists notebooks need none of it
     run_id = results.new_run_id(path.stem)
     out_dir = Path(runs_dir or config.RUNS_DIR) / run_id
     out_dir.mkdir(parents=True, exist_ok=True)
