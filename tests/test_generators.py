@@ -95,6 +95,18 @@ def test_influence_past_the_calibrated_onset():
     assert verdicts.influence(point(gen_cpu_pct=120.0, gen_cpus=2), onset=0.67) is None
 
 
+def test_window_and_server_counts_agree_within_the_edges_and_the_late_mark():
+    def counted(requests, late_ms, server=2000, users=8, rps=650.0):
+        return {"requests": requests, "server_requests": server, "users": users, "rps": rps,
+                "server_mark_late_ms": late_ms}
+    # 1 % of the server's count, or one request per user at each edge: 20 here
+    assert verdicts.counts_agree(counted(1980, None)) and not verdicts.counts_agree(counted(1979, None))
+    assert verdicts.count_tolerance(counted(1900, 0.0, users=16)) == 32
+    # a closing count read 40 ms late: 650/s × 0.04 s more the server may have handled
+    assert verdicts.counts_agree(counted(1960, 40.0)) and not verdicts.counts_agree(counted(1957, 40.0))
+    assert not verdicts.counts_agree(counted(1999, None, server=None))  # no count: no agreement
+
+
 def test_influence_of_a_busy_generator_on_an_idle_server():
     idle = point(gen_cpu_pct=85.0, server_util=0.70)
     assert "server at 70%" in verdicts.influence(idle, onset=None)

@@ -308,6 +308,7 @@ def test_sampler_waits_for_a_window_the_generator_opens():
     assert set(s.marks) == {"t0", "t1"}
     assert t0 <= s.marks["t0"]["t"] < t0 + 0.03 and t1 <= s.marks["t1"]["t"] < t1 + 0.03
     assert s.marks["t0"]["handled"] == 7 and len(s.samples) >= 5
+    assert 0 <= s.marks["t1"]["late_s"] <= s.marks["t1"]["t"] - t1  # the count read before the CPU
 
 
 def test_time_budget_sums_the_phases(tmp_path):

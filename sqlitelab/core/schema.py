@@ -44,7 +44,7 @@ TYPES: dict[str, type] = {
     "rate": float, "offered_rps": float, "offered": int, "late": int,
     "max_lag_ms": float, "backlog": int, "operation_started_s": float,
     "operation_seconds": float, "p50_ms": float, "p99_ms": float, "max_ms": float,
-    "server_cpu_pct": float, "server_rss_mb": float, "wal_bytes": int,
+    "server_cpu_pct": float, "server_rss_mb": float, "wal_bytes": int, "server_mark_late_ms": float,
     # a calibration's drift onset: empty when no drift was seen, which made the column TEXT in
     # results.db files made before it was typed here (calibrate reads such a value back as a number)
     "onset_util": float,
@@ -251,6 +251,9 @@ TABLES: dict[str, dict] = {
             "server_requests": "Requests the server itself counted in the window (/health "
                                "requests_handled at both ends), empty for count-based levels and when an edge's mark was "
                                "taken late (the window known only after it passed).",
+            "server_mark_late_ms": "How long after its edge the later of the two /health counts was "
+                                   "read, ms: server_requests' window may end that much later than "
+                                   "the generator's (load.verdicts.counts_agree).",
             "ramp_in_window": "1 when a user spawned after the window opened (the window held a ramp).",
             "acked_writes": "Write requests the generator saw acknowledged (the scenario's success "
                             "statuses) over the whole run.",

@@ -21,8 +21,9 @@ GENERATORS = ("locust", "loadgen")
 # bound). A request abandoned then may still commit later, so it must outlast a server's
 # stall (a 5-s busy timeout behind a queue of requests).
 STOP_TIMEOUT = 30
-# The longest one Locust process may take from launch to its last user spawned before the level
-# fails (the window then opens `warmup` seconds after the spawn; ~0.5 s here).
+# The longest Locust may take from launch to its last user spawned (every worker's, when
+# distributed) before the level fails (the window then opens `warmup` seconds after the spawn:
+# ~0.5 s here for one process, seconds for workers joining a master).
 SPAWN_BOUND = 30.0
 
 

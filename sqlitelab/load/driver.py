@@ -132,16 +132,14 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     total = sum(per_host.values()) if workers else processes
     out_dir.mkdir(parents=True, exist_ok=True)
     length = max_duration if requests else duration
-    # One Locust process opens the window `warmup` s after its last user has spawned (its
-    # start-up, ~0.5 s of imports here, costs what it takes; LAB_WINDOW_AFTER_SPAWN). With
-    # --processes (or an explicit `startup`) the window is fixed in advance: Locust spawns
-    # ~0.5 s after launch, more with --processes; loadgen at once. A late spawn is caught by
-    # `ramp_in_window`.
-    after_spawn = generator == "locust" and total == 1 and not workers and startup is None
+    # Locust opens the window `warmup` s after its last user has spawned — one process, or a
+    # master once every worker's users have (LAB_WINDOW_AFTER_SPAWN): its start-up, ~0.5 s of
+    # imports here and seconds for workers to join, costs what it takes. With an explicit
+    # `startup` (and for loadgen, which spawns at once) the window is fixed in advance; a late
+    # spawn is then caught by `ramp_in_window`.
+    after_spawn = generator == "locust" and startup is None
     if startup is None:
-        startup = (commands.SPAWN_BOUND if after_spawn else
-                   1.2 + 0.8 * (total - 1) + (1.0 if workers else 0.0) + users / 1000
-                   if generator == "locust" else 0.2 + users / 5000)
+        startup = commands.SPAWN_BOUND if after_spawn else 0.2 + users / 5000
     if generator == "loadgen":
         commands.build_loadgen()  # seconds the first time, a stat() after
     back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
@@ -342,6 +340,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     m0, m1 = sampler.marks.get("t0"), sampler.marks.get("t1")
     server_handled = (m1["handled"] - m0["handled"]) if (m0 and m1 and m0["handled"] is not None
                                                         and m1["handled"] is not None and not requests) else None
+    mark_late = [m.get("late_s") for m in (m0, m1) if m and m.get("late_s") is not None]
     sc = SCENARIOS[scenario]
     acked = inflight = 0
     if sc.write:
@@ -381,6 +380,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "generator_bound": verdicts.generator_bound(gen_util, locust_warned, server_util),
         "locust_cpu_warning": locust_warned,
         "server_requests": server_handled,
+        "server_mark_late_ms": (1000 * max(mark_late)) if server_handled is not None and mark_late else None,
         "ramp_in_window": bool(spawned and max(spawned) > t0),
         "acked_writes": acked,
         "inflight_writes": inflight,

@@ -20,11 +20,13 @@ closed once the response is complete (see ConnectionPerRequest).
 With LAB_TARGET (requests per process) the process ends its window once it has recorded
 that many, stops its users after their current request and quits: a level of N requests.
 
-LAB_WINDOW_AFTER_SPAWN="<warm-up>,<length>" (one process, instead of LAB_T0/LAB_T1): the window
-opens <warm-up> seconds after the last user has spawned and lasts <length> seconds (a bound,
-with LAB_TARGET); the process writes its LAB_T0/LAB_T1 to LAB_OUT_DIR/window-<pid>.json as soon
-as it knows them, for the harness's samples at the window's edges. Locust's start-up (~0.5 s of
-imports here, more on a busy machine) then costs no more than it takes.
+LAB_WINDOW_AFTER_SPAWN="<warm-up>,<length>" (instead of LAB_T0/LAB_T1): the window opens
+<warm-up> seconds after the last user has spawned and lasts <length> seconds (a bound, with
+LAB_TARGET); the process that decides it (one alone, or the master of workers, which sends it to
+them: `lab_window`) writes its LAB_T0/LAB_T1 to LAB_OUT_DIR/window-<pid>.json as soon as it knows
+them, for the harness's samples at the window's edges. Locust's start-up (~0.5 s of imports
+here, seconds for workers joining a master, more on a busy machine) then costs no more than it
+takes.
 
 LAB_ARRIVAL_RATE (requests/s of this process; LAB_ARRIVALS constant|poisson, LAB_ARRIVAL_SEED):
 open loop. Requests are due at a schedule's times whether or not earlier ones have been answered;
@@ -53,7 +55,7 @@ from geventhttpclient.client import HTTPClientPool
 from hdrh.histogram import HdrHistogram
 from locust import FastHttpUser, constant, constant_throughput, events, task
 from locust.exception import StopUser
-from locust.runners import LocalRunner, MasterRunner
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from sqlitelab.core.failures import failure_kind
 
@@ -230,14 +232,34 @@ def record(request_type, name, response_time, response_length, response=None, ex
         state["stopping"] = True
 
 
+RUNNER: dict = {}  # this process's Locust runner (events.init)
+
+
+@events.init.add_listener
+def window_from_master(environment, **kw):
+    """Distributed (a master and its workers, or --processes): the master alone opens the
+    window once every worker's users have spawned, and sends it to them (`lab_window`)."""
+    RUNNER["runner"] = environment.runner
+    if isinstance(environment.runner, WorkerRunner):
+        environment.runner.register_message("lab_window", _window_from_master)
+
+
+def _window_from_master(environment, msg, **kw):
+    global T0, T1
+    T0, T1 = msg.data["t0"], msg.data["t1"]
+
+
 @events.spawning_complete.add_listener
 def spawned(user_count, **kw):
     global T0, T1
     now = time.time()
-    state["spawned_at"] = now
-    if AFTER_SPAWN and T0 == UNKNOWN:
+    state["spawned_at"] = now  # a worker: when its master said every user had spawned
+    runner = RUNNER.get("runner")
+    if AFTER_SPAWN and T0 == UNKNOWN and not isinstance(runner, WorkerRunner):
         T0 = now + AFTER_SPAWN[0]
         T1 = T0 + AFTER_SPAWN[1]
+        if isinstance(runner, MasterRunner):
+            runner.send_message("lab_window", {"t0": T0, "t1": T1})
         OUT_DIR.mkdir(parents=True, exist_ok=True)
         tmp = OUT_DIR / f".window-{os.getpid()}.tmp"
         tmp.write_text(json.dumps({"t0": T0, "t1": T1, "spawned_at": now}))

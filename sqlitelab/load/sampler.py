@@ -138,15 +138,20 @@ class Sampler(threading.Thread):
     def mark(self, name: str, due: float | None = None) -> None:
         """The server's own count (and CPU) at a window edge. A mark taken more than MARK_LATE_S
         after it was due (the window became known only after it had passed) counts nothing:
-        its `handled` is None, never a count read at the wrong time."""
-        t, scpu, rss, gcpu, _ = self.sample()
+        its `handled` is None, never a count read at the wrong time. `late_s`: how long after
+        it was due the count had been read (an upper bound on how far the edge moved)."""
+        # the count first, at the edge; the CPU trees after it (reading them takes milliseconds)
         try:
             handled = self.server.get_json("/health", timeout=2)["requests_handled"]
         except (OSError, ValueError, KeyError):
             handled = None
-        if due is not None and t - due > MARK_LATE_S:
+        read = time.time()
+        late = max(0.0, read - due) if due is not None else None
+        if late is not None and late > MARK_LATE_S:
             handled = None
-        self.marks[name] = {"t": t, "server_cpu": scpu, "gen_cpu": gcpu, "handled": handled}
+        t, scpu, rss, gcpu, _ = self.sample()
+        self.marks[name] = {"t": t, "server_cpu": scpu, "gen_cpu": gcpu, "handled": handled,
+                            "late_s": late}
 
     def run(self) -> None:
         known = self.t0 is not None

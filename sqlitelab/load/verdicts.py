@@ -1,6 +1,7 @@
 """What a point's numbers say about who limited it: the generator saturated
 (`generator_saturated`), the generator the limit (`generator_bound`: saturated while the server
-was not), or plausibly setting the pace (`influence`: the point's `generator_influenced`)."""
+was not), or plausibly setting the pace (`influence`: the point's `generator_influenced`); and
+whether the generator's count and the server's own agree (`counts_agree`)."""
 from __future__ import annotations
 
 import math
@@ -69,3 +70,20 @@ def influence(point: dict, onset: float | None) -> str | None:
         return None
     return (f"server at {srv:.0%} of its CPU while the generator was at {gen:.0%}, "
             f"with no lock wait, stall or disk read to explain it")
+
+
+def count_tolerance(point) -> float:
+    """How far a window's count (`requests`) may honestly differ from the server's own
+    (`server_requests`): the requests crossing the window's edges (at most one per user at each
+    of its two edges, closed loop), what the server handled while its closing count was read
+    late (`rps` × `server_mark_late_ms`), and never less than 1 %."""
+    late_s = 0.0 if _missing(point["server_mark_late_ms"]) else point["server_mark_late_ms"] / 1000
+    return max(0.01 * point["server_requests"], 2 * point["users"] + point["rps"] * late_s)
+
+
+def counts_agree(point) -> bool:
+    """The generator's window count within `count_tolerance` of the server's own; False when the
+    server gave no count (a count-based level, a mark read too late)."""
+    if _missing(point["server_requests"]):
+        return False
+    return abs(point["requests"] - point["server_requests"]) <= count_tolerance(point)
