@@ -2,7 +2,8 @@
 point where they say: a label that names a definition (`Service.health`, `App#route`,
 `Config::from_env`) must land on the line that defines it, any other label (`when "retries"`)
 on a line that holds it verbatim. Every folder of servers/ has a README (servers/README.md
-says so), and servers/README.md's pragma list is servers/shared.toml's.
+says so), and servers/README.md's pragma list and knob table, and openapi.yaml's /health
+knobs, are servers/shared.toml's.
 
 A source edit moves lines: `python tests/test_server_docs.py --fix` moves each link to the
 nearest line that satisfies it, and says what it could not place."""
@@ -14,6 +15,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 SERVERS = Path(__file__).resolve().parents[1] / "servers"
 STACK_DIRS = sorted(p for p in SERVERS.iterdir() if (p / "run").is_file())
@@ -74,6 +76,45 @@ def test_readme_pragma_list_is_shared_toml():
             assert f"`{name}`" in text
         else:
             assert f"`{name}` ∈ {'|'.join(values)}" in text, name
+
+
+def test_readme_knob_table_is_shared_toml():
+    """servers/README.md's configuration table: a row per knob of shared.toml, its values (the
+    list, in order, or the form) and its default."""
+    knobs = tomllib.loads((SERVERS / "shared.toml").read_text())["knobs"]
+    rows = {m.group(1): (m.group(2), m.group(3)) for m in
+            re.finditer(r"^\| `(LAB_[A-Z_]+)` \| (.*?) \| (.*?) \|$", (SERVERS / "README.md").read_text(), re.M)}
+    for name, k in knobs.items():
+        assert k["env"] in rows, f"servers/README.md has no row for {k['env']} ({name})"
+        values, default = rows[k["env"]]
+        want = " \\| ".join(f"`{v}`" for v in k["values"]) if "values" in k else k["form"]
+        assert values.startswith(want), (k["env"], values, want)
+        if "default" in k:
+            want = "empty" if k["default"] == "" else (f"`{k['default']}`" if isinstance(k["default"], str)
+                                                      else str(k["default"]))
+            assert default.startswith(want), (k["env"], default, want)
+
+
+def test_openapi_health_knobs_are_shared_toml():
+    """/health's `knobs` in openapi.yaml: every knob of shared.toml (and the database), each
+    listed one with shared.toml's values (null besides where the knob means nothing on Postgres)."""
+    knobs = tomllib.loads((SERVERS / "shared.toml").read_text())["knobs"]
+    spec = yaml.safe_load((SERVERS / "openapi.yaml").read_text())
+    found = [v for v in _walk(spec) if isinstance(v, dict) and "knobs" in v.get("properties", {})]
+    assert len(found) == 1
+    schema = found[0]["properties"]["knobs"]
+    assert schema["required"] == ["database", *knobs]
+    assert set(schema["properties"]) == {"database", *knobs}
+    for name, k in knobs.items():
+        if "values" in k:
+            assert [v for v in schema["properties"][name]["enum"] if v is not None] == k["values"], name
+
+
+def _walk(node):
+    yield node
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    for child in children:
+        yield from _walk(child)
 
 
 def fix() -> int:

@@ -8,6 +8,7 @@ PROJ_ROOT = Path(os.environ.get("LAB_ROOT", Path(__file__).resolve().parents[2])
 SERVERS_DIR = PROJ_ROOT / "servers"
 SCHEMA_SQL = SERVERS_DIR / "schema.sql"
 PROFILES_TOML = SERVERS_DIR / "profiles.toml"
+SHARED_TOML = SERVERS_DIR / "shared.toml"  # what every stack shares: pragmas, knobs, metric names
 TEMPLATES_DIR = SERVERS_DIR / "templates"
 DATA_DIR = Path(os.environ.get("LAB_DATA_DIR", PROJ_ROOT / "data"))
 RESULTS_DB = DATA_DIR / "results.db"

@@ -136,18 +136,10 @@ def compiled_stacks() -> tuple[str, ...]:
     return tuple(sorted(name for name, s in STACKS.items() if s.get("compiled") and s.get("bundled")))
 
 
-KNOB_ENV = {
-    "pragmas": "LAB_PRAGMAS",
-    "txn_mode": "LAB_TXN_MODE",
-    "busy": "LAB_BUSY",
-    "write_path": "LAB_WRITE_PATH",
-    "processes": "LAB_PROCESSES",
-    "threads": "LAB_THREADS",
-    "readers": "LAB_READERS",
-    "metrics_txn": "LAB_METRICS_TXN",
-    "cache": "LAB_CACHE",
-    "sql_log": "LAB_SQL_LOG",
-}
+# Every knob a server takes from its environment, with its variable, values and default:
+# declared once, in servers/shared.toml's [knobs] (each stack enforces them in its own language).
+KNOBS: dict[str, dict] = tomllib.loads(config.SHARED_TOML.read_text())["knobs"]
+KNOB_ENV = {knob: k["env"] for knob, k in KNOBS.items()}
 
 
 # Knobs that only mean something to SQLite: with LAB_DATABASE=postgres a profile's are left out
