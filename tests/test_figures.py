@@ -197,8 +197,8 @@ def test_a_stack_has_the_same_colour_in_every_figure():
         for fig in (plots.throughput_chart(sub), plots.latency_chart(sub),
                     plots.line_chart(sub, x="users", y="rps", series=["server"], title="t", xlabel="x",
                                      ylabel="y")):
-            got = _line_colours(fig)
-            assert {s: got[s] for s in stacks} == {s: want[s] for s in stacks}
+            got = _line_colours(fig)  # the legend names a stack in plain words (stack.toml's title)
+            assert {s: got[servers.stack_title(s)] for s in stacks} == {s: want[s] for s in stacks}
             for ax in fig.axes:  # the drawn lines too, not only the legend
                 for line in ax.get_lines():
                     label = line.get_label().lstrip("_").split(" · ")[0]
@@ -207,7 +207,7 @@ def test_a_stack_has_the_same_colour_in_every_figure():
     bars = df[(df.profile == "rails71") & (df.users == 16)].assign(path="pool")
     fig = plots.bar_chart(bars, category="path", value="rps", series="server", title="t", ylabel="y")
     patches = {p.get_label(): p.get_facecolor() for p in fig.axes[0].get_legend().legend_handles}
-    assert {s: patches[s] for s in STACKS} == want
+    assert {s: patches[servers.stack_title(s)] for s in STACKS} == want
     fig = charts()["capacity"]()
     panel = fig.axes[0]
     solid = {tuple(round(v, 6) for v in p.get_facecolor()) for p in panel.patches}
@@ -224,7 +224,7 @@ def test_a_profile_has_the_same_dash_in_every_line_chart():
     def dash_of(fig, profile):
         for lg in legends(fig):
             for h, t in zip(lg.legend_handles, lg.get_texts()):
-                if t.get_text() == profile:
+                if t.get_text() == servers.profile_title(profile):  # profiles.toml's title
                     return h.get_linestyle()
         raise AssertionError(f"{profile} not in the legend")
 

@@ -229,7 +229,8 @@ def test_every_series_has_its_own_colour():
     lines = {t.get_text(): h.get_color() for h, t in zip(legend.legend_handles, legend.get_texts())
              if t.get_text() != "generator-bound"}
     assert len(lines) == 4 and len(set(lines.values())) == 4
-    assert lines == {s: plots.STACK_STYLES[s]["color"] for s in lines}  # each its stack's own
+    stacks = {servers.stack_title(s): s for s in plots.STACK_STYLES}  # legends in plain words
+    assert lines == {t: plots.STACK_STYLES[stacks[t]]["color"] for t in lines}  # each its stack's own
     import matplotlib.pyplot as plt
     plt.close("all")
 

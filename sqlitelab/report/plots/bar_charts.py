@@ -15,7 +15,8 @@ from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_le
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _bar_limit, _limit_patches,
                                           _ref_line_labels)
 from sqlitelab.report.plots.style import (LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
-                                          STACK_STYLES, _order, colours_for)
+                                          STACK_STYLES, _order, colours_for, profile_title,
+                                          value_title)
 
 def _bar_colours(sers: list, reference_series: str | None) -> dict:
     colours = {s: c["color"] for s, c in colours_for([s for s in sers if s != reference_series]).items()}
@@ -53,7 +54,7 @@ def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: s
             if flag:
                 b.set_hatch(LIMIT_MARKS[flag]["hatch"])
                 b.set_edgecolor("white")
-        handles.append(Patch(facecolor=color, label=str(s)))
+        handles.append(Patch(facecolor=color, label=value_title(series, s)))
     if horizontal:  # labels of nearby vertical lines collide: name them in the legend
         for k, (label, v) in enumerate((ref_lines or {}).items()):
             handles.append(ax.axvline(v, color="#555555", linewidth=1.2, zorder=4,
@@ -138,7 +139,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                     bar.set_linewidth(0)
                 if len(profiles) > 1 and j == 0:  # say which profile each stack's best was
                     inside = getattr(r, value) > 0.6 * top  # a long bar: at its end, inside it
-                    ax.annotate(r.profile, (getattr(r, value), y), xytext=(-3 if inside else 3, 0),
+                    ax.annotate(profile_title(r.profile), (getattr(r, value), y), xytext=(-3 if inside else 3, 0),
                                 textcoords="offset points", fontsize=6.5, va="center", zorder=6,
                                 color="#222222" if inside else "#555555", ha="right" if inside else "left",
                                 in_layout=False)
@@ -146,7 +147,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
             ax.axvline(v, color="#444444", linewidth=1.1, zorder=5,
                        linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)], label=f"{label}: {v:,.0f}/s")
         number = str(notebook).split("-")[0]
-        sub = profiles[0] if len(profiles) == 1 else ("best profile per stack" if profiles else "")
+        sub = profile_title(profiles[0]) if len(profiles) == 1 else ("best profile per stack" if profiles else "")
         ax.set_title(f"{scenario}" + (f" · {number}" if number else "")
                      + (f" · {database}" if database != "sqlite" else "") + (f"\n{sub}" if sub else ""),
                      fontsize=9, fontweight="normal")

@@ -33,7 +33,7 @@ def latency_histogram(df: pd.DataFrame, series: list[str], title: str, caption: 
                              for it in h.get_recorded_iterator()])
             counts, _ = np.histogram(vals[:, 0], bins=edges, weights=vals[:, 1])
             kw = styles(key)
-            ax.stairs(counts, edges, label=f"{styles.label(key)} (n={h.get_total_count():,})",
+            ax.stairs(counts, edges, label=f"{styles.title(key)} (n={h.get_total_count():,})",
                       linewidth=1.6, color=kw["color"], linestyle=kw["linestyle"])
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))

@@ -13,7 +13,7 @@ from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
 from sqlitelab.report.plots.legends import _extra_handles, _legend, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _ref_line_labels, _users_axis,
                                           draw_reference, mark_limits)
-from sqlitelab.report.plots.style import LIMIT_MARKS, STACK_STYLES, SeriesStyles, colours_for
+from sqlitelab.report.plots.style import LIMIT_MARKS, STACK_STYLES, SeriesStyles, colours_for, value_title
 from sqlitelab.report.plots.tables import summarise
 
 def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
@@ -207,8 +207,8 @@ def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
                 ax.set_ylabel(label, fontsize=8)
             if i == rows - 1:
                 ax.set_xlabel("seconds into the window")
-    handles = [Line2D([], [], color=colours[s]["color"], marker=colours[s].get("marker", "o"), label=s)
-               for s in stacks]
+    handles = [Line2D([], [], color=colours[s]["color"], marker=colours[s].get("marker", "o"),
+                      label=value_title("server", s)) for s in stacks]
     handles.append(Patch(color="#888888", alpha=0.25, label="the operation running"))
     panel_legend(key, handles, ncols=5)
     _titled(fig, title)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from sqlitelab.infra.servers import STACKS, load_profiles
+from sqlitelab.infra.servers import STACKS, load_profiles, profile_title, stack_title
 
 # The load generators, where a figure compares them (calibration).
 GENERATOR_STYLES: dict[str, dict] = {
@@ -133,6 +133,16 @@ def colours_for(values) -> dict:
     return out
 
 
+def value_title(column: str, value) -> str:
+    """A series' value in plain words for legends and labels: a stack's title (stack.toml), a
+    profile's (profiles.toml); any other value as it is."""
+    if column == "server":
+        return stack_title(value)
+    if column == "profile":
+        return profile_title(value)
+    return str(value)
+
+
 class SeriesStyles:
     """Colour, marker and dash of every series of a figure, from the columns that name them.
 
@@ -184,29 +194,36 @@ class SeriesStyles:
 
     @staticmethod
     def label(key) -> str:
+        """The series' key as stored (`go-nethttp · rails71`): a drawn line's own label."""
         key = key if isinstance(key, tuple) else (key,)
         return " · ".join(str(v) for v in key)
+
+    def title(self, key, cols: list[str] | None = None) -> str:
+        """The series `key` (its values of `cols`, all the series' columns by default) in plain
+        words, for a legend: `Go · net/http, Rails 7.1 defaults` (value_title)."""
+        key = key if isinstance(key, tuple) else (key,)
+        return ", ".join(value_title(c, v) for c, v in zip(cols or self.series, key))
 
     def handles(self) -> list:
         """Legend entries that read at a glance: one per colour (stack) and one per dash
         (profile), rather than one per combination."""
         if self.colour_cols == self.dash_cols:  # one key drawn twice: one entry each
-            return [Line2D([], [], **self._colour[t], linestyle=self._dash[t], label=self.label(t))
-                    for t in self.colour_values]
+            return [Line2D([], [], **self._colour[t], linestyle=self._dash[t],
+                           label=self.title(t, self.colour_cols)) for t in self.colour_values]
         many_c, many_d = len(self.colour_values) > 1, len(self.dash_values) > 1
         only_dash = self._dash[self.dash_values[0]] if self.dash_values else "-"
         out = []
         if many_c or not many_d:
             for t, s in self._colour.items():
                 out.append(Line2D([], [], **s, linestyle="-" if many_d else only_dash,
-                                  label=self.label(t)))
+                                  label=self.title(t, self.colour_cols)))
         if many_d:
             only = None if many_c else self._colour[self.colour_values[0]]
             for t, dash in self._dash.items():
                 kw = {**only} if only else {"color": KEY_GREY}
                 if only and self.dash_cols == ["database"] and t != ("sqlite",):
                     kw["markerfacecolor"] = "white"
-                out.append(Line2D([], [], **kw, linestyle=dash, label=self.label(t)))
+                out.append(Line2D([], [], **kw, linestyle=dash, label=self.title(t, self.dash_cols)))
         return out
 
 
