@@ -553,3 +553,20 @@ TABLES: dict[str, dict] = {
         },
     },
 }
+
+
+def assemble(*parts: dict) -> dict:
+    """One point from the parts that measured it — the generator's window (load.merge_level),
+    the level around it (run_level: link, hosts, timing), the operation run during it, the
+    audit, the server and database it ran on, the verdicts and the sweep's timing
+    (sweep._one_scenario's `measure`). Each column comes from one part: a column two parts
+    both set is an error, never a silent overwrite. (What is known only later is set by name
+    afterwards: the file's `integrity` after its last scenario, `headline` and the influence
+    after the cross-check and the confirmation, the run's identity columns when it is stored.)"""
+    out: dict = {}
+    for part in parts:
+        both = out.keys() & part.keys()
+        if both:
+            raise ValueError(f"a point's column set by two of its parts: {', '.join(sorted(both))}")
+        out.update(part)
+    return out

@@ -640,6 +640,17 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
     st["start_s"] = time.perf_counter() - t
     with srv:
         health = srv.health
+        knobs = health["knobs"]
+        server_part = {
+            "knobs": json.dumps(knobs, sort_keys=True),
+            "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
+            "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
+            "sqlite_version": health.get("sqlite_version"),
+            "database": health.get("database", "sqlite"),
+            "database_version": health.get("database_version", health.get("sqlite_version")),
+            "server_processes": knobs.get("processes"), "server_threads": knobs.get("threads"),
+            "write_path": knobs.get("write_path"), "txn_mode": knobs.get("txn_mode"),
+            "busy": knobs.get("busy")}
 
         def measure(users: int, rep: int, gen: str, rate: float | None = None) -> dict:
             bar.set_postfix_str(f"{stack}/{profile}: {users} users"
@@ -656,58 +667,47 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
             level_dir = run_dir / stack / profile / scenario / f"u{users:04d}{at}-r{rep}{tail}"
             during = (operations.during(spec.operation, db, srv.pinned, level_dir / "operation")
                       if spec.operation else None)
-            p = load.run_level(srv, scenario, users, level_dir, duration=spec.duration,
-                               warmup=spec.warmup, requests=spec.requests,
-                               max_duration=spec.max_duration,
-                               processes=spec.processes if gen == "locust" else 1,
-                               cpus=spec.generator_cpus, scenario_params=scenario_params, generator=gen,
-                               keepalive=spec.keepalive, workers=list(spec.generator_hosts),
-                               link_delay_us=spec.link_delay_us, rate=rate,
-                               arrivals=spec.arrivals, during=during)
-            written = counts.settled(sc.counter, before, p.get("inflight_writes") or 0, sc.rows_per_ack)
-            done = p.pop("during", None) or {}
-            p.update({"rate": rate, "operation": done.get("operation"),
-                      "operation_started_s": done.get("started_s"),
-                      "operation_seconds": done.get("seconds"),
-                      "operation_result": json.dumps(done, sort_keys=True, default=str) if done else None})
+            window = load.run_level(srv, scenario, users, level_dir, duration=spec.duration,
+                                    warmup=spec.warmup, requests=spec.requests,
+                                    max_duration=spec.max_duration,
+                                    processes=spec.processes if gen == "locust" else 1,
+                                    cpus=spec.generator_cpus, scenario_params=scenario_params,
+                                    generator=gen, keepalive=spec.keepalive,
+                                    workers=list(spec.generator_hosts),
+                                    link_delay_us=spec.link_delay_us, rate=rate,
+                                    arrivals=spec.arrivals, during=during)
+            written = counts.settled(sc.counter, before, window.get("inflight_writes") or 0, sc.rows_per_ack)
+            done = window.pop("during", None) or {}
             t = time.perf_counter()
             cache_after = databases.page_cache(db)
             tk += time.perf_counter() - t
-            p.update(audit(sc, p, written, health["knobs"]))
-            p.update({
-                "run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,
-                "repeat": rep, "integrity": None, "machine": label,
-                "db_mib": cache_before[1] / 2**20 if cache_before else None,
-                "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
-                "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
-                "server_pinning": srv.pinned, "layout_note": spec.layout_note or None,
-                "server_host": str(spec.server_host),
-                "knobs": json.dumps(health["knobs"], sort_keys=True),
-                "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
-                "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
-                "sqlite_version": health.get("sqlite_version"),
-                "database": health.get("database", "sqlite"),
-                "database_version": health.get("database_version", health.get("sqlite_version")),
-                "postgres_settings": (json.dumps(db.settings(), sort_keys=True)
-                                      if databases.is_postgres(db) else None),
-                "db_link_delay_us": spec.db_link_delay_us,
-                **_db_link_stats(db),
-                "server_processes": health["knobs"].get("processes"),
-                "server_threads": health["knobs"].get("threads"),
-                "write_path": health["knobs"].get("write_path"),
-                "txn_mode": health["knobs"].get("txn_mode"),
-                "busy": health["knobs"].get("busy"),
-            })
-            why = verdicts.influence(p, onsets.get(gen))
-            p.update({"generator_influenced": why is not None, "influence": why,
-                      "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None})
+            measured = schema.assemble(
+                window,
+                {"rate": rate, "operation": done.get("operation"),  # what ran during the window
+                 "operation_started_s": done.get("started_s"), "operation_seconds": done.get("seconds"),
+                 "operation_result": json.dumps(done, sort_keys=True, default=str) if done else None},
+                audit(sc, window, written, knobs),
+                {"run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,  # where
+                 "repeat": rep, "integrity": None, "machine": label,
+                 "db_mib": cache_before[1] / 2**20 if cache_before else None,
+                 "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
+                 "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
+                 "server_pinning": srv.pinned, "layout_note": spec.layout_note or None,
+                 "server_host": str(spec.server_host)},
+                server_part,  # what the server said of itself at its start
+                {"postgres_settings": (json.dumps(db.settings(), sort_keys=True)
+                                       if databases.is_postgres(db) else None),
+                 "db_link_delay_us": spec.db_link_delay_us, **_db_link_stats(db)})
+            why = verdicts.influence(measured, onsets.get(gen))
             bar.update(1)
             t = time.perf_counter()
             time.sleep(spec.pause)
-            p.update({"time_counts_s": counts.seconds - counted, "time_cache_s": tk,
-                      "time_pause_s": time.perf_counter() - t,
-                      "time_point_s": time.perf_counter() - tp})
-            return p
+            return schema.assemble(
+                measured,
+                {"generator_influenced": why is not None, "influence": why,  # the verdicts
+                 "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None},
+                {"time_counts_s": counts.seconds - counted, "time_cache_s": tk,
+                 "time_pause_s": time.perf_counter() - t, "time_point_s": time.perf_counter() - tp})
 
         t = time.perf_counter()
         load.prime(srv)

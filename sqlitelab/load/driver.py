@@ -59,7 +59,7 @@ from pathlib import Path
 
 from hdrh.histogram import HdrHistogram
 
-from sqlitelab.core import layout
+from sqlitelab.core import layout, schema
 from sqlitelab.infra import hosts, servers
 from sqlitelab.load import commands, scenarios, verdicts
 from sqlitelab.load.sampler import RemoteTree, Sampler
@@ -243,16 +243,16 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         t0, t1 = window
     if "error" in during_out:
         raise during_out["error"]
-    point = merge_level(out_dir, sampler, server, scenario, users, total, pinned,
-                        requests, (t0, t1), proc.returncode, generator, keepalive)
-    point["during"] = during_out.get("result")
-    point["generator_hosts"] = ",".join(map(str, workers)) or None
+    window = merge_level(out_dir, sampler, server, scenario, users, total, pinned,
+                         requests, (t0, t1), proc.returncode, generator, keepalive)
     stats = ln.stats() if ln else {}
-    point.update({"link_delay_us": link_delay_us, "link_connections": stats.get("connections"),
-                  "link_chunks": stats.get("chunks"), "link_late_mean_us": stats.get("late_mean_us"),
-                  "link_late_max_us": stats.get("late_max_us")})
-    point.update(level_timing(out_dir, launch, t0, warmup, exited, time.time()))
-    return point
+    return schema.assemble(
+        window,
+        {"during": during_out.get("result"), "generator_hosts": ",".join(map(str, workers)) or None},
+        {"link_delay_us": link_delay_us, "link_connections": stats.get("connections"),
+         "link_chunks": stats.get("chunks"), "link_late_mean_us": stats.get("late_mean_us"),
+         "link_late_max_us": stats.get("late_max_us")},
+        level_timing(out_dir, launch, t0, warmup, exited, time.time()))
 
 
 ARRIVALS = ("constant", "poisson")
