@@ -35,7 +35,7 @@ ITEMS = 10
 JSON = "application/json"
 HTML = "text/html; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
-SHARED = tomllib.loads((config.SERVERS_DIR / "shared.toml").read_text())  # what every stack shares
+SHARED = tomllib.loads(config.SHARED_TOML.read_text())  # what every stack shares
 
 
 STACK_DBS = [(stack, database) for stack in STACKS for database in DATABASES]

@@ -15,8 +15,7 @@ from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_le
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _bar_limit, _limit_patches,
                                           _ref_line_labels)
 from sqlitelab.report.plots.style import (LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
-                                          STACK_STYLES, _order, colours_for, profile_title,
-                                          value_title)
+                                          STACK_STYLES, _order, colours_for, value_title)
 
 def _bar_colours(sers: list, reference_series: str | None) -> dict:
     colours = {s: c["color"] for s, c in colours_for([s for s in sers if s != reference_series]).items()}
@@ -139,7 +138,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                     bar.set_linewidth(0)
                 if len(profiles) > 1 and j == 0:  # say which profile each stack's best was
                     inside = getattr(r, value) > 0.6 * top  # a long bar: at its end, inside it
-                    ax.annotate(profile_title(r.profile), (getattr(r, value), y), xytext=(-3 if inside else 3, 0),
+                    ax.annotate(value_title("profile", r.profile), (getattr(r, value), y), xytext=(-3 if inside else 3, 0),
                                 textcoords="offset points", fontsize=6.5, va="center", zorder=6,
                                 color="#222222" if inside else "#555555", ha="right" if inside else "left",
                                 in_layout=False)
@@ -147,7 +146,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
             ax.axvline(v, color="#444444", linewidth=1.1, zorder=5,
                        linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)], label=f"{label}: {v:,.0f}/s")
         number = str(notebook).split("-")[0]
-        sub = profile_title(profiles[0]) if len(profiles) == 1 else ("best profile per stack" if profiles else "")
+        sub = value_title("profile", profiles[0]) if len(profiles) == 1 else ("best profile per stack" if profiles else "")
         ax.set_title(f"{scenario}" + (f" · {number}" if number else "")
                      + (f" · {database}" if database != "sqlite" else "") + (f"\n{sub}" if sub else ""),
                      fontsize=9, fontweight="normal")
