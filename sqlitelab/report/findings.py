@@ -10,6 +10,7 @@ import pandas as pd
 
 from sqlitelab.report.analysis import (_measured, _variant_total, article_groups, buffer_variants, flagged,
                        limit_note, limited, peak)
+from sqlitelab.report import claims
 from sqlitelab.report.capacity import daily_active_users, headline, requests_per_day
 from sqlitelab.core.vocabulary import STALL_MS  # a request still running this long after the window has stalled
 
@@ -236,10 +237,15 @@ def buffer(bf: pd.DataFrame, ref: pd.DataFrame, slow: pd.DataFrame | None = None
     if len(var) and "10 rows / 25 rows" in var:
         vt = _variant_total(var)
         at = var[var["total"] == vt].sort_values("10 rows / 25 rows")
+        back = [r["variant"] for _, r in at.iterrows() if claims.halves(r["10 rows / 25 rows"])]
+        verdict = (f"Changes that bring the 10-row rate below {claims.COLLAPSE:.0%} of the 25-row rate: "
+                   f"{', '.join(back)}" if back else
+                   f"No single change brings the 10-row rate below {claims.COLLAPSE:.0%} of the 25-row "
+                   f"rate: none brings back the article's collapse")
         lines.append(f"- One change at a time, the 10-row rate as a share of the 25-row rate at "
                      f"{int(vt):,} records (the article: ~0.05): " + "; ".join(
                          f"{r['variant']} {r['10 rows / 25 rows']:.2f}" for _, r in at.iterrows()) +
-                     ". No single change brings back the article's collapse.")
+                     f". {verdict}.")
     said = _article_groups(ref)
     if said:
         lines.append(said)

@@ -1,0 +1,100 @@
+"""Verdict words: each one a condition on numbers, written here once, and tested both ways
+(tests/test_claims.py). A sentence that says "the article's ratio", "collapses", "brings back the
+collapse" or "reproduces" asks this module whether the numbers allow it, and says what they show
+when they do not.
+
+    claims.same_ratio(6.1, 6.5)          # True: within SAME_RATIO of the article's
+    claims.collapse_level(curve)         # the first level after the peak below COLLAPSE of it
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+# A ratio measured here is "the article's ratio" when it is within this share of the article's.
+SAME_RATIO = 0.25
+# Throughput "collapses" when a level after the peak serves less than this share of the peak.
+COLLAPSE = 0.5
+
+
+def _finite(**values: float) -> None:
+    for name, v in values.items():
+        if v is None or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name} must be a positive number, got {v!r}")
+
+
+def same_ratio(measured: float, article: float, band: float = SAME_RATIO) -> bool:
+    """Whether `measured` is within ±`band` (a share) of `article`."""
+    _finite(measured=measured, article=article)
+    return abs(measured / article - 1) <= band
+
+
+def ratio_words(measured: float, article: float, band: float = SAME_RATIO) -> str:
+    """"6.1×, the article's ratio (6.5×)" when `same_ratio`, else "3.0× (the article: 6.5×)"."""
+    if same_ratio(measured, article, band):
+        return f"{measured:.1f}×, the article's ratio ({article:.1f}×, within ±{band:.0%})"
+    return f"{measured:.1f}× (the article: {article:.1f}×)"
+
+
+def collapse_level(curve: Mapping[float, float], share: float = COLLAPSE) -> float | None:
+    """The first level (users) after the peak whose throughput is below `share` of the peak, or
+    None: no collapse. `curve`: level → throughput, any order."""
+    if not curve:
+        return None
+    levels = sorted(curve)
+    best = max(levels, key=lambda u: curve[u])
+    peak = curve[best]
+    for u in levels:
+        if u > best and curve[u] < share * peak:
+            return u
+    return None
+
+
+def collapse_words(curve: Mapping[float, float], share: float = COLLAPSE) -> str:
+    """"peaks at 2,205/s with 1 user and collapses from 8 users (below half the peak)" or
+    "peaks at … and never falls below half its peak up to 16 users"."""
+    if not curve:
+        return "no levels measured"
+    best = max(curve, key=lambda u: curve[u])
+    head = f"peaks at {curve[best]:,.0f}/s with {best:g} user{'s' if best != 1 else ''}"
+    at = collapse_level(curve, share)
+    if at is None:
+        return f"{head} and never falls below {share:.0%} of that peak up to {max(curve):g} users"
+    return (f"{head} and collapses from {at:g} users ({curve[at]:,.0f}/s, below {share:.0%} of "
+            f"its peak)")
+
+
+def rises(curve: Mapping[float, float]) -> bool:
+    """Whether throughput peaks after the first level (more users bought more throughput first)."""
+    return bool(curve) and max(curve, key=lambda u: curve[u]) > min(curve)
+
+
+def shape_words(here: Mapping[float, float], article: Mapping[float, float], share: float = COLLAPSE) -> str:
+    """The article's curve shape (a rise to a peak, then a collapse) against the one here, part by
+    part: "the article's shape: a rise to a peak, then a collapse" only when both parts hold."""
+    rise_h, rise_a = rises(here), rises(article)
+    fall_h, fall_a = collapse_level(here, share) is not None, collapse_level(article, share) is not None
+    if (rise_h, fall_h) == (rise_a, fall_a):
+        what = " and ".join(w for w, on in (("a rise to a peak", rise_a), ("a collapse after it", fall_a)) if on)
+        return f"the article's shape ({what or 'neither a rise nor a collapse'})"
+    said = []
+    if rise_a != rise_h:
+        said.append("no rise: highest at the first level, where the article's rose to a peak" if rise_a
+                    else "a rise the article's did not have")
+    if fall_a != fall_h:
+        said.append("no collapse, where the article's collapsed" if fall_a else "a collapse the article's did not have")
+    if fall_a and fall_h:
+        said.append("a collapse after the peak, as in the article")
+    return "not the article's shape: " + "; ".join(said)
+
+
+def halves(ratio: float, share: float = COLLAPSE) -> bool:
+    """Whether a rate that is `ratio` of another has collapsed against it (below `share`)."""
+    _finite(ratio=ratio)
+    return ratio < share
+
+
+def share_of(measured: float, article: float) -> str:
+    """"81 % of the article's" — a plain share, no verdict."""
+    _finite(measured=measured, article=article)
+    return f"{measured / article:.0%} of the article's"

@@ -1,0 +1,66 @@
+"""Each verdict word in both directions: said when its condition holds, not said when it fails."""
+import pandas as pd
+import pytest
+
+from sqlitelab.report import analysis, claims, findings
+
+
+def test_the_articles_ratio_only_within_the_band():
+    assert claims.same_ratio(6.0, 6.5) and "the article's ratio" in claims.ratio_words(6.0, 6.5)
+    assert not claims.same_ratio(3.0, 6.5)
+    words = claims.ratio_words(3.0, 6.5)
+    assert "the article's ratio" not in words and words == "3.0× (the article: 6.5×)"
+    # the band's edge is the condition, both sides of it
+    assert claims.same_ratio(6.5 * (1 + claims.SAME_RATIO) * 0.999, 6.5)
+    assert not claims.same_ratio(6.5 * (1 + claims.SAME_RATIO) * 1.001, 6.5)
+
+
+def test_collapse_is_a_level_after_the_peak_below_half_of_it():
+    article = {1: 750, 2: 1080, 4: 1889, 8: 2572, 10: 2730, 16: 633}  # seed 000's table
+    assert claims.collapse_level(article) == 16
+    assert "collapses from 16 users" in claims.collapse_words(article)
+    steady = {1: 750, 2: 1080, 4: 1889, 8: 2572, 10: 2730, 16: 2000}
+    assert claims.collapse_level(steady) is None
+    words = claims.collapse_words(steady)
+    assert "collapses" not in words and "never falls below 50% of that peak up to 16 users" in words
+    # a level below half the peak but before it is a rise, not a collapse
+    assert claims.collapse_level({1: 100, 2: 1000, 4: 900}) is None
+    assert claims.collapse_words({}) == "no levels measured"
+
+
+def test_the_articles_shape_only_when_both_its_parts_hold():
+    article = {1: 750, 2: 1080, 4: 1889, 8: 2572, 10: 2730, 16: 633}
+    assert claims.rises(article) and not claims.rises({1: 2000, 2: 1000})
+    same = claims.shape_words({1: 10, 4: 30, 8: 40, 16: 5}, article)
+    assert same == "the article's shape (a rise to a peak and a collapse after it)"
+    first = claims.shape_words({1: 2000, 2: 1000, 8: 500, 16: 300}, article)  # 01's seed run here
+    assert first.startswith("not the article's shape: no rise") and "a collapse after the peak, as in" in first
+    flat = claims.shape_words({1: 10, 4: 30, 8: 40, 16: 39}, article)
+    assert flat == "not the article's shape: no collapse, where the article's collapsed"
+
+
+def test_halves_and_bad_numbers():
+    assert claims.halves(0.05) and not claims.halves(0.76)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), None):
+        with pytest.raises(ValueError):
+            claims.same_ratio(bad, 1.0)
+
+
+def _variants(ratio_10_to_25: float) -> pd.DataFrame:
+    rows = []
+    for variant in ("as_published", "one_connection"):
+        for rpt, rate in ((10, 1_000_000.0 * (ratio_10_to_25 if variant == "one_connection" else 0.8)),
+                          (25, 1_000_000.0)):
+            rows.append({"method": "article", "variant": variant, "rows_per_txn": rpt, "total": 1_000_000,
+                         "records_per_s": rate, "close_checkpoints": 0, "peak_bytes_per_record": 565.0,
+                         "audit_ok": True, "skipped": None, "error": None})
+    return pd.DataFrame(rows)
+
+
+def test_buffer_says_no_change_brings_back_the_collapse_only_when_none_does():
+    ref, _ = analysis.reference("seed003_buffer")
+    none = findings.buffer(_variants(0.9), ref)
+    assert "No single change brings the 10-row rate below 50% of the 25-row rate" in none
+    one = findings.buffer(_variants(0.05), ref)
+    assert "No single change" not in one
+    assert "Changes that bring the 10-row rate below 50% of the 25-row rate: one_connection." in one
