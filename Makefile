@@ -16,6 +16,7 @@ LAB_PORT ?= 8888
 # the other tiers pin servers and generators to CPUs, so they run in one process).
 FAST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 BROWSE_PORT ?= 8001
+SCALE ?= quick  # make report: the scale whose newest runs it reports
 # Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here; util-linux's
 # fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation;
 # wrk, the reference client the load generators are calibrated and cross-checked against;
@@ -25,7 +26,7 @@ BROWSE_PORT ?= 8001
 APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium iproute2 \
                 openssh-client postgresql ruby-pg
 
-.PHONY: help setup test test-fast test-contract test-harness test-notebooks run seed lab browse lock servers calibrate clean distclean
+.PHONY: help setup test test-fast test-contract test-harness test-notebooks run seed report lab browse lock servers calibrate clean distclean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -118,6 +119,9 @@ calibrate: setup ## measure Locust and loadgen against wrk on this machine again
 
 lab: setup ## open JupyterLab on the notebooks (loopback only; prints the URL with its token)
 	@$(PY) -m sqlitelab.lab --port $(LAB_PORT)
+
+report: setup ## the newest run of each notebook as a report without code, Markdown + HTML (SCALE=quick|seed)
+	$(PY) -m sqlitelab.report --scale $(SCALE)
 
 browse: setup ## explore data/results.db in Datasette (loopback), with canned queries
 	@$(PY) -m sqlitelab.browse --port $(BROWSE_PORT)

@@ -10,6 +10,7 @@ import pytest
 
 from sqlitelab.core import config, results
 from sqlitelab.batch import execute, notebooks
+from sqlitelab.report import publish
 from sqlitelab.studies import registry
 
 NOTEBOOKS = notebooks()
@@ -73,6 +74,10 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     executed = nbformat.read(out, as_version=4)
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+    # make report turns it into a page without code that names its run
+    run = publish.Run(path.stem, run_id, out, "quick", "", publish.provenance(run_id, tmp_path / "data" / "results.db"))
+    page = publish.write(run, tmp_path / "report")["markdown"].read_text()
+    assert run_id in page and "from sqlitelab" not in page and "![" in page
 
 
 @pytest.mark.notebook

@@ -16,6 +16,9 @@ RESULTS_DB = DATA_DIR / "results.db"
 # unless a test session shares one calibration between its throw-away data directories
 CALIBRATION_DB = Path(os.environ.get("LAB_CALIBRATION_DB", RESULTS_DB))
 RUNS_DIR = DATA_DIR / "runs"
+REPORTS_DIR = DATA_DIR / "reports"  # make report: <scale>/<notebook>.md|.html
+# the committed reference run (sqlitelab.report.reference_run): in the repository, wherever runs go
+REFERENCE_RUN_DIR = PROJ_ROOT / "data" / "reference-run"
 TMP_DIR = DATA_DIR / "tmp"          # scratch databases of running sweeps
 FIGURES_DIR = Path(os.environ.get("LAB_FIGURES_DIR", PROJ_ROOT / "figures"))
 NOTEBOOKS_DIR = Path(os.environ.get("LAB_NOTEBOOKS_DIR", PROJ_ROOT / "notebooks"))  # what batch runs (a test: its own)

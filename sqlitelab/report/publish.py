@@ -1,0 +1,204 @@
+"""Reports from runs: a notebook's executed copy (data/runs/<run_id>/<notebook>.ipynb) as a page
+without code — its method table, tables, figures with their sentences and findings — in Markdown
+and HTML (nbconvert), headed by where every number on it comes from: the run id, commit, machine,
+scale and lock of the run that made them.
+
+    python -m sqlitelab.report --scale quick          # make report: the newest run of each notebook
+    publish.newest(scale="quick")                     # those runs, found on disk
+    publish.write(run, out_dir)                       # one report: <notebook>.md, .html, _files/
+
+What a reader sees is what the notebook displayed: Markdown, HTML tables and figures. Code,
+progress bars, printed logs and a cell's bare return value (text only) are left out, and so is a
+section of the notebook (a `## ` heading to the next) that displayed nothing (its set-up, its
+parameters).
+"""
+from __future__ import annotations
+
+import copy
+import html
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbconvert import HTMLExporter, MarkdownExporter
+from nbconvert.preprocessors import ExtractOutputPreprocessor
+
+from sqlitelab.core import config
+from sqlitelab.studies import registry
+
+# What a report keeps of a code cell's outputs: what the notebook displayed for a reader.
+SHOWN = ("text/markdown", "text/html", "image/png", "image/svg+xml")
+# The HTML page around a report: readable alone, no scripts, nothing fetched from elsewhere.
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
+        line-height: 1.5; color: #222; }}
+table {{ border-collapse: collapse; font-size: 0.85rem; margin: 1rem 0; display: block; overflow-x: auto; }}
+th, td {{ border: 1px solid #ccc; padding: 0.2rem 0.5rem; text-align: right; }}
+th {{ background: #f4f4f4; }}
+img {{ max-width: 100%; }}
+code {{ background: #f4f4f4; padding: 0 0.2rem; }}
+</style></head>
+<body>
+{body}
+</body></html>
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One executed notebook on disk and what the results store says of its run."""
+    notebook: str
+    run_id: str
+    executed: Path
+    scale: str
+    started: str
+    provenance: dict = field(default_factory=dict)
+
+
+def _papermill(nb) -> dict:
+    return nb.metadata.get("papermill", {}) or {}
+
+
+def provenance(run_id: str, db: Path) -> dict:
+    """The run's commit, machine, lock and times from the results store (the first of its sweeps'
+    rows: every sweep of a notebook run shares them); {} when the notebook stored no sweep (06)."""
+    if not db.exists():
+        return {}
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        con.row_factory = sqlite3.Row
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='runs'").fetchone():
+            return {}
+        cols = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+        want = [c for c in ("git_commit", "machine", "lock_hash", "lock_ok", "server_cpus", "generator_cpus",
+                            "versions") if c in cols]
+        row = con.execute(f"SELECT {', '.join(want)}, min(started) AS started, max(finished) AS finished, "
+                          f"count(*) AS sweeps FROM runs WHERE notebook_run = ?", [run_id]).fetchone()
+    finally:
+        con.close()
+    return {k: row[k] for k in row.keys()} if row and row["sweeps"] else {}
+
+
+def runs(runs_dir: Path | None = None, db: Path | None = None) -> list[Run]:
+    """Every notebook run on disk that finished without an error, oldest first."""
+    runs_dir = Path(runs_dir or config.RUNS_DIR)
+    db = Path(db or config.RESULTS_DB)
+    known = set(registry.ids())
+    found = []
+    for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.exists() else []:
+        for nb_path in d.glob("*.ipynb"):
+            if nb_path.stem not in known:
+                continue
+            nb = nbformat.read(nb_path, as_version=4)
+            pm = _papermill(nb)
+            params = pm.get("parameters", {})
+            if pm.get("exception") or "run_id" not in params or not pm.get("end_time"):
+                continue  # failed or unfinished: never reported
+            found.append(Run(nb_path.stem, params["run_id"], nb_path, params.get("scale", ""),
+                             pm.get("start_time", ""), provenance(params["run_id"], db)))
+    return sorted(found, key=lambda r: r.started)
+
+
+def newest(scale: str = "quick", only: list[str] | None = None, runs_dir: Path | None = None,
+           db: Path | None = None) -> list[Run]:
+    """The newest finished run of each notebook at `scale` (`only`: notebook name prefixes)."""
+    if scale not in ("quick", "seed"):
+        raise ValueError(f"scale must be quick or seed, not {scale!r}")
+    best: dict[str, Run] = {}
+    for r in runs(runs_dir, db):
+        if r.scale == scale and (not only or any(r.notebook.startswith(o) for o in only)):
+            best[r.notebook] = r
+    return [best[n] for n in sorted(best)]
+
+
+def header(run: Run) -> str:
+    """Where every number of the report comes from, in a few Markdown lines."""
+    p = run.provenance
+    lines = [f"*Every number on this page comes from notebook run **`{run.run_id}`** "
+             f"({run.scale} scale), started {run.started}.*", ""]
+    if p:
+        lines += [f"- commit `{p.get('git_commit')}`, machine: {p.get('machine')}",
+                  f"- server CPUs {p.get('server_cpus')}, generator CPUs {p.get('generator_cpus')}; "
+                  f"lock `{p.get('lock_hash')}`" + ("" if p.get("lock_ok") in (1, None) else " (not the lock's packages)"),
+                  f"- its measurements: `data/results.db`, rows with `notebook_run = '{run.run_id}'`; raw files: "
+                  f"`data/runs/{run.run_id}/`"]
+    else:
+        lines += ["- this notebook stored no measurements of its own: its tables name the runs they read"]
+    return "\n".join(lines)
+
+
+def strip(nb, head: str):
+    """A copy of executed notebook `nb` as a reader sees it: no code, no logs, no empty sections,
+    `head` after the title."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            kept = []
+            for o in cell.get("outputs", []):
+                if o.get("output_type") in ("display_data", "execute_result"):
+                    data = {k: v for k, v in o.get("data", {}).items() if k in SHOWN}
+                    if data:
+                        o = copy.deepcopy(o)
+                        o["data"] = data
+                        kept.append(o)
+            cell.outputs = kept
+    # sections (a `## ` heading to the next) that displayed nothing are the set-up's
+    sections, current = [], []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("## ") and current:
+            sections.append(current)
+            current = []
+        current.append(cell)
+    sections.append(current)
+    cells = []
+    for i, sec in enumerate(sections):
+        titled = sec[0].cell_type == "markdown" and sec[0].source.lstrip().startswith("## ")
+        if titled and not any(c.cell_type == "code" and c.outputs for c in sec):
+            continue
+        cells += [c for c in sec if c.cell_type == "markdown" or c.outputs]
+    if cells and cells[0].cell_type == "markdown" and cells[0].source.startswith("# "):
+        cells.insert(1, nbformat.v4.new_markdown_cell(head))
+    else:
+        cells.insert(0, nbformat.v4.new_markdown_cell(head))
+    nb.cells = cells
+    return nb
+
+
+def write(run: Run, out_dir: Path) -> dict[str, Path]:
+    """Write `run`'s report into `out_dir`: <notebook>.md with its figures in <notebook>_files/,
+    and <notebook>.html showing the same figure files. Returns the paths written."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nb = strip(nbformat.read(run.executed, as_version=4), header(run))
+    options = {"exclude_input": True, "exclude_input_prompt": True, "exclude_output_prompt": True}
+    files = f"{run.notebook}_files"
+    md, res = MarkdownExporter(**options).from_notebook_node(nb, resources={"output_files_dir": files})
+    written = {"markdown": out_dir / f"{run.notebook}.md", "html": out_dir / f"{run.notebook}.html"}
+    for name, data in res.get("outputs", {}).items():
+        target = out_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    written["markdown"].write_text(md)
+    # the HTML page shows the same figure files (no copies inside it), in a page of its own
+    exporter = HTMLExporter(template_name="basic", **options)
+    exporter.register_preprocessor(ExtractOutputPreprocessor(enabled=True), enabled=True)
+    body, _ = exporter.from_notebook_node(nb, resources={"output_files_dir": files})
+    title = next((c.source.lstrip("# ").splitlines()[0] for c in nb.cells
+                  if c.cell_type == "markdown" and c.source.startswith("# ")), run.notebook)
+    written["html"].write_text(PAGE.format(title=html.escape(title), body=body))
+    return written
+
+
+def index(reports: list[tuple[Run, dict[str, Path]]], out_dir: Path) -> Path:
+    """index.md: one line per report, its run and commit."""
+    lines = ["# Reports", "", "| notebook | run | commit | report |", "|---|---|---|---|"]
+    for run, paths in reports:
+        lines.append(f"| {run.notebook} | `{run.run_id}` | `{run.provenance.get('git_commit', '—')}` | "
+                     f"[Markdown]({paths['markdown'].name}) · [HTML]({paths['html'].name}) |")
+    path = Path(out_dir) / "index.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
