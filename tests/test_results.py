@@ -117,3 +117,25 @@ def test_the_ceiling_is_measured_and_stored_with_its_run(tmp_path):
             baseline.ceiling("05-single-machine", "nb-run", bad, None, path=db)
     assert len(results.load_table("ceilings", path=db)) == 1
     assert isinstance(pd.read_csv(tmp_path / "runs" / "nb-run" / "ceiling" / "ceilings.csv"), pd.DataFrame)
+
+
+def test_a_commit_is_dirty_for_code_not_for_the_labs_own_outputs(tmp_path, monkeypatch):
+    """A run that rewrote the committed figures ran unchanged code: its commit is not "-dirty"."""
+    import subprocess
+    repo = tmp_path / "repo"
+    for d in ("figures", "sqlitelab"):
+        (repo / d).mkdir(parents=True)
+    (repo / "figures" / "a.svg").write_text("1")
+    (repo / "sqlitelab" / "x.py").write_text("1")
+    git = lambda *a: subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *a], cwd=repo,
+                                    check=True, capture_output=True)
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "x")
+    monkeypatch.setattr(results.config, "PROJ_ROOT", repo)
+    clean = results.git_commit()
+    assert len(clean) == 40 and not clean.endswith("-dirty")
+    (repo / "figures" / "a.svg").write_text("2")
+    assert results.git_commit() == clean
+    (repo / "sqlitelab" / "x.py").write_text("2")
+    assert results.git_commit() == clean + "-dirty"

@@ -90,11 +90,17 @@ def migrate(path: Path | str | None = None) -> None:
         con.close()
 
 
+# What the lab writes into its own tree (figures, data): a run that rewrote them ran unchanged code.
+OUTPUTS = ("figures", "data")
+
+
 def git_commit() -> str:
+    """HEAD, with "-dirty" when a tracked file other than the lab's own outputs has changed."""
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=config.PROJ_ROOT, text=True,
                              capture_output=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":(exclude){d}" for d in OUTPUTS)],
                                cwd=config.PROJ_ROOT, text=True, capture_output=True,
                                timeout=10).stdout.strip()
         return (sha or "unknown") + ("-dirty" if dirty else "")
