@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sqlitelab.core import config
+from sqlitelab.report import summaries
 from sqlitelab.studies import registry, scales
 
 NOTEBOOK_IDS = sorted(p.stem for p in config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
@@ -14,7 +15,7 @@ PACKAGE = config.PROJ_ROOT / "sqlitelab"
 
 # What every study declares, module-level data (None where it has none).
 DECLARED = ("ID", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
-            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES")
+            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "SUMMARY")
 
 
 def test_every_notebook_has_one_study_and_every_study_its_notebook():
@@ -38,6 +39,8 @@ def test_every_study_declares_what_a_notebook_is(notebook):
                                                for k, v in s.READING.items())
     assert isinstance(s.IN_COLLECTION, bool) and isinstance(s.READS_THE_OTHERS, bool)
     assert s.HEADLINE_EXPERIMENTS is None or (s.IN_COLLECTION and isinstance(s.HEADLINE_EXPERIMENTS, set))
+    assert s.SUMMARY is None or (s.ARTICLE is not None and callable(getattr(summaries, s.SUMMARY, None))), \
+        f"{s.__name__}.SUMMARY names no function of sqlitelab.report.summaries"
 
 
 def test_the_registry_refuses_an_unknown_notebook():

@@ -21,6 +21,9 @@ HEADLINE_EXPERIMENTS: set[str] | None = None
 
 READS_THE_OTHERS = True
 
+# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
+SUMMARY: str | None = None
+
 SMOKE: dict = {}
 STORES: str | None = None
 

@@ -30,6 +30,9 @@ HEADLINE_EXPERIMENTS: set[str] | None = {"article"}
 
 READS_THE_OTHERS = False
 
+# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
+SUMMARY: str | None = "read_write_mix"
+
 SMOKE: dict = {"servers": ["python-fastapi", "rust-axum"],
                "levels": [8],
                "requests": 300,

@@ -20,6 +20,8 @@ What a study declares (tests/test_studies.py checks every one is there):
   (sqlitelab.report.capacity.COLLECTION), and which of its experiments reproduce its article
   (None: every one; the others are "beyond" sweeps: write shares, write paths...).
 - `READS_THE_OTHERS`: it reads the newest runs of the other notebooks (a batch runs it last).
+- `SUMMARY`: its article's row in the README's table of the reference run: the name of a function
+  of sqlitelab.report.summaries (None: no row).
 - `SMOKE`, `STORES`: its papermill smoke run's tiny parameters (tests/test_notebooks.py,
   tests/test_lab_browser.py), and the table its measurements land in (None: none of its own).
 - `READING`: what to look for in each of its figures, one sentence shown under the figure when

@@ -37,6 +37,9 @@ HEADLINE_EXPERIMENTS: set[str] | None = None
 
 READS_THE_OTHERS = False
 
+# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
+SUMMARY: str | None = "sqlite_as_buffer"
+
 SMOKE: dict = {"totals": [1000, 5000],
                "rows_per_txn": [2, 5],
                "synchronous": ["normal"],

@@ -1,0 +1,134 @@
+"""The committed reference run: the newest run of each notebook at a scale, exported from
+data/results.db into a folder of CSV files that the repository keeps (data/reference-run/), with
+the method tables and the reports of those runs beside them. The README's result tables are
+generated from it (sqlitelab.report.readme), and anyone can re-analyse it with the lab's own
+functions: `load(dir)["points"]` has the columns of `results.load_points`.
+
+    python -m sqlitelab.report.reference_run --scale seed      # export (then: python -m sqlitelab.report.readme)
+
+Every row of every exported table belongs to one of the exported notebook runs (its
+`notebook_run`); the points keep every column but the encoded histograms, so a percentile is the
+one the run stored, never recomputed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sqlitelab.core import config
+from sqlitelab.report import publish
+
+REFERENCE_DIR = config.REFERENCE_RUN_DIR
+# The tables exported, each filtered to the exported notebook runs; the columns left out
+# (encoded histograms: binary, and every percentile they give is stored beside them).
+TABLES = ("runs", "points", "buffer_points", "buffer_slow_sync", "ceilings", "crosschecks")
+LEFT_OUT = {"points": ("histogram",)}
+# The order rows are written in (so that a re-export of the same rows is the same file).
+ORDER = ("notebook", "notebook_run", "run_id", "experiment", "server", "profile", "scenario", "database",
+         "users", "rate", "repeat", "generator", "method", "variant", "rows_per_txn", "total")
+
+
+def _rows(con: sqlite3.Connection, table: str, notebook_runs: list[str]) -> pd.DataFrame:
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [table]).fetchone():
+        return pd.DataFrame()
+    cols = [r[1] for r in con.execute(f"PRAGMA table_info([{table}])") if r[1] not in LEFT_OUT.get(table, ())]
+    if "notebook_run" not in cols:
+        return pd.DataFrame()
+    marks = ", ".join("?" * len(notebook_runs))
+    df = pd.read_sql_query(f"SELECT {', '.join(f'[{c}]' for c in cols)} FROM [{table}] "
+                           f"WHERE notebook_run IN ({marks})", con, params=notebook_runs)
+    order = [c for c in ORDER if c in df.columns]
+    return df.sort_values(order, kind="mergesort").reset_index(drop=True) if order else df
+
+
+def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None = None,
+           runs_dir: Path | None = None) -> dict[str, Path]:
+    """Write `runs` (publish.newest) into `out_dir`: one CSV per table, `methods/<notebook>.csv`,
+    `reports/` and `manifest.json` (what was exported, from which runs). Refuses no runs."""
+    if not runs:
+        raise ValueError("no finished run to export: run `make seed` (or `make run`) first")
+    out = Path(out_dir or REFERENCE_DIR)
+    db = Path(db or config.RESULTS_DB)
+    runs_dir = Path(runs_dir or config.RUNS_DIR)
+    ids = [r.run_id for r in runs]
+    for old in ("methods", "reports"):
+        shutil.rmtree(out / old, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        for table in TABLES:
+            df = _rows(con, table, ids)
+            path = out / f"{table}.csv"
+            if df.empty:
+                path.unlink(missing_ok=True)
+                continue
+            df.to_csv(path, index=False)
+            written[table] = path
+    finally:
+        con.close()
+    for r in runs:
+        method = runs_dir / r.run_id / "method.csv"
+        if method.exists():
+            (out / "methods").mkdir(exist_ok=True)
+            shutil.copyfile(method, out / "methods" / f"{r.notebook}.csv")
+    done = [(r, publish.write(r, out / "reports")) for r in runs]
+    publish.index(done, out / "reports")
+    manifest = {"scale": sorted({r.scale for r in runs}),
+                "runs": [{"notebook": r.notebook, "run_id": r.run_id, "started": r.started,
+                          "git_commit": r.provenance.get("git_commit"), "machine": r.provenance.get("machine")}
+                         for r in runs],
+                "tables": {t: len(pd.read_csv(p)) for t, p in written.items()}}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    written["manifest"] = out / "manifest.json"
+    return written
+
+
+def load(export_dir: Path | None = None) -> dict[str, pd.DataFrame]:
+    """The exported tables by name, and `manifest` (a dict). `points` carries its run's `started`,
+    as results.load_points gives it, and only the headline points (those no generator replaced)."""
+    d = Path(export_dir or REFERENCE_DIR)
+    if not (d / "manifest.json").exists():
+        raise FileNotFoundError(f"no reference run in {d} (no manifest.json): export one with "
+                                f"`python -m sqlitelab.report.reference_run --scale seed`")
+    out: dict = {"manifest": json.loads((d / "manifest.json").read_text())}
+    for table in TABLES:
+        path = d / f"{table}.csv"
+        out[table] = pd.read_csv(path, low_memory=False) if path.exists() else pd.DataFrame()
+    pts = out["points"]
+    if len(pts):
+        started = out["runs"].groupby("run_id")["started"].min()
+        pts = pts.assign(started=pts["run_id"].map(started))
+        if "headline" in pts:
+            pts = pts[pts["headline"].fillna(1).astype(int) == 1].reset_index(drop=True)
+        out["points"] = pts
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sqlitelab.report.reference_run",
+                                 description="Export the newest run of each notebook as the committed reference run.")
+    ap.add_argument("--scale", choices=["quick", "seed"], default="seed")
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {REFERENCE_DIR}")
+    ap.add_argument("--db", type=Path, default=None)
+    ap.add_argument("--runs-dir", type=Path, default=None)
+    args = ap.parse_args(argv)
+    runs = publish.newest(args.scale, runs_dir=args.runs_dir, db=args.db)
+    try:
+        written = export(runs, args.out, args.db, args.runs_dir)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    for name, path in written.items():
+        print(f"{name:<16} {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

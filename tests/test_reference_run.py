@@ -1,0 +1,58 @@
+"""The committed reference run's export: every row of the exported runs and nothing else, no
+histograms, the same files from the same rows, read back with the columns the lab's functions use."""
+import pytest
+
+from sqlitelab.core import results
+from sqlitelab.report import publish, reference_run
+from test_publish import NOTEBOOK, _executed
+
+RUNS = ("20261125T100000Z-05-single-machine-aaaa", "20261125T110000Z-05-single-machine-bbbb")
+
+
+def _store(tmp_path):
+    db, runs_dir = tmp_path / "results.db", tmp_path / "runs"
+    for i, nb_run in enumerate(RUNS):
+        run_id = f"{nb_run}/hello"
+        results.store_run(
+            {"run_id": run_id, **results.describe(NOTEBOOK, nb_run, "hello", {"scale": "quick"}),
+             "started": f"2026-11-25T1{i}:00:00+00:00", "finished": f"2026-11-25T1{i}:05:00+00:00"},
+            [{"run_id": run_id, "server": s, "profile": "default", "scenario": "hello", "users": u,
+              "repeat": 1, "generator": "loadgen", "rps": 1000.0 * u + i, "p99_ms": 2.5, "headline": h,
+              "histogram": "HISTFAAA", "audit_ok": 1}
+             for s in ("go-nethttp", "rust-axum") for u in (16, 64) for h in (0, 1)], db)
+        _executed(runs_dir / nb_run / f"{NOTEBOOK}.ipynb", nb_run)
+        (runs_dir / nb_run / "method.csv").write_text("aspect,article,this run,verdict\nmachine,M1,here,differs\n")
+    return db, runs_dir
+
+
+def test_the_export_holds_the_runs_rows_and_reads_back(tmp_path):
+    db, runs_dir = _store(tmp_path)
+    runs = publish.newest("quick", runs_dir=runs_dir, db=db)
+    assert [r.run_id for r in runs] == [RUNS[1]]
+    out = tmp_path / "export"
+    written = reference_run.export(runs, out, db, runs_dir)
+    assert {"runs", "points", "manifest"} <= set(written)
+    text = (out / "points.csv").read_text()
+    rows = text.splitlines()
+    assert "histogram" not in rows[0] and RUNS[0] not in text and len(rows) == 1 + 8
+    assert all(RUNS[1] in r for r in rows[1:])
+    assert (out / "methods" / f"{NOTEBOOK}.csv").exists()
+    assert (out / "reports" / f"{NOTEBOOK}.md").exists() and (out / "reports" / "index.md").exists()
+    x = reference_run.load(out)
+    assert x["manifest"]["runs"][0]["run_id"] == RUNS[1]
+    pts = x["points"]
+    assert len(pts) == 4 and set(pts["headline"]) == {1}  # the replaced points stay in the CSV only
+    assert pts["started"].notna().all() and sorted(pts["rps"]) == [16001.0, 16001.0, 64001.0, 64001.0]
+    before = {p.name: p.read_bytes() for p in out.glob("*.csv")}
+    reference_run.export(runs, out, db, runs_dir)  # the same rows make the same files
+    assert before == {p.name: p.read_bytes() for p in out.glob("*.csv")}
+
+
+def test_nothing_to_export_or_load_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(ValueError, match="make seed"):
+        reference_run.export([], tmp_path / "export")
+    with pytest.raises(FileNotFoundError, match="no reference run"):
+        reference_run.load(tmp_path / "nothing")
+    assert reference_run.main(["--scale", "seed", "--runs-dir", str(tmp_path / "none"),
+                               "--db", str(tmp_path / "none.db"), "--out", str(tmp_path / "x")]) == 2
+    assert "make seed" in capsys.readouterr().err
