@@ -38,6 +38,9 @@ def test_the_export_holds_the_runs_rows_and_reads_back(tmp_path):
     assert all(RUNS[1] in r for r in rows[1:])
     assert (out / "methods" / f"{NOTEBOOK}.csv").exists()
     assert (out / "reports" / f"{NOTEBOOK}.md").exists() and (out / "reports" / "index.md").exists()
+    about = (out / "README.md").read_text()
+    assert RUNS[1] in about and "| `points.csv` | 8 |" in about
+    assert "the CSV files of `data/reference-run/`" in (out / "reports" / f"{NOTEBOOK}.md").read_text()
     x = reference_run.load(out)
     assert x["manifest"]["runs"][0]["run_id"] == RUNS[1]
     pts = x["points"]

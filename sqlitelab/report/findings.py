@@ -192,8 +192,10 @@ def _article_groups(ref: pd.DataFrame) -> str | None:
             f"10-row runs took {ratios} as long. Per group (a connection opened, written, closed), its "
             f"10-row runs took {g['ms per group at 10 rows'].min():,.0f}–{g['ms per group at 10 rows'].max():,.0f} ms "
             f"at every total, its 25-row runs {g['ms per group at 25 rows'].min():,.1f}–"
-            f"{g['ms per group at 25 rows'].max():,.1f} ms: every connection of the 10-row runs was slow — "
-            f"the machine or its storage while they ran, not the rows per transaction.")
+            f"{g['ms per group at 25 rows'].max():,.1f} ms: every connection of the 10-row runs was slow. "
+            f"An inference, not a finding: something other than the rows per transaction was slow during "
+            f"the 10-row runs — the machine or its storage then, or another host, file system or code "
+            f"revision; the article does not say which.")
 
 
 def buffer(bf: pd.DataFrame, ref: pd.DataFrame, slow: pd.DataFrame | None = None) -> str:

@@ -75,7 +75,9 @@ def provenance(run_id: str, db: Path) -> dict:
         cols = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
         want = [c for c in ("git_commit", "machine", "lock_hash", "lock_ok", "server_cpus", "generator_cpus",
                             "versions") if c in cols]
-        row = con.execute(f"SELECT {', '.join(want)}, min(started) AS started, max(finished) AS finished, "
+        # each column's value from whichever sweep recorded it (a ceiling's row has no CPU layout)
+        row = con.execute(f"SELECT {', '.join(f'max({c}) AS {c}' for c in want)}, min(started) AS started, "
+                          f"max(finished) AS finished, "
                           f"count(*) AS sweeps FROM runs WHERE notebook_run = ?", [run_id]).fetchone()
     finally:
         con.close()
@@ -114,17 +116,23 @@ def newest(scale: str = "quick", only: list[str] | None = None, runs_dir: Path |
     return [best[n] for n in sorted(best)]
 
 
-def header(run: Run) -> str:
-    """Where every number of the report comes from, in a few Markdown lines."""
+# Where a report says its run's rows are: the results store, or a committed export of it.
+STORE = "`data/results.db`"
+
+
+def header(run: Run, store: str = STORE) -> str:
+    """Where every number of the report comes from, in a few Markdown lines; `store`: where the
+    run's rows are kept."""
     p = run.provenance
     lines = [f"*Every number on this page comes from notebook run **`{run.run_id}`** "
              f"({run.scale} scale), started {run.started}.*", ""]
     if p:
         lines += [f"- commit `{p.get('git_commit')}`, machine: {p.get('machine')}",
-                  f"- server CPUs {p.get('server_cpus')}, generator CPUs {p.get('generator_cpus')}; "
-                  f"lock `{p.get('lock_hash')}`" + ("" if p.get("lock_ok") in (1, None) else " (not the lock's packages)"),
-                  f"- its measurements: `data/results.db`, rows with `notebook_run = '{run.run_id}'`; raw files: "
-                  f"`data/runs/{run.run_id}/`"]
+                  (f"- server CPUs {p.get('server_cpus')}, generator CPUs {p.get('generator_cpus')}; "
+                   if p.get("server_cpus") is not None else "- no server (the run measured in its own process); ")
+                  + f"lock `{p.get('lock_hash')}`" + ("" if p.get("lock_ok") in (1, None) else " (not the lock's packages)"),
+                  f"- its measurements: {store}, rows with `notebook_run = '{run.run_id}'`"
+                  + (f"; raw files: `data/runs/{run.run_id}/`" if store == STORE else "")]
     else:
         lines += ["- this notebook stored no measurements of its own: its tables name the runs they read"]
     return "\n".join(lines)
@@ -154,7 +162,7 @@ def strip(nb, head: str):
         current.append(cell)
     sections.append(current)
     cells = []
-    for i, sec in enumerate(sections):
+    for sec in sections:
         titled = sec[0].cell_type == "markdown" and sec[0].source.lstrip().startswith("## ")
         if titled and not any(c.cell_type == "code" and c.outputs for c in sec):
             continue
@@ -167,12 +175,12 @@ def strip(nb, head: str):
     return nb
 
 
-def write(run: Run, out_dir: Path) -> dict[str, Path]:
+def write(run: Run, out_dir: Path, store: str = STORE) -> dict[str, Path]:
     """Write `run`'s report into `out_dir`: <notebook>.md with its figures in <notebook>_files/,
     and <notebook>.html showing the same figure files. Returns the paths written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    nb = strip(nbformat.read(run.executed, as_version=4), header(run))
+    nb = strip(nbformat.read(run.executed, as_version=4), header(run, store))
     options = {"exclude_input": True, "exclude_input_prompt": True, "exclude_output_prompt": True}
     files = f"{run.notebook}_files"
     md, res = MarkdownExporter(**options).from_notebook_node(nb, resources={"output_files_dir": files})

@@ -42,6 +42,23 @@ def provenance(x: dict) -> str:
             f"[`data/reference-run/reports/`](data/reference-run/reports/index.md).")
 
 
+def health(x: dict) -> str:
+    """What every reader of the numbers must know: how many points, how many a generator limited
+    or re-measured, and the audits — counted from the export."""
+    pts = x["points"]
+    bf = x.get("buffer_points", pd.DataFrame())
+    n = len(pts)
+    bound = int(pts["generator_bound"].fillna(0).astype(bool).sum()) if "generator_bound" in pts else 0
+    again = int(pts["replaced_generator"].notna().sum()) if "replaced_generator" in pts else 0
+    audited = pd.concat([pts.get("audit_ok", pd.Series(dtype=float)), bf.get("audit_ok", pd.Series(dtype=float))])
+    audited = audited.dropna()
+    failed = int((audited.astype(int) == 0).sum())
+    return (f"{n:,} headline points and {len(bf):,} buffer points; {bound} generator-bound; {again} measured "
+            f"again with another generator where the first was the limit or set the pace (those rows quote the "
+            f"second); audits: {len(audited) - failed:,} of {len(audited):,} ok"
+            + ("." if failed == 0 else f" — **{failed} FAILED**."))
+
+
 def articles_table(x: dict) -> str:
     """One row per study with a SUMMARY: the article, and the reference run."""
     lines = ["| seed · notebook | the article | the reference run |", "|---|---|---|"]
@@ -56,7 +73,7 @@ def articles_table(x: dict) -> str:
 def block(export_dir: Path | None = None) -> str:
     """The README block, markers included."""
     x = reference_run.load(export_dir)
-    return "\n".join([BEGIN, provenance(x), "", articles_table(x), END])
+    return "\n".join([BEGIN, provenance(x) + " " + health(x), "", articles_table(x), END])
 
 
 def splice(text: str, new_block: str) -> str:

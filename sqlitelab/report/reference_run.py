@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sqlitelab.core import config
+from sqlitelab.core import config, schema
 from sqlitelab.report import publish
 
 REFERENCE_DIR = config.REFERENCE_RUN_DIR
@@ -78,7 +78,8 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
         if method.exists():
             (out / "methods").mkdir(exist_ok=True)
             shutil.copyfile(method, out / "methods" / f"{r.notebook}.csv")
-    done = [(r, publish.write(r, out / "reports")) for r in runs]
+    store = "the CSV files of `data/reference-run/` (the run's export)"
+    done = [(r, publish.write(r, out / "reports", store)) for r in runs]
     publish.index(done, out / "reports")
     manifest = {"scale": sorted({r.scale for r in runs}),
                 "runs": [{"notebook": r.notebook, "run_id": r.run_id, "started": r.started,
@@ -87,7 +88,29 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
                 "tables": {t: len(pd.read_csv(p)) for t, p in written.items()}}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     written["manifest"] = out / "manifest.json"
+    (out / "README.md").write_text(describe(manifest))
+    written["readme"] = out / "README.md"
     return written
+
+
+def describe(manifest: dict) -> str:
+    """The export's README: what it is, which runs, each file, how to read it back."""
+    lines = ["# The reference run", "",
+             "Written by `python -m sqlitelab.report.reference_run` (do not edit by hand): the newest "
+             f"{'/'.join(manifest['scale'])}-scale run of each notebook, exported from `data/results.db`. "
+             "The README's tables are generated from it (`python -m sqlitelab.report.readme`).", "",
+             "| notebook | run | commit | machine |", "|---|---|---|---|"]
+    lines += [f"| {r['notebook']} | `{r['run_id']}` | `{r['git_commit']}` | {r['machine']} |" for r in manifest["runs"]]
+    lines += ["", "| file | rows | what |", "|---|---:|---|"]
+    lines += [f"| `{t}.csv` | {n:,} | {' '.join(schema.TABLES.get(t, {}).get('description', '').split())} |"
+              for t, n in manifest["tables"].items()]
+    lines += ["| `methods/<notebook>.csv` | | each notebook's method table: the article's details beside the run's |",
+              "| `reports/` | | each notebook run as a page without code (`index.md`) |", "",
+              "Every column is described in `sqlitelab/core/schema.py` (and in `make browse`); the points "
+              "leave out the encoded histograms. Read it back "
+              "with the lab's own functions: `sqlitelab.report.reference_run.load()` gives each table as a "
+              "DataFrame, `points` with the columns of `results.load_points` (headline points only).", ""]
+    return "\n".join(lines)
 
 
 def load(export_dir: Path | None = None) -> dict[str, pd.DataFrame]:
@@ -115,11 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlitelab.report.reference_run",
                                  description="Export the newest run of each notebook as the committed reference run.")
     ap.add_argument("--scale", choices=["quick", "seed"], default="seed")
+    ap.add_argument("--only", nargs="*", help="notebook name prefixes (default: every notebook with a finished run)")
     ap.add_argument("--out", type=Path, default=None, help=f"default: {REFERENCE_DIR}")
     ap.add_argument("--db", type=Path, default=None)
     ap.add_argument("--runs-dir", type=Path, default=None)
     args = ap.parse_args(argv)
-    runs = publish.newest(args.scale, runs_dir=args.runs_dir, db=args.db)
+    runs = publish.newest(args.scale, args.only, runs_dir=args.runs_dir, db=args.db)
     try:
         written = export(runs, args.out, args.db, args.runs_dir)
     except ValueError as e:

@@ -1,0 +1,41 @@
+"""The README's tables of the reference run are generated from its committed export: the
+block equals what `python -m sqlitelab.report.readme` writes, and a number typed over fails."""
+import pytest
+
+from sqlitelab.report import readme, reference_run, summaries
+from sqlitelab.studies import registry
+
+
+def test_the_readme_block_is_the_exports():
+    assert readme.check() == [], "README.md's reference-run block differs from data/reference-run/: " \
+                                 "run `python -m sqlitelab.report.readme`"
+
+
+def test_a_number_typed_over_in_the_block_fails_the_check(tmp_path):
+    text = readme.README.read_text()
+    block = text[text.index(readme.BEGIN):text.index(readme.END)]
+    digit = next(i for i, ch in enumerate(block) if ch.isdigit() and i > len(readme.BEGIN))
+    edited = block[:digit] + str((int(block[digit]) + 1) % 10) + block[digit + 1:]
+    copy = tmp_path / "README.md"
+    copy.write_text(text.replace(block, edited))
+    assert readme.check(copy) != []
+    assert readme.main(["--check", "--readme", str(copy)]) == 1
+    assert readme.main(["--readme", str(copy)]) == 0 and readme.check(copy) == []  # the command mends it
+
+
+def test_a_readme_without_its_block_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="exactly one generated block"):
+        readme.splice("no block here", "x")
+    with pytest.raises(ValueError, match="exactly one generated block"):
+        readme.splice(f"{readme.BEGIN}\n{readme.END}\n{readme.BEGIN}\n{readme.END}", "x")
+    bare = tmp_path / "README.md"
+    bare.write_text("# no block\n")
+    assert readme.check(bare) != [] and readme.main(["--readme", str(bare)]) == 2
+
+
+def test_every_article_has_its_row_from_the_reference_run():
+    x = reference_run.load()
+    for s in registry.studies():
+        if s.SUMMARY:
+            article, here = getattr(summaries, s.SUMMARY)(s, x)
+            assert article and here != summaries.NOT_IN_RUN, f"{s.ID} has no points in the reference run"
