@@ -64,3 +64,37 @@ def test_no_module_outside_the_studies_names_a_notebook():
                 if notebook in line:
                     found.append(f"{rel}:{n} {notebook}")
     assert not found, "notebook IDs outside sqlitelab/studies (read the study instead):\n" + "\n".join(found)
+
+
+def _article_rows(notebook: str) -> dict[str, str]:
+    return {d.aspect: d.article for d in registry.study(notebook).ARTICLE.details}
+
+
+def test_no_method_table_calls_seed_002s_load_tool_a_python_client():
+    """Seed 002's load generator is the author's own Rust tool (reqwest + tokio), not asyncio."""
+    wrong = [f"{i}: {d.aspect}" for i in NOTEBOOK_IDS if registry.study(i).ARTICLE is not None
+             for d in registry.study(i).ARTICLE.details if "asyncio" in d.article]
+    assert not wrong, wrong
+    from sqlitelab.studies import network_delay, operations_under_load, sqlite_vs_postgres
+    for study in (operations_under_load, sqlite_vs_postgres, network_delay):
+        assert "the author's own Rust tool on reqwest + tokio" in _article_rows(study.ID)["load tool"]
+
+
+def test_02s_development_mode_sql_log_and_transactions_are_labelled_inferences():
+    rows = _article_rows("02-busy-errors")
+    for aspect in ("server", "work per request", "transaction shape", "development log"):
+        assert "not stated; inferred:" in rows[aspect], aspect
+    assert "43 KiB error pages" in rows["server"]
+
+
+def test_03s_synchronous_is_labelled_an_inference():
+    assert _article_rows("03-read-write-mix")["synchronous"].startswith("not stated; inferred:")
+
+
+def test_04_names_the_authors_commit_and_the_code_at_the_articles_date():
+    rows = _article_rows("04-sqlite-as-buffer")
+    assert "“my MacBook”" in rows["machine"] and "Apple" not in rows["machine"]
+    code = rows["the author's code"]
+    assert "METResearchGroup/bluesky-research at de1246d9 (2025-02-07)" in code
+    assert "article's date (2025-01-31" in code
+    assert "one executemany on one connection" in rows["the code at the article's date"]

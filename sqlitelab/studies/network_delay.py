@@ -62,7 +62,8 @@ ARTICLE = Article(ID, "000, 002, 004", "the articles' loopback runs, over a netw
                "added to the Little's-law bound"),
     Detail("connections", "kept alive by every tool (hey, oha, the author's client)",
            "col:keepalive", expect=[True], why="a new connection per request"),
-    Detail("load tool", "hey (000); a Python/asyncio client (002); not stated (004)",
+    Detail("load tool", "hey (000); the author's own Rust tool on reqwest + tokio (002); "
+           "not stated (004)",
            "col:generator", expect=None,
            why="one generator for every path (loadgen by default, calibrated against wrk), so "
                "that its own cost is the same in every row and leaves CPU to the link"),

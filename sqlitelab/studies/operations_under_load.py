@@ -94,7 +94,8 @@ ARTICLE = Article(ID, "000, 002", "capacity as operators measure it, and the day
     Detail("users table", "seed 000: “a big table”",
            lambda r: f"{r.param('users_rows'):,} rows", expect=None,
            why="the size the scale seeds (the index is built on it)"),
-    Detail("load tool", "hey (000); a Python/asyncio client (002)", "col:generator", expect=None,
+    Detail("load tool", "hey (000); the author's own Rust tool on reqwest + tokio (002)",
+           "col:generator", expect=None,
            why="loadgen (the lab's Go generator, calibrated against wrk) at every rate: one "
                "Locust core is the limit first"),
     Detail("machine", "the authors' laptops and servers", "col:machine", why=MACHINE_WHY),

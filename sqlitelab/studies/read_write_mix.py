@@ -74,8 +74,8 @@ ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
     Detail("write path", "every write through one dedicated writer thread; reads in parallel",
            "knob:write_path", expect="writer", why="another write path"),
     Detail("journal mode", "WAL", "pragma:journal_mode", expect="wal", why="another journal mode"),
-    Detail("synchronous", "not stated, so the drivers' default: FULL (Python's sqlite3 and rusqlite "
-           "leave SQLite's default)", "pragma:synchronous", expect="full",
+    Detail("synchronous", "not stated; inferred: the drivers' default, FULL (Python's sqlite3 and "
+           "rusqlite leave SQLite's default)", "pragma:synchronous", expect="full",
            why="set by the notebook's `synchronous`"),
     Detail("load generator", "own Rust tool (reqwest + tokio), N concurrent async workers",
            "col:generator", expect=None, why=GEN_WHY),

@@ -9,8 +9,8 @@ without the consumer (the article has none).
 from __future__ import annotations
 
 from sqlitelab.studies.method import (
-    Article, AS_PUBLISHED, Detail, MACHINE_WHY, consumed_up_to, large_points, measured_totals,
-    recorded)
+    Article, AS_PUBLISHED, Detail, MACHINE_WHY, NOT_STATED, consumed_up_to, large_points,
+    measured_totals, recorded)
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "04-sqlite-as-buffer"
@@ -66,8 +66,28 @@ READING: dict[str, str] = {
 # Its method against its article's (sqlitelab.report.methods.table reads it).
 ARTICLE = Article(ID, "003", "“The surprising effectiveness of SQLite for non-persistent "
         "use cases” (2025); the author's load test, METResearchGroup/bluesky-research@de1246d9", (
-    Detail("machine", "a MacBook (Apple silicon, model not stated); 100 M at 100 rows ran out of "
-           "memory on a 40 GB Slurm node", "col:machine", why=MACHINE_WHY),
+    Detail("machine", "“my MacBook” (model not stated), where 100 M at 25 rows ran “locally”; "
+           "100 M at 100 rows ran out of memory on a 40 GB Slurm node", "col:machine",
+           why=MACHINE_WHY),
+    Detail("the author's code", "the load test it links, lib/db/tests/queue_load_testing.py on "
+           "main, no commit named: on main from github.com/METResearchGroup/bluesky-research at "
+           "de1246d9 (2025-02-07), a week after the article's date (2025-01-31 05:00 +0800)",
+           recorded("variant", "that commit, detail by detail (buffer_point's `article`)"),
+           expect=NOT_STATED, only=AS_PUBLISHED,
+           why="the lab follows de1246d9, the first commit on main with the linked script (its "
+               "batch_add_items_to_queue docstring links the article); its write path is the one "
+               "committed on the author's branch on 2025-01-31 at 20:08 -0600 (985da6f3), the "
+               "script at 20:42 (87d88df2), unchanged since but for docstrings"),
+    Detail("the code at the article's date", "at 2025-01-31 05:00 +0800 (2025-01-30 15:00 "
+           "-0600) batch_add_items_to_queue wrote every row in one executemany on one connection "
+           "(main at c131a1d5, 2025-01-20; the author's branch at f0eedae2, 2025-01-28): one "
+           "transaction, no rows-per-transaction setting; a new connection per group of "
+           "batch_write_size rows came 29 h later (985da6f3, 2025-01-31 20:08 -0600)",
+           recorded("variant", "a new connection per group of rows (the code at de1246d9)"),
+           expect=None, only=AS_PUBLISHED,
+           why="the lab follows the later code: the article's tables vary the rows per "
+               "transaction (25, 100, 10), which only it can, so (an inference) they come from it "
+               "and the post was finished after its date; the lab runs no one-transaction variant"),
     Detail("Python", "3.10 (the repository's): a dropped sqlite3 connection closes at once",
            "col:python", expect=None, only=AS_PUBLISHED,
            why="3.11+ keeps a dropped connection open until the cyclic GC runs; `article` closes "

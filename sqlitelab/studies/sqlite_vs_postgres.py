@@ -132,8 +132,9 @@ ARTICLE = Article(ID, "000, 001, 002, 004", "the articles' workloads, on Postgre
     Detail("application code", "each article's own server", "col:server", expect=None,
            why="the lab's four servers, one code path per stack with a database seam: the same "
                "endpoints, statements, transactions and acknowledgements on both databases"),
-    Detail("durability", "SQLite's synchronous as each profile sets it (NORMAL for Rails, FULL "
-           "for seed 002's drivers, OFF for seed 004)", postgres_durability, expect=None,
+    Detail("durability", "SQLite's synchronous as each profile sets it (NORMAL for Rails; FULL "
+           "for seed 002's drivers, inferred: its article does not state it; OFF for seed 004)",
+           postgres_durability, expect=None,
            why="Postgres has no `synchronous`: the commit durability that makes the same promise "
                "(synchronous_commit=off beside NORMAL: a crash may lose the last commits, never "
                "consistency; on beside FULL; fsync=off beside OFF)"),
@@ -153,7 +154,8 @@ ARTICLE = Article(ID, "000, 001, 002, 004", "the articles' workloads, on Postgre
            "cpus:server_pinning", expect=None,
            why="Postgres is pinned to the server's CPUs and its CPU counted with the server's, so "
                "both databases get the same cores"),
-    Detail("load tool", "hey (000), oha (001), a Python/asyncio client (002), not stated (004)",
+    Detail("load tool", "hey (000), oha (001), the author's own Rust tool on reqwest + tokio "
+           "(002), not stated (004)",
            "col:generator", expect=None,
            why="one generator for every row (loadgen by default, calibrated against wrk), so its "
                "own cost is the same on both databases"),
