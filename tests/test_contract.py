@@ -793,6 +793,43 @@ def test_invalid_knobs_fail_with_one_line(stack, env, names, tmp_path):
         assert name in lab_lines[0], lab_lines[0]
 
 
+# A stack's own knobs (its stack.toml's [knobs]): every value starts it and is reported in
+# /health; a value outside the list, or in the wrong case, fails with one `lab:` line naming
+# the variable and the list; the other stacks report no such knob.
+STACK_ONLY = [(stack, name, k) for stack in STACKS for name, k in servers.stack_knobs(stack).items()]
+
+
+@pytest.mark.parametrize("stack,name,knob", STACK_ONLY, ids=[f"{s}-{n}" for s, n, _ in STACK_ONLY])
+def test_stack_only_knobs_start_report_and_refuse(stack, name, knob, tmp_path):
+    db = databases.prepare_database(tmp_path / "k.db", users=5)
+    with servers.start_server(stack, db, profile="rails8") as s:
+        assert s.health["knobs"][name] == knob["default"]
+    for value in knob["values"]:
+        with servers.start_server(stack, db, profile="rails8", **{name: value}) as s:
+            assert s.health["knobs"][name] == value
+            assert httpx.post(f"{s.url}/items", json={"payload": value}, timeout=30).status_code == 201
+    for bad in (f"{knob['values'][0]}-not", knob["values"][-1].capitalize()):
+        run_env = {**os.environ, "LAB_PORT": str(processes.free_port()), "LAB_DB": str(db), knob["env"]: bad}
+        proc = subprocess.run([str(config.SERVERS_DIR / stack / "run")], env=run_env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0
+        lab_lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.startswith("lab: ")]
+        assert len(lab_lines) == 1 and knob["env"] in lab_lines[0] and "|".join(knob["values"]) in lab_lines[0], \
+            proc.stderr[-2000:]
+    for other in set(STACKS) - {stack}:
+        with pytest.raises(ValueError, match=f"{stack}'s only"):
+            servers.knob_env("rails8", stack=other, **{name: knob["default"]})
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stacks_report_only_their_own_knobs(stack, tmp_path):
+    db = databases.prepare_database(tmp_path / "o.db", users=5)
+    with servers.start_server(stack, db, profile="rails8") as s:
+        reported = set(s.health["knobs"])
+    shared = {"database", *SHARED["knobs"]}
+    assert reported - shared == set(servers.stack_knobs(stack)), reported - shared
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_stacks_agree_with_shared_toml(stack, tmp_path):
     """servers/shared.toml's pragma allow-list, as each stack enforces it: a name outside it is

@@ -66,6 +66,7 @@ type config struct {
 	metricsTxn                    string // request | record
 	cache                         string // private | shared
 	sqlLog                        string // off | on
+	pool                          string // fixed | default (this stack's own knob: stack.toml)
 }
 
 type pragma struct{ name, value string }
@@ -204,6 +205,10 @@ func loadConfig() (*config, error) {
 	}
 	if c.readers, err = positive("LAB_READERS", strconv.Itoa(c.threads)); err != nil {
 		return nil, err
+	}
+	c.pool = env("LAB_POOL", "fixed")
+	if c.pool != "fixed" && c.pool != "default" {
+		return nil, fmt.Errorf("LAB_POOL='%s' is not one of fixed|default", c.pool)
 	}
 	return c, nil
 }
@@ -764,16 +769,23 @@ func (postgresDialect) version(db *sql.DB) (v string, err error) {
 
 // openDB opens a pool of n connections: SetMaxOpenConns = SetMaxIdleConns = n, no lifetime
 // limit, and all n opened now (SQLite's pragmas are applied, and fail, at start-up; a
-// Postgres that cannot be reached fails the start-up), not under load.
-func openDB(d dialect, n int) (*sql.DB, error) {
+// Postgres that cannot be reached fails the start-up), not under load. With pool "default"
+// (LAB_POOL=default, seed 004's `sql.Open` as it leaves it) n means nothing: database/sql's
+// own defaults stay (no limit on open connections, 2 idle, no lifetime limit), and one
+// connection is opened now, for the start-up's checks; the rest open when requests need them.
+func openDB(d dialect, n int, pool string) (*sql.DB, error) {
 	db, err := d.sqlDB()
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(n)
-	db.SetMaxIdleConns(n)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
+	if pool == "default" {
+		n = 1
+	} else {
+		db.SetMaxOpenConns(n)
+		db.SetMaxIdleConns(n)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+	}
 	conns := make([]*sql.Conn, 0, n)
 	defer func() {
 		for _, conn := range conns {
@@ -1003,11 +1015,11 @@ func newService(c *config) (*Service, error) {
 		}
 		return fmt.Errorf("%s: %v", d.where(), err)
 	}
-	if s.db, err = openDB(d, c.readers); err != nil {
+	if s.db, err = openDB(d, c.readers, c.pool); err != nil {
 		return nil, openErr(err)
 	}
 	if c.writePath != "pool" {
-		if s.wdb, err = openDB(d, 1); err != nil {
+		if s.wdb, err = openDB(d, 1, "fixed"); err != nil { // one writer connection, whatever the pool
 			return nil, openErr(err)
 		}
 	}
@@ -1287,6 +1299,7 @@ func (s *Service) health(w http.ResponseWriter, r *http.Request) {
 		"metrics_txn": s.cfg.metricsTxn,
 		"cache":       s.cfg.cache,
 		"sql_log":     s.cfg.sqlLog,
+		"pool":        s.cfg.pool,
 	}
 	if s.cfg.database == "postgres" { // SQLite's own knobs
 		for _, k := range []string{"pragmas", "txn_mode", "busy", "cache", "sql_log"} {

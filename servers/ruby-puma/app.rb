@@ -60,13 +60,16 @@ module Lab
     "users" => %w[uid username departname created updates],
   }.freeze
 
+  # Is Ruby's YJIT compiling in this process (LAB_YJIT)?
+  def self.yjit_enabled? = defined?(RubyVM::YJIT) && RubyVM::YJIT.respond_to?(:enabled?) && RubyVM::YJIT.enabled? ? true : false
+
   # SQLite's own knobs: with LAB_DATABASE=postgres they must be unset or empty (null in /health).
   SQLITE_ONLY = %w[LAB_PRAGMAS LAB_TXN_MODE LAB_BUSY LAB_CACHE LAB_SQL_LOG].freeze
 
   # The LAB_* environment, validated once in the Puma master before it listens.
   class Config
     attr_reader :host, :port, :database, :database_url, :db, :pragmas, :txn_mode, :busy, :busy_kind, :busy_arg,
-                :write_path, :processes, :threads, :readers, :templates, :metrics_txn, :cache, :sql_log
+                :write_path, :processes, :threads, :readers, :templates, :metrics_txn, :cache, :sql_log, :yjit
 
     def initialize(env)
       @host = env.fetch("LAB_HOST", "").empty? ? "127.0.0.1" : env["LAB_HOST"]
@@ -112,6 +115,14 @@ module Lab
       unless postgres?
         @cache = choice(env, "LAB_CACHE", "private", %w[private shared])
         @sql_log = choice(env, "LAB_SQL_LOG", "off", %w[off on])
+      end
+
+      # This stack's own knob (stack.toml): `run` starts Ruby with --enable-yjit for "on"; here
+      # the value is checked, and that the running Ruby agrees with it.
+      @yjit = choice(env, "LAB_YJIT", "off", %w[off on])
+      if (@yjit == "on") != Lab.yjit_enabled?
+        raise ConfigError, "LAB_YJIT=#{@yjit} but this Ruby #{Lab.yjit_enabled? ? 'has' : 'does not have'} " \
+                           "YJIT enabled (servers/ruby-puma/run starts it with RUBYOPT=--enable-yjit)"
       end
 
       @templates = env.fetch("LAB_TEMPLATES", "").empty? ? File.expand_path("../templates", __dir__) : env["LAB_TEMPLATES"]
@@ -745,6 +756,7 @@ module Lab
           metrics_txn: @config.metrics_txn,
           cache: @config.cache,
           sql_log: @config.sql_log,
+          yjit: @config.yjit,
         },
         emulated: {},
         requests_handled: @counter.total,

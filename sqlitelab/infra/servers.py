@@ -40,7 +40,12 @@ MANIFEST_KEYS: dict[str, tuple[type, object]] = {
     "compiled": (bool, False),      # a native build: a bundled one is a calibration target (load.calibrate)
     "multiprocess": (bool, False),  # runs LAB_PROCESSES worker processes (follow_cpus)
     "build_outputs": (list, []),    # what its build writes inside the folder (make distclean, .gitignore)
+    "knobs": (dict, {}),            # knobs only this stack takes: [knobs.<name>], as shared.toml's (KNOB_KEYS)
 }
+# A stack-only knob's table: its variable, its values (in the order the start-up error names
+# them), its default and what it is. The stack reports it in /health's knobs; other stacks
+# neither take nor report it (a profile's is left out for them, like SQLite's knobs on Postgres).
+KNOB_KEYS = ("env", "values", "default", "description")
 REQUIRED_KEYS = ("title", "order", "color", "marker", "compiled", "multiprocess")
 
 
@@ -74,6 +79,13 @@ def read_manifest(folder: Path, *, bundled: bool = True) -> dict:
         if not isinstance(out, str) or not out or Path(out).is_absolute() or ".." in Path(out).parts:
             raise StackManifestError(f"{path}: build_outputs must be paths inside the stack's "
                                      f"folder (like \"target\"), not {out!r}")
+    for name, knob in data.get("knobs", {}).items():
+        bad = (not isinstance(knob, dict) or set(knob) != set(KNOB_KEYS)
+               or not str(knob.get("env", "")).startswith("LAB_")
+               or not isinstance(knob.get("values"), list) or knob.get("default") not in knob["values"])
+        if bad:
+            raise StackManifestError(f"{path}: knobs.{name} must have exactly {', '.join(KNOB_KEYS)} "
+                                     f"(env a LAB_* variable, values a list, default one of them)")
     missing = [k for k in REQUIRED_KEYS if k not in data] if bundled else []
     if missing:
         raise StackManifestError(f"{path}: missing key(s) {', '.join(missing)} "
@@ -142,6 +154,18 @@ KNOBS: dict[str, dict] = tomllib.loads(config.SHARED_TOML.read_text())["knobs"]
 KNOB_ENV = {knob: k["env"] for knob, k in KNOBS.items()}
 
 
+def stack_knobs(stack: str | None) -> dict[str, dict]:
+    """The knobs only `stack` takes (its stack.toml's [knobs]), by name."""
+    return dict(STACKS.get(stack, {}).get("knobs") or {}) if stack else {}
+
+
+# Every stack-only knob, with the stack that takes it: servers/<stack>/stack.toml's [knobs].
+STACK_ONLY_KNOBS: dict[str, str] = {name: stack for stack in STACKS for name in stack_knobs(stack)}
+_clash = sorted(set(STACK_ONLY_KNOBS) & set(KNOB_ENV))
+if _clash:
+    raise StackManifestError(f"stack-only knob(s) {', '.join(_clash)} are shared.toml's knobs too")
+
+
 # Knobs that only mean something to SQLite: with LAB_DATABASE=postgres a profile's are left out
 # (a servers' start-up error otherwise); its `synchronous` picks Postgres' durability instead
 # (sqlitelab.infra.postgres.durability_for).
@@ -174,8 +198,18 @@ def profile_knobs(profile: str) -> dict:
     for name in profile.split("+"):
         if name not in profiles:
             raise ValueError(f"unknown profile {name!r}; known: {', '.join(profiles)}")
-        values.update({k: v for k, v in profiles[name].items() if k in KNOB_ENV})
+        values.update({k: v for k, v in profiles[name].items()
+                       if k in KNOB_ENV or k in STACK_ONLY_KNOBS})
     return values
+
+
+def taking(profile: str | None, stacks: "list[str] | tuple[str, ...]") -> list[str]:
+    """The stacks of `stacks` that take one of `profile`'s stack-only knobs: where the profile
+    differs from the same profile without them."""
+    if profile is None:
+        return []
+    own = set(profile_knobs(profile)) & set(STACK_ONLY_KNOBS)
+    return [s for s in stacks if own & set(stack_knobs(s))]
 
 
 def pragmas_with(profile: str, **changes) -> str:
@@ -187,23 +221,31 @@ def pragmas_with(profile: str, **changes) -> str:
     return ",".join(f"{k}={v}" for k, v in out.items())
 
 
-def knob_env(profile: str | None = None, *, database: str = "sqlite", **knobs) -> dict[str, str]:
+def knob_env(profile: str | None = None, *, database: str = "sqlite", stack: str | None = None,
+             **knobs) -> dict[str, str]:
     """LAB_* variables for a named profile, with knob overrides (None drops a knob). With
-    `database="postgres"` the profile's SQLite-only knobs are left out; setting one is an error."""
+    `database="postgres"` the profile's SQLite-only knobs are left out; setting one is an error.
+    A stack-only knob (STACK_ONLY_KNOBS) goes to its own `stack`: a profile's is left out for
+    any other, and setting one for another stack is an error."""
     if database not in DATABASES:
         raise ValueError(f"database must be one of {'|'.join(DATABASES)}, not {database!r}")
+    own = stack_knobs(stack)
+    env_of = {**KNOB_ENV, **{name: k["env"] for name, k in own.items()}}
     values: dict = {}
     if profile is not None:
-        values.update(profile_knobs(profile))
+        values.update({k: v for k, v in profile_knobs(profile).items() if k in env_of})
     for k, v in knobs.items():
-        if k not in KNOB_ENV:
-            raise ValueError(f"unknown knob {k!r}; known: {', '.join(KNOB_ENV)}")
+        if k in STACK_ONLY_KNOBS and k not in own:
+            raise ValueError(f"knob {k!r} is {STACK_ONLY_KNOBS[k]}'s only; "
+                             f"{stack or 'a server of no named stack'} does not take it")
+        if k not in env_of:
+            raise ValueError(f"unknown knob {k!r}; known: {', '.join(env_of)}")
         if database != "sqlite" and k in SQLITE_ONLY_KNOBS and v is not None:
             raise ValueError(f"knob {k!r} is SQLite's; it has no meaning with database={database!r}")
         values[k] = v
     if database != "sqlite":
         values = {k: v for k, v in values.items() if k not in SQLITE_ONLY_KNOBS}
-    env = {KNOB_ENV[k]: str(v) for k, v in values.items() if v is not None}
+    env = {env_of[k]: str(v) for k, v in values.items() if v is not None}
     if database != "sqlite":
         env["LAB_DATABASE"] = database
     return env
@@ -386,10 +428,10 @@ def start_server(stack: str, db: Path | str, *, profile: str | None = None,
             raise ValueError("a server on Postgres runs on this machine (its Postgres does)")
         if not db.alive():
             raise ServerStartError(f"{stack}: its Postgres (port {db.port}) is not running")
-        env = knob_env(profile, database="postgres", **knobs)
+        env = knob_env(profile, database="postgres", stack=stack, **knobs)
         default_log = Path(db.scratch) / f"{stack}.log"
     else:
-        env = knob_env(profile, **knobs)
+        env = knob_env(profile, stack=stack, **knobs)
         if runner.kind == "ssh":
             if cpus is not None:
                 raise ValueError("a server over ssh has its machine's CPUs (cpus=None)")

@@ -235,15 +235,41 @@ def mix_table(df: pd.DataFrame) -> pd.DataFrame:
     return over_repeats(df, ["server", "users"], ["rps", "p50_ms", "p95_ms", "p99_ms", "errors"])
 
 
-def single_machine_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's layout: per stack and endpoint, the best level's rps, RSS and Mbit/s."""
+def single_machine_table(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """Seed 004's layout: per stack, profile and endpoint, the best level's rps, RSS, Mbit/s
+    and the share of its requests that failed; `profile`: that profile's points only."""
+    if profile is not None:
+        df = df[df["profile"] == profile]
     cached = (["db_mib", "cached_before", "cached_after"] if "db_cached_before" in df else [])
-    lv = over_repeats(df, ["server", "scenario", "users"],
-                      ["rps", "server_rss_mb", "mbit_s", "p99_ms", "errors", "server_cpu_pct", *cached],
+    lv = over_repeats(df, ["server", "profile", "scenario", "users"],
+                      ["rps", "server_rss_mb", "mbit_s", "p99_ms", "requests", "errors",
+                       "server_cpu_pct", *cached],
                       mbit_s=("bytes_per_s", lambda v: v.mean() * 8 / 1e6),
                       # the share of the database file in the OS page cache
                       cached_before=("db_cached_before", None), cached_after=("db_cached_after", None))
-    return lv.loc[lv.groupby(["server", "scenario"])["rps"].idxmax()].reset_index(drop=True)
+    lv["error_pct"] = 100 * lv["errors"] / lv["requests"]   # both summed over the repeats
+    return lv.loc[lv.groupby(["server", "profile", "scenario"])["rps"].idxmax()].reset_index(drop=True)
+
+
+def beyond_table(df: pd.DataFrame, profile: str, beyond: str | None) -> pd.DataFrame:
+    """Per stack that ran both, and endpoint: the best level's rate, p99 and failed share under
+    the article's `profile` beside the same under `beyond` (a variant beyond the article), and
+    the ratio of the two rates; empty without a `beyond`."""
+    if beyond is None:
+        return pd.DataFrame()
+    t = single_machine_table(df[df["profile"].isin([profile, beyond])])
+    both = t.groupby(["server", "scenario"])["profile"].transform("nunique") == 2
+    t = t[both]
+    if t.empty:
+        return pd.DataFrame()
+    wide = t.pivot_table(index=["server", "scenario"], columns="profile",
+                         values=["users", "rps", "p99_ms", "error_pct"], sort=False)
+    out = pd.DataFrame(index=wide.index)
+    for name, prof in (("article", profile), ("beyond", beyond)):
+        for col in ("users", "rps", "p99_ms", "error_pct"):
+            out[f"{col} ({name})"] = wide[(col, prof)]
+    out["rps ratio (beyond / article)"] = out["rps (beyond)"] / out["rps (article)"]
+    return out.reset_index()
 
 
 def with_article(table: pd.DataFrame, ref: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -328,34 +354,45 @@ def article_groups(ref: pd.DataFrame, records_per_row: int = 1000) -> pd.DataFra
 # --------------------------------------------------------------------------- the generator
 
 def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
-    """The wrk cross-checks of a run (sweep's `crosscheck`) beside every generator that measured
-    the same server, profile and level in the same sweep: rps and p99 (means over repeats),
-    their ratio to wrk's, the generators' CPU, and the lab's flags. A scenario wrk cannot
-    send is listed with the reason."""
+    """The cross-checks of a run (sweep's `crosscheck`: wrk, or an article's own tool, hey or
+    oha) beside every generator that measured the same server, profile and level in the same
+    sweep: rps, p99 and the share of failed requests (means over repeats), their ratio to the
+    client's (`rps_vs_ref`, `p99_vs_ref`), the generators' CPU, and the lab's flags. A lab
+    generator's `hey_rps` (its requests counted as hey counts them) is shown beside a hey
+    cross-check, whose own rate is counted that way. A scenario the client cannot send is listed
+    with the reason."""
     checks = results.load_table("crosschecks", run_id, path)
     if checks.empty:
         return pd.DataFrame()
     pts = results.load_points(path, run_id=run_id, headline_only=False)
     rows = []
     for c in checks.to_dict("records"):
+        tool = c.get("generator") or "wrk"
         base = {"experiment": c.get("experiment"), "server": c["server"],
                 "profile": c["profile"], "scenario": c["scenario"], "users": c["users"]}
         if c.get("skipped"):
-            rows.append({**base, "generator": "wrk", "note": f"skipped: {c['skipped']}"})
+            rows.append({**base, "generator": tool, "note": f"skipped: {c['skipped']}"})
             continue
-        rows.append({**base, "generator": "wrk", "rps": c["rps"], "p99_ms": c["p99_ms"],
-                     "rps_vs_wrk": 1.0, "p99_vs_wrk": 1.0, "gen_cpu_pct": c["gen_cpu_pct"],
+        known = (c["ok_responses"] or 0) + (c["errors"] or 0)  # requests whose outcome it learnt
+        rows.append({**base, "generator": tool, "rps": c["rps"], "p99_ms": c["p99_ms"],
+                     "error_pct": 100 * c["errors"] / known if known else None,
+                     "rps_vs_ref": 1.0, "p99_vs_ref": 1.0, "gen_cpu_pct": c["gen_cpu_pct"],
                      "server_cpu_pct": c["server_cpu_pct"],
                      "note": f"audit {'ok' if c['audit_ok'] else 'FAILED'} ({c['audit_rule']})"})
         at = pts[(pts["run_id"] == c["run_id"]) & (pts["server"] == c["server"])
                  & (pts["profile"] == c["profile"]) & (pts["users"] == c["users"])]
+        counted_as = "hey_rps" if tool == "hey" and "hey_rps" in at and at["hey_rps"].notna().any() else "rps"
         for gen, g in at.groupby("generator", sort=True):
             flags = [n for n, col in (("bound", "generator_bound"), ("influenced", "generator_influenced"))
                      if flagged(g, col).any()]
             head = g["headline"].fillna(True).astype(bool).all() if "headline" in g else True
+            rate = g[counted_as].mean()
             rows.append({**base, "generator": gen, "rps": g["rps"].mean(), "p99_ms": g["p99_ms"].mean(),
-                         "rps_vs_wrk": g["rps"].mean() / c["rps"] if c["rps"] else None,
-                         "p99_vs_wrk": g["p99_ms"].mean() / c["p99_ms"] if c["p99_ms"] else None,
+                         **({"hey_rps": rate} if counted_as == "hey_rps" else {}),
+                         "error_pct": 100 * g["errors"].sum() / g["requests"].sum()
+                         if g["requests"].sum() else None,
+                         "rps_vs_ref": rate / c["rps"] if c["rps"] else None,
+                         "p99_vs_ref": g["p99_ms"].mean() / c["p99_ms"] if c["p99_ms"] else None,
                          "gen_cpu_pct": g["gen_cpu_pct"].mean(), "server_cpu_pct": g["server_cpu_pct"].mean(),
                          "note": ", ".join(flags + ([] if head else ["replaced"])) or "headline"})
         if at.empty:

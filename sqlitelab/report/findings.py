@@ -10,6 +10,7 @@ import pandas as pd
 
 from sqlitelab.report.analysis import (_measured, _variant_total, article_groups, buffer_variants, flagged,
                        limit_note, limited, peak)
+from sqlitelab.infra import servers
 from sqlitelab.report import claims
 from sqlitelab.report.capacity import daily_active_users, headline, requests_per_day
 from sqlitelab.core.vocabulary import STALL_MS  # a request still running this long after the window has stalled
@@ -153,6 +154,23 @@ def single_machine(table: pd.DataFrame, raw: dict, yahoo_rps: float,
                      f"{b.mbit_s:,.0f} Mbit/s, {b.server_rss_mb:,.0f} MB RSS.")
     lines.append(f"- The ceiling: raw SQLite on the server's core does {raw['reads_per_s']:,.0f} "
                  f"point reads/s and {raw['commits_per_s']:,.0f} one-row commits/s (no HTTP).")
+    return "\n".join(lines)
+
+
+def beyond(table: pd.DataFrame, profile: str | None, beyond_profile: str | None) -> str:
+    """Seed 004's pool, beyond the article: per stack and endpoint (analysis.beyond_table), the
+    article's pool beside the variant's — rates, failed shares and the ratio, no verdict."""
+    if not beyond_profile or table is None or table.empty:
+        return "No variant beyond the article was run (`beyond_profile` is None, or no stack takes it)."
+    a, b = servers.profile_title(profile), servers.profile_title(beyond_profile)
+    lines = [f"**Beyond the article**: each endpoint at its best level with *{a}* (the article's "
+             f"pool) and with *{b}*:"]
+    for r in table.to_dict("records"):
+        lines.append(f"- **{r['scenario']}** on {r['server']}: {r['rps (article)']:,.0f} req/s "
+                     f"({r['error_pct (article)']:.1f} % failed, p99 {r['p99_ms (article)']:,.1f} ms) "
+                     f"against {r['rps (beyond)']:,.0f} ({r['error_pct (beyond)']:.1f} % failed, p99 "
+                     f"{r['p99_ms (beyond)']:,.1f} ms): {r['rps ratio (beyond / article)']:.2f}× the "
+                     f"article's pool's rate.")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ is what was reported; `quick` keeps Locust (and its loadgen confirmation).
 from __future__ import annotations
 
 from sqlitelab.studies.method import (
-    Article, Detail, MACHINE_WHY, NOT_STATED, ONE_FILE, PIN_WHY, recorded, stack_knob)
+    Article, Detail, MACHINE_WHY, NOT_STATED, ONE_FILE, PIN_WHY, RunView, recorded, stack_knob)
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "05-single-machine"
@@ -52,6 +52,16 @@ READING: dict[str, str] = {
         "would size their machine.",
 }
 
+def article_pool(run: RunView) -> list:
+    """go-nethttp's pool (LAB_POOL, from /health) under the run's own `profile`."""
+    return run.where(server="go-nethttp", profile=run.param("profile")).knob("pool")
+
+
+def beyond_pool(run: RunView) -> list:
+    """go-nethttp's pool under the run's `beyond_profile`: its second set of rows."""
+    return run.where(server="go-nethttp", profile=run.param("beyond_profile")).knob("pool")
+
+
 # Its method against its article's (sqlitelab.report.methods.table reads it).
 ARTICLE = Article(ID, "004", "“SQLite is the best database in the world” (Go on a laptop)", (
     Detail("machine", "MacBook Air M1 (8 cores), 8 GB", "col:machine", why=MACHINE_WHY),
@@ -61,6 +71,14 @@ ARTICLE = Article(ID, "004", "“SQLite is the best database in the world” (Go
            expect=8, why="GOMAXPROCS follows the server's CPUs here"),
     Detail("DSN: shared cache", "?cache=shared", "knob:cache", expect="shared",
            why="the profile does not set it"),
+    Detail("connection pool (Go)", "database/sql's defaults: `sql.Open` and no SetMaxOpenConns — no "
+           "limit on open connections, 2 kept idle, each opened when a request needs one",
+           article_pool, expect="default",
+           why="the profile fixes go-nethttp's pool (LAB_POOL)"),
+    Detail("connection pool (Go), beyond the article", "— (the article ran one pool)", beyond_pool,
+           expect=None, why="a variant the article did not run, its own rows and table: the "
+                            "`beyond_profile` on go-nethttp, a fixed pool of LAB_READERS connections "
+                            "(one per server core) opened at start-up"),
     Detail("DSN: journal mode", "&_journal_mode=WAL", "pragma:journal_mode", expect="wal",
            why="another journal mode"),
     Detail("synchronous", "NORMAL (what mattn/go-sqlite3 sets when the DSN does not)",
