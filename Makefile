@@ -26,13 +26,17 @@ SCALE ?= quick  # make report: the scale whose newest runs it reports
 APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium iproute2 \
                 openssh-client postgresql ruby-pg
 
+# hey's and oha's versions, as sqlitelab/load/hey.py and oha.py name them (their builds: below)
+HEY_VERSION := $(shell sed -n 's/^VERSION = "\(v[0-9.]*\)".*/\1/p' sqlitelab/load/hey.py)
+OHA_VERSION := $(shell sed -n 's/^VERSION = "\([0-9.]*\)".*/\1/p' sqlitelab/load/oha.py)
+
 .PHONY: help setup test test-fast test-contract test-harness test-notebooks run seed report lab browse lock servers calibrate clean distclean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel $(STAMP)/bin/litestream servers ## install everything the lab needs (idempotent; quick the second time)
+setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel $(STAMP)/bin/litestream $(STAMP)/hey-$(HEY_VERSION) $(STAMP)/oha-$(OHA_VERSION) servers ## install everything the lab needs (idempotent; quick the second time)
 
 $(STAMP)/apt: Makefile
 	@mkdir -p $(STAMP)
@@ -89,6 +93,23 @@ $(STAMP)/bin/litestream:
 	@mkdir -p $(STAMP)/bin
 	@echo "setup: building Litestream $(LITESTREAM_VERSION) from its Go module (about a minute, once)"
 	@cd $(STAMP) && GOBIN=$(CURDIR)/$(STAMP)/bin go install github.com/benbjohnson/litestream/cmd/litestream@$(LITESTREAM_VERSION)
+
+# The articles' own load tools, run as the cross-checks of notebooks 01 and 02 (issue 30): hey
+# (seed 000) from its Go module, oha (seed 001) from its crate on crates.io (several minutes of
+# compiling, once), each at the version its module in sqlitelab/load/ names (a stamp per
+# version: a new version is built again, an edit of the module is not).
+$(STAMP)/hey-$(HEY_VERSION):
+	@mkdir -p $(STAMP)/bin
+	@echo "setup: building hey $(HEY_VERSION) from its Go module (seconds, once)"
+	@cd $(STAMP) && GOBIN=$(CURDIR)/$(STAMP)/bin go install github.com/rakyll/hey@$(HEY_VERSION)
+	@touch $@
+
+$(STAMP)/oha-$(OHA_VERSION):
+	@mkdir -p $(STAMP)/bin
+	@echo "setup: building oha $(OHA_VERSION) from crates.io (several minutes, once)"
+	@CARGO_TARGET_DIR=$(CURDIR)/$(STAMP)/oha-build cargo install oha --version $(OHA_VERSION) --locked --quiet --root $(CURDIR)/$(STAMP)
+	@rm -rf $(STAMP)/oha-build $(STAMP)/.crates.toml $(STAMP)/.crates2.json
+	@touch $@
 
 servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load generator and the link's delay proxy (cached)
 	@$(PY) -m sqlitelab.build build

@@ -191,7 +191,7 @@ def test_sweep_remeasures_where_locust_set_the_pace_and_crosschecks_with_wrk(tmp
     assert set(checks["generator"]) == {"wrk", "locust", "loadgen"}
     w = checks[checks["generator"] == "wrk"].iloc[0]
     assert w["rps"] > 0 and w["note"].startswith("audit ok")
-    assert checks.loc[checks["generator"] == "loadgen", "rps_vs_wrk"].iloc[0] == pytest.approx(
+    assert checks.loc[checks["generator"] == "loadgen", "rps_vs_ref"].iloc[0] == pytest.approx(
         df["rps"].iloc[0] / w["rps"])
 
 

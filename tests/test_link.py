@@ -21,7 +21,7 @@ def test_a_link_delay_is_whole_microseconds(bad, tmp_path):
 
 
 def test_a_link_is_not_for_a_wrk_crosscheck_or_workers(tmp_path):
-    with pytest.raises(ValueError, match="not with generator hosts or a wrk cross-check"):
+    with pytest.raises(ValueError, match="not with generator hosts or a cross-check"):
         sweep.sweep(notebook="test-link", servers=["go-nethttp"], levels=[1], progress=False,
                     results_db=tmp_path / "r.db", runs_dir=tmp_path / "runs", calibration=False,
                     link_delay_us=100, crosscheck=1)

@@ -19,19 +19,21 @@ def points(**over) -> pd.DataFrame:
     """Two levels of a ruby-puma run as sweep() records them."""
     knobs = {"pragmas": {"journal_mode": "wal", "synchronous": "1"}, "txn_mode": "deferred",
              "busy": "busy_timeout:5000", "write_path": "pool", "processes": 10, "threads": 3,
-             "metrics_txn": "request", "cache": "private"}
+             "metrics_txn": "request", "cache": "private", "yjit": "on"}
     knobs.update(over.pop("knobs", {}))
     row = {"server": "ruby-puma", "profile": "rails71", "scenario": "rails-writes",
            "machine": "2 cores (test CPU), 23.5 GiB", "server_pinning": "0", "generator_pinning": "1",
            "generator": "locust", "keepalive": True, "server_processes": knobs["processes"],
            "server_threads": knobs["threads"], "knobs": json.dumps(knobs), "hey_rps": 100.0,
-           "hey_max_ms": 5.0, "run_counts": "{}", "mean_ms": 2.0, "p99_ms": 3.0}
+           "hey_max_ms": 5.0, "run_counts": "{}", "mean_ms": 2.0, "p99_ms": 3.0,
+           "server_versions": json.dumps({"ruby": "3.1.2", "puma": "5.6.5", "sqlite3-ruby": "1.4.2"}),
+           "sqlite_version": "3.40.1"}
     row.update(over)
     return pd.DataFrame([{**row, "users": 1}, {**row, "users": 16}])
 
 
 PARAMS = {"levels": [1, 2, 4, 8, 16, 32], "duration": 10.0, "warmup": 2.0, "repeats": 3,
-          "beyond_repeats": 1}
+          "beyond_repeats": 1, "crosscheck_users": [1, 4, 16], "crosscheck_tool": "hey"}
 
 
 def verdicts(table: pd.DataFrame) -> dict[str, str]:
@@ -63,7 +65,18 @@ def test_table_reads_the_run_and_judges_each_detail():
     assert v["machine"].startswith("differs: another machine")
     row = t.set_index("aspect").loc["Puma workers × threads"]
     assert row["this run"] == "10 × 3"
+    assert v["YJIT"] == "same"
+    rows = t.set_index("aspect")
+    # the software row as printed: the article's versions beside this run's, read from /health
+    assert rows.loc["software", "article"] == "Ruby 3.2.2, Rails 7.1.2, sqlite3-ruby gem 1.6.9, SQLite 3.44.2"
+    assert rows.loc["software", "this run"] == "ruby 3.1.2, puma 5.6.5, sqlite3-ruby 1.4.2, SQLite 3.40.1"
+    assert rows.loc["the article's tool, here", "this run"] == "hey at 1, 4, 16 users"
     assert methods.unrecorded(t) == []
+
+
+def test_yjit_off_is_a_named_difference():
+    v = verdicts(methods.table("01-linear-writes", points(knobs={"yjit": "off"}), PARAMS))
+    assert v["YJIT"].startswith("differs: the notebook's `yjit` parameter turned it off")
 
 
 def test_levels_superset_and_knobs_read_back_from_health():

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from sqlitelab.core import config
+from sqlitelab.experiments import sweep
 from sqlitelab.infra import servers
 from sqlitelab.load import calibrate
 from sqlitelab.report import plots
@@ -74,6 +75,12 @@ def test_every_manifest_sets_the_required_keys_with_their_types():
      r"compiled must be of type bool, not str 'yes'"),
     ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = true\nmultiprocess = false\n"
      "build_outputs = ['../elsewhere']\n", r"build_outputs must be paths inside the stack's folder"),
+    ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = true\nmultiprocess = false\n"
+     "[knobs.pool]\nenv = 'POOL'\nvalues = ['a']\ndefault = 'a'\ndescription = 'x'\n",
+     r"knobs.pool must have exactly env, values, default, description"),
+    ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = true\nmultiprocess = false\n"
+     "[knobs.pool]\nenv = 'LAB_POOL'\nvalues = ['a']\ndefault = 'b'\ndescription = 'x'\n",
+     r"knobs.pool must have exactly env, values, default, description"),
     ("title = 'x'\norder = 1\n", r"missing key\(s\) color, marker, compiled, multiprocess"),
     ("title = \n", r"not valid TOML"),
 ])
@@ -179,3 +186,32 @@ def test_every_profile_has_a_title():
         f"{profiles['rails71-retries']['title']} + {profiles['rails-dev']['title']}"
     assert servers.profile_title("no-such-profile") == "no-such-profile"
     assert servers.profile_title("rails8+nope") == f"{profiles['rails8']['title']} + nope"
+
+
+def test_a_stack_only_knob_reaches_its_stack_alone():
+    """go-nethttp's `pool` and ruby-puma's `yjit` (their stack.toml's [knobs]): a profile's goes to
+    its own stack and is left out for the others; set by hand for another stack it is refused."""
+    assert servers.STACK_ONLY_KNOBS == {name: stack for stack in BUNDLED
+                                        for name in manifest(stack).get("knobs", {})}
+    assert servers.STACK_ONLY_KNOBS["pool"] == "go-nethttp" and servers.STACK_ONLY_KNOBS["yjit"] == "ruby-puma"
+    assert servers.knob_env("go-seed004", stack="go-nethttp")["LAB_POOL"] == "default"
+    assert "LAB_POOL" not in servers.knob_env("go-seed004", stack="python-fastapi")
+    assert servers.knob_env("rails71", stack="ruby-puma", yjit="on")["LAB_YJIT"] == "on"
+    with pytest.raises(ValueError, match="knob 'yjit' is ruby-puma's only; go-nethttp does not take it"):
+        servers.knob_env("rails71", stack="go-nethttp", yjit="on")
+    with pytest.raises(ValueError, match="is go-nethttp's only"):
+        servers.knob_env("rails71", pool="default")  # no stack named: no stack's own knob
+    assert servers.taking("go-seed004-fixed-pool", list(BUNDLED)) == ["go-nethttp"]
+    assert servers.taking("rails71", list(BUNDLED)) == [] and servers.taking(None, list(BUNDLED)) == []
+
+
+def test_a_variant_beyond_the_article_runs_on_the_stacks_it_changes():
+    main = sweep.spec(notebook="05-single-machine", servers=["python-fastapi", "go-nethttp"],
+                      profiles=["go-seed004"], scenario=["hello"], levels=[4])
+    (beyond,) = main.beyond("go-seed004-fixed-pool")
+    assert beyond.servers == ("go-nethttp",) and beyond.profiles == ("go-seed004-fixed-pool",)
+    assert beyond.levels == main.levels and beyond.run_id("hello") == main.run_id("hello")
+    assert main.beyond("rails71") == [] and main.beyond(None) == []
+    with pytest.raises(ValueError, match="is ruby-puma's only"):
+        sweep.spec(notebook="01-linear-writes", servers=["python-fastapi"], profiles=["rails71"],
+                   scenario="hello", levels=[1], knobs={"yjit": "on"})

@@ -86,7 +86,8 @@ SHARED: dict[str, str] = {
     "users": "Concurrent closed-loop users (wrk: connections).",
     "repeat": "Which repeat of the same level (from 1; buffer points from 0).",
     "generator": Filled("The load generator: {GENERATORS} (loadgen: the lab's Go "
-                        "generator), or wrk, the reference client."),
+                        "generator), or a cross-check's client: wrk, the reference, or hey or oha, "
+                        "the articles' own tools."),
     # when, and with which code
     "started": "UTC start, ISO 8601.",
     "finished": "UTC end, ISO 8601.",
@@ -376,7 +377,8 @@ TABLES: dict[str, dict] = {
         },
     },
     "crosschecks": {
-        "description": "One wrk point per server and profile at one level of a sweep "
+        "description": "One point of a reference client — wrk, or an article's own tool, hey or "
+                       "oha (`generator`) — per server, profile and cross-checked level of a sweep "
                        "(sweep's crosscheck), audited like any write; analysis.crosscheck_table "
                        "shows it beside the lab's generators.",
         "columns": {
@@ -390,11 +392,13 @@ TABLES: dict[str, dict] = {
             "socket_errors": "Connect, read and write errors.",
             "ok_responses": "2xx and 3xx responses in the measured run.",
             "acked_responses": "2xx and 3xx responses of the warm-up and measured runs: the writes "
-                               "wrk saw acknowledged.",
-            "unknown_outcomes": "Requests whose outcome wrk never learnt (in flight at a run's stop, "
-                                "or failed on the socket after being sent).",
-            "duration_s": "wrk's measured run, s.",
-            "warmup_s": "wrk's unmeasured warm-up run before it, s.",
+                               "the client saw acknowledged.",
+            "unknown_outcomes": "Requests whose outcome the client never learnt (in flight at a "
+                                "run's stop — wrk drops them, oha aborts them, hey waits for them — "
+                                "or failed on the socket or by timeout after being sent).",
+            "duration_s": "The client's measured run, s (hey and oha: warm-up and window in one "
+                          "run, as the articles ran them).",
+            "warmup_s": "wrk's unmeasured warm-up run before it, s (hey, oha: 0).",
         },
     },
     "calibrations": {

@@ -22,15 +22,18 @@ The generator is never the story (see sqlitelab.load.calibrate and verdicts.infl
   *headline* (`headline` true; the Locust ones false, `replaced_by` naming loadgen, and the
   loadgen ones carrying what they replaced in `replaced_*`). sweep() returns the headline
   points; results.db keeps all;
-- `crosscheck=<users>`: one wrk point per server and profile at that level, stored in
-  `crosschecks` beside the lab's own rate at the level (`analysis.crosscheck_table`), measured
-  before the confirmation: a point of that level more than calibrate.TOLERANCE short of wrk's
-  rate is marked influenced (and so confirmed) too.
+- `crosscheck=<users>` (or a list of levels): one point of the reference client per server,
+  profile and level, stored in `crosschecks` beside the lab's own rate at the level
+  (`analysis.crosscheck_table`), measured before the confirmation: a point of that level more
+  than calibrate.TOLERANCE short of the client's rate is marked influenced (and so confirmed)
+  too. `crosscheck_tool`: the client (sqlitelab.load.crosscheck.TOOLS): wrk, or an article's
+  own tool, hey or oha.
   `confirm` naming the sweep's own generator confirms nothing (there is no other to ask), so a
   notebook can keep `confirm="loadgen"` whichever generator its scale runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from tqdm.auto import tqdm
 import contextlib
@@ -44,7 +47,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sqlitelab.load import calibrate, commands, driver as load, scenarios, verdicts, wrk
+from sqlitelab.load import calibrate, commands, crosscheck as crosschecks, driver as load, scenarios, verdicts
 from sqlitelab.core import config, layout, machine, results, schema
 from sqlitelab.infra import databases, hosts, link, operations, postgres
 from sqlitelab.studies import scales
@@ -95,7 +98,8 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
           scenario_params: dict | None = None, parameters: dict | None = None, progress: bool = True,
           results_db: Path | None = None, runs_dir: Path | None = None,
           run_id: str | None = None, generator: str = "locust",
-          keepalive: bool = True, confirm: str | None = None, crosscheck: int | None = None,
+          keepalive: bool = True, confirm: str | None = None,
+          crosscheck: int | list[int] | None = None, crosscheck_tool: str = "wrk",
           crosscheck_seconds: float | None = None, calibration: bool = True,
           server_repeats: dict[str, int] | None = None, server_host: str = "local",
           generator_hosts: list[str] | None = None,
@@ -109,8 +113,8 @@ def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | 
     per scenario would store it), run in turn on one copy
     of the database per server and profile, the server restarted for each (`_one_server`).
     `keepalive=False`: a new connection per request (`oha --disable-keepalive`,
-    load.run_level). `confirm`, `crosscheck`: see the module's docstring (`crosscheck_seconds`:
-    wrk's duration, the sweep's `duration` by default). `calibration=False` skips the
+    load.run_level). `confirm`, `crosscheck`, `crosscheck_tool`: see the module's docstring
+    (`crosscheck_seconds`: the client's duration, the sweep's `duration` by default). `calibration=False` skips the
     generator calibration: no point is then marked influenced by its CPU. `server_repeats`:
     repeats per stack where they differ from `repeats` (e.g. the article's stack three times,
     the others once). `server_cpus`, `generator_cpus`, `processes`: "auto" takes the machine's
@@ -206,7 +210,8 @@ class Spec:
     operation: dict | None  # run during every level (sqlitelab.infra.operations)
     confirm: str | None
     keepalive: bool
-    crosscheck: int | None
+    crosscheck: tuple[int, ...] | None  # the levels the reference client also measures
+    crosscheck_tool: str    # sqlitelab.load.crosscheck.TOOLS
     crosscheck_seconds: float | None
     calibration: bool
     knobs: dict
@@ -223,7 +228,7 @@ class Spec:
            warmup, requests, max_duration, pause, processes, server_cpus, generator_cpus, knobs,
            server_knobs, seed_users, seed_items, payload_bytes, seed_user_bytes, scenario_params,
            parameters, progress, results_db, runs_dir, run_id, generator, keepalive, confirm,
-           crosscheck, crosscheck_seconds, calibration, server_repeats, server_host,
+           crosscheck, crosscheck_tool, crosscheck_seconds, calibration, server_repeats, server_host,
            generator_hosts, link_delay_us, database, db_link_delay_us, rates, arrivals,
            operation) -> "Spec":
         server_list = list(servers or ["python-fastapi"])
@@ -237,6 +242,10 @@ class Spec:
         server_host = hosts.Host.parse(server_host)
         if database not in stacks.DATABASES:
             raise ValueError(f"database must be one of {', '.join(stacks.DATABASES)}, not {database!r}")
+        for stack in server_list:  # every stack's knobs, before anything starts (a stack-only knob
+            for name in profile_list:  # of another stack is refused; one a profile sets is left out)
+                stacks.knob_env(name, database=database, stack=stack,
+                                **{**(knobs or {}), **(server_knobs or {}).get(stack, {})})
         if database == "postgres":
             if not server_host.same_machine:
                 raise ValueError("database='postgres' runs its Postgres beside the server, on this machine")
@@ -274,22 +283,29 @@ class Spec:
         if generator_hosts and (generator != "locust" or confirm not in (None, "locust")):
             raise ValueError("generator hosts run Locust workers: generator='locust', no confirmation")
         if (generator_hosts or not server_host.is_local) and crosscheck is not None:
-            raise ValueError("crosscheck (wrk) runs on this machine: not with other hosts")
+            raise ValueError("the cross-check's client runs on this machine: not with other hosts")
         for h in (server_host, *generator_hosts):
             h.check()
         if link_delay_us is not None:
             link.check_delay(link_delay_us)
         if link_delay_us is not None and (generator_hosts or crosscheck is not None):
             raise ValueError("a delayed link is between this machine's generator and the server: "
-                             "not with generator hosts or a wrk cross-check (which go direct)")
+                             "not with generator hosts or a cross-check (whose client goes direct)")
         if confirm is not None:
             commands.check_generator(confirm)
             if confirm == generator:  # nothing to confirm with: the generator itself
                 confirm = None
-        if crosscheck is not None and (not isinstance(crosscheck, int) or crosscheck < 1):
-            raise ValueError(f"crosscheck must be a number of users >= 1, not {crosscheck!r}")
-        if crosscheck is not None and not wrk.available():
-            raise load.LoadError("crosscheck needs wrk (make setup installs Debian's package)")
+        if crosscheck is not None:
+            levels_ = [crosscheck] if isinstance(crosscheck, int) else crosscheck
+            if (not isinstance(levels_, (list, tuple)) or not levels_
+                    or any(type(u) is not int or u < 1 for u in levels_)):
+                raise ValueError(f"crosscheck must be a number of users >= 1 or a list of them, "
+                                 f"not {crosscheck!r}")
+            crosscheck = tuple(levels_)
+            try:
+                crosschecks.tool(crosscheck_tool)
+            except RuntimeError as e:
+                raise load.LoadError(str(e)) from None
         if rates is not None:
             if isinstance(rates, (int, float)) or not list(rates):
                 raise ValueError(f"rates is a list of requests/s, e.g. [100, 200], not {rates!r}")
@@ -297,7 +313,7 @@ class Spec:
             for r in rates:
                 load.check_rate(r, arrivals, requests)
             if confirm is not None or crosscheck is not None:
-                raise ValueError("an open-loop sweep (rates) has no confirmation or wrk cross-check")
+                raise ValueError("an open-loop sweep (rates) has no confirmation or cross-check")
         elif arrivals != "constant":
             raise ValueError("arrivals is for an open-loop sweep: pass rates too")
         if operation is not None:
@@ -330,12 +346,24 @@ class Spec:
             server_host=server_host, generator_hosts=generator_hosts,
             link_delay_us=link_delay_us, database=database, db_link_delay_us=db_link_delay_us,
             rates=rates, arrivals=arrivals, operation=operation, confirm=confirm,
-            keepalive=keepalive, crosscheck=crosscheck, crosscheck_seconds=crosscheck_seconds,
+            keepalive=keepalive, crosscheck=crosscheck, crosscheck_tool=crosscheck_tool,
+            crosscheck_seconds=crosscheck_seconds,
             calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
             seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
                   "user_bytes": seed_user_bytes},
             scenario_params=each, parameters=dict(parameters or {}), progress=progress,
             results_db=results_db, runs_dir=Path(runs_dir or config.RUNS_DIR))
+
+    def beyond(self, profile: str | None) -> "list[Spec]":
+        """The same sweep with `profile`, on those of its stacks that take one of the profile's
+        stack-only knobs (servers.taking): a variant beyond the article, run where it changes
+        something; [] for None or where no stack takes it."""
+        taking = stacks.taking(profile, self.servers)
+        if not taking:
+            return []
+        return [dataclasses.replace(self, servers=tuple(taking), profiles=(profile,),
+                                    server_repeats={s: n for s, n in self.server_repeats.items()
+                                                    if s in taking})]
 
     def experiment_of(self, scenario: str) -> str | None:
         """A single scenario is the sweep's `experiment`; each of a list its own,
@@ -373,7 +401,8 @@ class Spec:
                 "rates": list(self.rates) if self.rates else None, "arrivals": self.arrivals,
                 "operation": self.operation,
                 "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
-                "crosscheck": self.crosscheck, "knobs": self.knobs,
+                "crosscheck": list(self.crosscheck) if self.crosscheck else None,
+                "crosscheck_tool": self.crosscheck_tool if self.crosscheck else None, "knobs": self.knobs,
                 "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
                 "seed_user_bytes": self.seed["user_bytes"], "seed_items": self.seed["items"]}
 
@@ -477,7 +506,7 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
                       AuditWarning, stacklevel=3)
     bad = [c for c in checks if c["audit_ok"] is False]
     if bad:
-        warnings.warn(f"AUDIT FAILED for {len(bad)} wrk cross-check(s): " + "; ".join(
+        warnings.warn(f"AUDIT FAILED for {len(bad)} cross-check(s): " + "; ".join(
             f"{c['server']}/{c['profile']}: {c['rows_written']} rows, {c['acked_responses']} "
             f"acknowledged, {c['unknown_outcomes']} unknown, integrity {c['integrity']}" for c in bad),
             AuditWarning, stacklevel=3)
@@ -613,8 +642,8 @@ def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
 
 def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.OnHost", counts: "Counts",
                   scenario: str, bar, onsets: dict) -> tuple[list[dict], list[dict], dict]:
-    """One scenario on a fresh start of the server: the levels and repeats, the wrk
-    cross-check, the confirmation of the levels the generator limited, each point audited."""
+    """One scenario on a fresh start of the server: the levels and repeats, the reference
+    client's cross-check, the confirmation of the levels the generator limited, each point audited."""
     run_dir, run_id = spec.run_dir(scenario), spec.run_id(scenario)
     scenario_params = spec.scenario_params[scenario]
     repeats, levels, generator, confirm = (spec.repeats_of(stack), spec.levels, spec.generator,
@@ -719,22 +748,20 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                     out.append(measure(users, rep, generator, rate))
         st["levels_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        crosscheck = spec.crosscheck
-        if crosscheck:  # before the confirmation: a level short of wrk's rate is confirmed too
-            check = _crosscheck(srv, counts, sc, scenario, crosscheck, scenario_params, spec.keepalive,
-                                run_dir / stack / profile / scenario / f"u{crosscheck:04d}-wrk",
-                                spec.crosscheck_seconds or spec.duration, spec.warmup,
-                                spec.generator_cpus,
+        for users in spec.crosscheck or ():  # before the confirmation: a level short of the client's rate is confirmed too
+            check = _crosscheck(srv, counts, sc, scenario, users, scenario_params, spec,
+                                run_dir / stack / profile / scenario / f"u{users:04d}-{spec.crosscheck_tool}",
                                 {"run_id": run_id, "server": stack, "profile": profile,
                                  "machine": label})
             checks.append(check)
-            for p in out:
-                short = check.get("rps") and p["users"] == crosscheck and \
-                    p["rps"] < (1 - calibrate.TOLERANCE) * check["rps"]
+            for p in out:  # each rate counted as the client counts it (hey: its whole run)
+                rate = p.get("hey_rps") if spec.crosscheck_tool == "hey" and p.get("hey_rps") else p["rps"]
+                short = check.get("rps") and p["users"] == users and \
+                    rate < (1 - calibrate.TOLERANCE) * check["rps"]
                 if short and not (p["generator_bound"] or p["generator_influenced"]):
                     p.update({"generator_influenced": True, "influence":
-                              f"{p['rps'] / check['rps']:.2f} of wrk's rate at this level (cross-check), "
-                              f"generator at {p['gen_cpu_pct']:.0f} % CPU"})
+                              f"{rate / check['rps']:.2f} of {spec.crosscheck_tool}'s rate at this "
+                              f"level (cross-check), generator at {p['gen_cpu_pct']:.0f} % CPU"})
         st["crosscheck_s"] = time.perf_counter() - t
         t = time.perf_counter()
         st["confirmed_levels"] = 0
@@ -774,18 +801,22 @@ def _db_link_stats(db) -> dict:
             "db_link_late_max_us": stats.get("late_max_us")}
 
 
-def _crosscheck(srv, counts, sc, scenario, users, scenario_params, keepalive, out_dir, seconds, warmup,
-                cpus, ident: dict) -> dict:
-    """One wrk point at `users` on the running server, audited: every 2xx/3xx wrk saw of a
-    write is a row, plus at most the requests whose outcome wrk never learnt."""
-    why = wrk.expressible(scenario, scenario_params, keepalive)
-    row = {**ident, "scenario": scenario, "users": users, "skipped": why}
+def _crosscheck(srv, counts, sc, scenario, users, scenario_params, spec: "Spec", out_dir,
+                ident: dict) -> dict:
+    """One point of the reference client (`spec.crosscheck_tool`) at `users` on the running
+    server, audited: every 2xx/3xx it saw of a write is a row, plus at most the requests whose
+    outcome it never learnt."""
+    client = crosschecks.TOOLS[spec.crosscheck_tool]
+    why = client.expressible(scenario, scenario_params, spec.keepalive)
+    row = {**ident, "scenario": scenario, "users": users, "skipped": why,
+           "generator": spec.crosscheck_tool}
     if why:
         return {**row, "audit_ok": None}
     before = counts.before(sc.counter)
-    p = wrk.run_point(srv, scenario, users, out_dir, duration=seconds, warmup=warmup, cpus=cpus,
-                      scenario_params=scenario_params)
-    # wrk gives up on every request in flight at its stop: let those land before the next point
+    p = client.run_point(srv, scenario, users, out_dir, duration=spec.crosscheck_seconds or spec.duration,
+                         warmup=spec.warmup, cpus=spec.generator_cpus,
+                         scenario_params=scenario_params, keepalive=spec.keepalive)
+    # a client may give up on requests in flight at its stop: let those land before the next point
     written = counts.settled(sc.counter, before, p["unknown_outcomes"], sc.rows_per_ack)
     only_writes = scenarios.only_writes(scenario, scenarios.lab_env(scenario_params))
     if not sc.write:
@@ -793,7 +824,7 @@ def _crosscheck(srv, counts, sc, scenario, users, scenario_params, keepalive, ou
     elif only_writes:  # every response was a write's (rows_per_ack rows each)
         lo = p["acked_responses"] * sc.rows_per_ack
         ok, rule = lo <= written <= lo + p["unknown_outcomes"] * sc.rows_per_ack, "acked ≤ rows ≤ acked + unknown"
-    else:  # wrk does not tell a write's response from a read's: an upper bound only
+    else:  # the client does not tell a write's response from a read's: an upper bound only
         ok = written <= (p["acked_responses"] + p["unknown_outcomes"]) * sc.rows_per_ack
         rule = "rows ≤ responses + unknown (reads and writes not told apart)"
     return {**row, **{k: v for k, v in p.items() if k != "users"}, "rows_written": written,

@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import json
 import math
-import resource
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 from sqlitelab.infra import hosts, servers
 from sqlitelab.core import layout, processes
-from sqlitelab.load import commands, driver as load, sampler, scenarios
+from sqlitelab.load import commands, driver as load, reference, scenarios
 
 BINARY = "wrk"
 TIMEOUT_S = commands.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
@@ -137,37 +135,24 @@ def script(scenario: str, scenario_params: dict | None = None) -> str:
 def _run(server: servers.Server, users: int, seconds: int, threads: int, lua: Path,
          cpus: str | None, log: Path) -> tuple[dict, float, float, float]:
     """One wrk run: its summary, its CPU seconds, the server's CPU seconds, and wall time."""
-    cmd, _ = processes.pin_command([BINARY, "-t", str(threads), "-c", str(users), "-d", f"{seconds}s",
-                                  "--timeout", f"{TIMEOUT_S}s", "-s", str(lua), server.url], cpus)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    s0, w0 = sampler.tree_cpu_seconds(server.pids), time.perf_counter()
-    with open(log, "ab") as out:
-        proc = processes.spawn(cmd, "wrk", stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL)
-        try:
-            stdout, _ = proc.communicate(timeout=seconds + TIMEOUT_S + 30)
-        finally:  # also on a timeout or an interrupt: stop wrk by its PID
-            processes.stop(proc)
-    wall = time.perf_counter() - w0
-    s1 = sampler.tree_cpu_seconds(server.pids)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    text = stdout.decode(errors="replace")
-    with open(log, "a") as out:
-        out.write(text)
-    line = next((ln for ln in text.splitlines() if ln.startswith("WRKJSON ")), None)
-    if proc.returncode != 0 or line is None:
-        raise load.LoadError(f"wrk failed (exit {proc.returncode}); its output:\n"
-                             + processes.log_tail(log))
-    return json.loads(line[len("WRKJSON "):]), gen_cpu, s1 - s0, wall
+    r = reference.run("wrk", [BINARY, "-t", str(threads), "-c", str(users), "-d", f"{seconds}s",
+                              "--timeout", f"{TIMEOUT_S}s", "-s", str(lua), server.url],
+                      server, cpus, log, timeout=seconds + TIMEOUT_S + 30)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
+    if line is None:
+        raise load.LoadError("wrk printed no summary; its output:\n" + processes.log_tail(log))
+    return json.loads(line[len("WRKJSON "):]), r.gen_cpu_s, r.server_cpu_s, r.wall_s
 
 
 def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, *,
               duration: float = 5.0, warmup: float = 1.0, cpus: str | None = None,
-              scenario_params: dict | None = None) -> dict:
+              scenario_params: dict | None = None, keepalive: bool = True) -> dict:
     """One measured wrk run of `users` connections (after an unmeasured warm-up run), in the
     lab's point vocabulary where the meaning is the same (rps, mean_ms, p50_ms…)."""
     if not available():
         raise load.LoadError("wrk is not installed (make setup installs Debian's package)")
+    if not keepalive:
+        raise ValueError(f"wrk cannot run {scenario!r}: {expressible(scenario, scenario_params, keepalive)}")
     if users < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users must be >= 1, duration > 0, warmup >= 0")
     hosts.check_target(server.host, server.runner)

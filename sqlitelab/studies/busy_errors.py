@@ -7,16 +7,18 @@ warm-up (oha counted from its first request).
 from __future__ import annotations
 
 from sqlitelab.studies.method import (
-    Article, Detail, GEN_WHY, NOT_STATED, mean_at, puma_shape, recorded, stack_knob)
+    Article, Detail, GEN_WHY, NOT_STATED, crosscheck_client, mean_at, puma_shape, recorded,
+    stack_knob)
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "02-busy-errors"
 
 SCALES: dict[str, dict] = {
+    # oha, the article's tool, runs at the article's levels (crosscheck_users)
     "quick": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 1.5, "warmup": 0.3,
-              "repeats": 1, "crosscheck_users": 3},
+              "repeats": 1, "crosscheck_users": [1, 3]},
     "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 0.0,
-             "repeats": 1, "crosscheck_users": 3},
+             "repeats": 1, "crosscheck_users": [1, 3]},
 }
 
 SERVER_SPLIT: int | None = None
@@ -56,16 +58,26 @@ READING: dict[str, str] = {
 ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
     Detail("machine", "not stated (a local Rails 7.1 app, oha in Docker)", "col:machine",
            expect=NOT_STATED),
-    Detail("server", "`rails s` in development: Puma single mode, 5 threads (RAILS_MAX_THREADS), "
-           "a pool of 5", puma_shape, expect="1 × 5", why="set by the notebook"),
-    Detail("work per request", "Rails in development mode: 29 ms on average at 1 user (34.6 req/s)",
+    Detail("server", "`rails s` (its log is `rails s | grep Exception`) and a pool of 5 "
+           "(RAILS_MAX_THREADS, its database.yml); not stated; inferred: development mode (what "
+           "`rails s` runs by default), supported by its ~43 KiB error pages (643.95 KiB over 15 "
+           "500s, 601.02 KiB over 14, 0 B when all were 200s: Rails' development exception page), "
+           "so Puma single mode with 5 threads (Rails 7.1's generated puma.rb)",
+           puma_shape, expect="1 × 5", why="set by the notebook"),
+    Detail("work per request", "29 ms on average at 1 user (34.6 req/s); not stated; inferred: "
+           "Rails in development mode, supported by its ~43 KiB error pages",
            mean_at("mean_ms", 1), expect=None,
            why="the lab's Rack app does only the ten statements, so the share of each request spent "
                "inside a transaction is far larger here and transactions collide more often"),
-    Detail("transaction shape", "ActiveRecord: each of the 5 records saved in its own write-first "
-           "transaction; the 5 look-ups outside any transaction", "knob:metrics_txn",
+    Detail("transaction shape", "ten statements per request, five of them inserts or updates; "
+           "the transactions not stated; inferred: ActiveRecord's default (each `save` in its own "
+           "transaction), so each of the 5 records in its own write-first transaction and the 5 "
+           "look-ups outside any transaction, supported only by its “ten database queries of which "
+           "five insert or update data”",
+           "knob:metrics_txn",
            expect="record", why="one transaction per request (SELECT then INSERT, five times)"),
-    Detail("development log", "Rails' development log writes every SQL statement to "
+    Detail("development log", "not stated; inferred: Rails' development log, on in the "
+           "development mode its ~43 KiB error pages support, writes every SQL statement to "
            "log/development.log as it runs: a file write, which releases Ruby's GVL inside every "
            "transaction, so another thread can run into the lock mid-transaction",
            "knob:sql_log", expect="on", why="the server logs no SQL"),
@@ -74,6 +86,11 @@ ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
     Detail("load tool", "oha -c N -z 5s -m POST --latency-correction --disable-keepalive --redirect 0 "
            "(--latency-correction changes nothing without -q)", "col:generator", expect=None,
            why=GEN_WHY),
+    Detail("the article's tool, here", "oha -c N -z 5s -m POST --latency-correction "
+           "--disable-keepalive --redirect 0", crosscheck_client, expect=None,
+           why="oha 1.16.0, built from its crate, with the article's flags, runs the cross-check "
+               "levels for `warmup + duration` s with no warm-up of its own; its error shares "
+               "beside the lab's generators' in the cross-check table"),
     Detail("keep-alive", "off: a new TCP connection per request (--disable-keepalive)",
            "col:keepalive", expect=False, why="the run kept connections alive"),
     Detail("users", "1 (baseline), then 3", "param:article_levels", expect=[1, 3],

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from sqlitelab.studies.method import (
     Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, profile_knobs, profile_pragma, puma_shape,
-    recorded)
+    crosscheck_client, recorded, software, stack_knob)
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "01-linear-writes"
 
 SCALES: dict[str, dict] = {
+    # hey, the article's tool, runs at crosscheck_users: at quick one level (past every stack's
+    # knee); at seed three, one per stretch of the curve (one user, the rise, the article's peak)
     "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.0, "warmup": 0.5, "repeats": 1,
-              "beyond_repeats": 1, "crosscheck_users": 8, "ceiling_seconds": 2.0},
+              "beyond_repeats": 1, "crosscheck_users": [8], "ceiling_seconds": 2.0},
     "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 0.0, "repeats": 3,
-             "beyond_repeats": 1, "crosscheck_users": 16, "ceiling_seconds": 2.0},
+             "beyond_repeats": 1, "crosscheck_users": [1, 4, 16], "ceiling_seconds": 2.0},
 }
 
 SERVER_SPLIT: int | None = None
@@ -53,8 +55,15 @@ READING: dict[str, str] = {
 # Its method against its article's (sqlitelab.report.methods.table reads it).
 ARTICLE = Article(ID, "000",
         "Stephen Margheim, “SQLite Myths: Linear writes don't scale” (2023)", (
-    Detail("machine", "MacBook Pro 16″ (2021), Apple M1 Max (10 cores), 32 GB; Ruby 3.2.2 + YJIT, "
-           "SQLite 3.44.2", "col:machine", why=MACHINE_WHY),
+    Detail("machine", "MacBook Pro 16″ (2021), Apple M1 Max (10 cores), 32 GB, macOS 12.5.1",
+           "col:machine", why=MACHINE_WHY),
+    Detail("software", "Ruby 3.2.2, Rails 7.1.2, sqlite3-ruby gem 1.6.9, SQLite 3.44.2",
+           software("ruby-puma", ("ruby", "puma", "sqlite3-ruby")), expect=None,
+           why="Debian 12's packages (no RubyGems here): an older Ruby, gem and SQLite; Puma, Rack "
+               "and the lab's app instead of Rails"),
+    Detail("YJIT", "enabled (RUBY_YJIT_ENABLE=1, Ruby 3.2's YJIT)", stack_knob("ruby-puma", "yjit"),
+           expect="on", why="the notebook's `yjit` parameter turned it off (Ruby 3.1's YJIT here, "
+                            "an earlier version of it, when on)"),
     Detail("server CPUs", "all 10 cores, shared with hey", "cpus:server_pinning", expect=10,
            why=PIN_WHY),
     Detail("application", "the Rails 7.1.2 scaffold's `create` (production env, logging off): one "
@@ -75,6 +84,11 @@ ARTICLE = Article(ID, "000",
            expect="rails-writes", why="another scenario"),
     Detail("load tool", "hey -c N -z 10s -m POST (Go net/http client)", "col:generator",
            expect=None, why=GEN_WHY),
+    Detail("the article's tool, here", "hey -c N -z 10s -m POST, following the redirect",
+           crosscheck_client, expect=None,
+           why="hey v0.1.5, built from its Go module, runs the cross-check levels for `warmup + "
+               "duration` s with no warm-up of its own, as the article ran it; its numbers beside "
+               "the lab's generators' in the cross-check table (theirs counted as hey counts)"),
     Detail("keep-alive", "on (hey's default)", "col:keepalive", expect=True,
            why="the run used a new connection per request"),
     Detail("concurrency levels", "1, 2, 4, 8, 10, 16", "param:levels", expect=[1, 2, 4, 8, 10, 16],

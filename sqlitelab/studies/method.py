@@ -157,6 +157,29 @@ def puma_shape(run: RunView) -> list[str]:
             sorted({(p, t) for p, t in zip(r["server_processes"], r["server_threads"])})]
 
 
+def software(stack: str, keys: tuple[str, ...]) -> Callable:
+    """A stack's software as its /health reported it: the `keys` of its versions, each as
+    `name version`, then SQLite's (the library the server's driver runs)."""
+    def get(run: RunView) -> list[str]:
+        r = run.where(server=stack).points
+        if "server_versions" not in r or r["server_versions"].isna().all():
+            raise NotRecorded("col:server_versions")
+        out = set()
+        for versions, sqlite in zip(r["server_versions"], r.get("sqlite_version", [None] * len(r))):
+            v = json.loads(versions) if isinstance(versions, str) else {}
+            parts = [f"{k} {v[k]}" for k in keys if k in v]
+            out.add(", ".join(parts + ([f"SQLite {sqlite}"] if sqlite else [])))
+        return sorted(out)
+    return get
+
+
+def crosscheck_client(run: RunView) -> str:
+    """The cross-check's client and levels, from the run's parameters: "hey at 1, 4, 16 users"."""
+    levels = run.param("crosscheck_users")
+    levels = [levels] if isinstance(levels, int) else levels
+    return f"{run.param('crosscheck_tool')} at {', '.join(map(str, levels))} users"
+
+
 AS_PUBLISHED = {"method": "article", "variant": "as_published"}
 ONE_FILE = "one file for every endpoint (a copy of the seeded file per stack), a server start per endpoint"
 LARGE_TOTAL = 10_000_000  # 04: above this many records the article's method does not fit here

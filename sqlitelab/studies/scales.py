@@ -2,8 +2,9 @@
 
 `quick` finishes the whole collection in minutes; `seed` uses the articles' own levels and
 durations. A notebook's `parameters` cell names the scale; any parameter left `None` takes
-the scale's value here, anything else overrides it. `crosscheck_users`: the level at which a
-sweep adds one wrk point per server and profile (sweep's `crosscheck`); `ceiling_seconds`: each
+the scale's value here, anything else overrides it. `crosscheck_users`: the level (or levels)
+at which a sweep adds one point of a reference client — wrk, hey or oha — per server and
+profile (sweep's `crosscheck`, `crosscheck_tool`); `ceiling_seconds`: each
 half (commits, then point reads) of the raw-SQLite ceiling on the server's core (baseline.ceiling).
 
 `seed` keeps every setting an article states (its levels, durations, request counts, record
@@ -46,7 +47,9 @@ ACCEPTS: dict[str, tuple] = {
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (runs of each level)")
        for k in ("repeats", "beyond_repeats")},
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (concurrent users)")
-       for k in ("crosscheck_users", "share_users", "paths_users", "open_users")},
+       for k in ("share_users", "paths_users", "open_users")},
+    "crosscheck_users": (lambda v: (_integer(v) and v >= 1) or _integers(1)(v),
+                         "an integer >= 1 or a non-empty list of them (concurrent users)"),
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (requests per level)")
        for k in ("requests", "beyond_requests")},
     "write_shares": (lambda v: isinstance(v, (list, tuple)) and bool(v) and all(_number(w) and 0 <= w <= 1 for w in v),

@@ -1,0 +1,23 @@
+"""The clients a sweep's cross-check can run (`sweep(crosscheck=…, crosscheck_tool=…)`), by name:
+wrk, the lab's reference (Debian's package), and the articles' own tools, hey (seed 000) and oha
+(seed 001), built by `make setup`. Each module has `available()`, `version()`,
+`expressible(scenario, scenario_params, keepalive)` (None, or why it cannot send the scenario)
+and `run_point(server, scenario, users, out_dir, *, duration, warmup, cpus, scenario_params,
+keepalive)`, which returns a row of the crosschecks table (sqlitelab.core.schema)."""
+from __future__ import annotations
+
+from types import ModuleType
+
+from sqlitelab.load import hey, oha, wrk
+
+TOOLS: dict[str, ModuleType] = {"wrk": wrk, "hey": hey, "oha": oha}
+
+
+def tool(name: str) -> ModuleType:
+    """The client named `name`, built: a clear error for an unknown one or one not installed."""
+    if name not in TOOLS:
+        raise ValueError(f"crosscheck_tool must be one of {', '.join(TOOLS)}, not {name!r}")
+    if not TOOLS[name].available():
+        raise RuntimeError(f"the cross-check needs {name}: run make setup (it installs wrk and "
+                           f"builds hey and oha)")
+    return TOOLS[name]

@@ -1,0 +1,67 @@
+"""One run of a reference client — wrk (the lab's reference, Debian's package), hey (seed 000's
+tool) or oha (seed 001's) — pinned to the generator's CPUs, with its CPU seconds from the
+kernel's account of the reaped process (RUSAGE_CHILDREN), the server's over the same span, and
+the wall time. Each client's module (`wrk`, `hey`, `oha`) builds its command line and reads its
+own report; `crosscheck.TOOLS` names them for a sweep's cross-check."""
+from __future__ import annotations
+
+import resource
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlitelab.core import processes
+from sqlitelab.infra import servers
+from sqlitelab.load import driver as load, sampler, scenarios
+
+
+def fixed_request(scenario: str, scenario_params: dict | None) -> tuple[dict | None, str | None]:
+    """The one request a scenario sends, when it is fixed (one reachable request whose path and
+    body are literal: scenarios.compile's, with `path_text` and `body_text`), else None and why
+    not — hey and oha send one request again and again."""
+    if scenario not in scenarios.SCENARIOS:
+        return None, f"unknown scenario {scenario!r}"
+    spec = scenarios.compile(scenario, scenarios.lab_env(scenario_params))
+    reach = scenarios.reachable(spec)
+    if len(reach) != 1:
+        return None, "it sends one fixed request; the scenario mixes several"
+    r = reach[0]
+    if not all("lit" in p for p in r["path"] + (r["body"] or [])):
+        return None, "it sends one fixed request; the scenario draws ids or payloads"
+    return {**r, "path_text": "".join(p["lit"] for p in r["path"]),
+            "body_text": None if r["body"] is None else "".join(p["lit"] for p in r["body"])}, None
+
+
+@dataclass(frozen=True)
+class ClientRun:
+    stdout: str          # what the client printed (its report)
+    gen_cpu_s: float     # the client's CPU seconds (user + system)
+    server_cpu_s: float  # the server's process tree's CPU seconds over the same span
+    wall_s: float
+
+
+def run(name: str, cmd: list[str], server: servers.Server, cpus: str | None, log: Path,
+        timeout: float) -> ClientRun:
+    """Run `cmd` pinned to `cpus`; its stderr (and then its stdout) appended to `log`. A non-zero
+    exit is a LoadError with the log's tail; the client is stopped by its PID on a timeout or an
+    interrupt."""
+    pinned, _ = processes.pin_command(cmd, cpus)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    s0, w0 = sampler.tree_cpu_seconds(server.pids), time.perf_counter()
+    with open(log, "ab") as out:
+        proc = processes.spawn(pinned, name, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL)
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        finally:  # also on a timeout or an interrupt: stop it by its PID
+            processes.stop(proc)
+    wall = time.perf_counter() - w0
+    s1 = sampler.tree_cpu_seconds(server.pids)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    text = stdout.decode(errors="replace")
+    with open(log, "a") as out:
+        out.write(text)
+    if proc.returncode != 0:
+        raise load.LoadError(f"{name} failed (exit {proc.returncode}); its output:\n" + processes.log_tail(log))
+    gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return ClientRun(text, gen_cpu, s1 - s0, wall)
