@@ -5,6 +5,8 @@ value, run through a real notebook with papermill, stops it with one line naming
 and what it accepts, before any server starts (scales.ACCEPTS, sweep's Spec checks)."""
 import contextlib
 import inspect
+import json
+import re
 import subprocess
 import sys
 import threading
@@ -36,6 +38,17 @@ def test_every_scale_setting_is_a_none_parameter_and_every_parameter_has_help(pa
         assert declared[name]["default"] == "None", f"{path.stem}: {name} must default to None"
     for name, p in declared.items():
         assert p["help"].strip(), f"{path.stem}: parameter {name!r} has no comment"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem[:2])
+def test_papermill_reads_every_line_of_the_parameters_cell(path):
+    """papermill skips a line it cannot parse (a second `=` in the comment, say) with a warning
+    only: that parameter would then be unknown to `batch -p` and `--help-notebook`."""
+    cell = next(c for c in json.loads(path.read_text())["cells"]
+                if "parameters" in c.get("metadata", {}).get("tags", []))
+    assigned = [re.match(r"(\w+) = ", line).group(1) for line in "".join(cell["source"]).splitlines()
+                if re.match(r"\w+ = ", line)]
+    assert sorted(assigned) == sorted(batch.parameters(path)), path.stem
 
 
 def test_help_notebook_lists_every_parameter_with_its_comment():

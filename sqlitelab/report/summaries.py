@@ -7,6 +7,7 @@ study and the exported tables and returns (the article, here) as two Markdown ce
 """
 from __future__ import annotations
 
+import json
 from types import ModuleType
 
 import pandas as pd
@@ -74,7 +75,10 @@ def linear_writes(study: ModuleType, x: Tables) -> tuple[str, str]:
         curve = dict(zip(g["users"], g["rps"]))
         busy = g[g["busy_errors"] > 0]
         best = g.loc[g["rps"].idxmax()]
-        text = (f"Puma (`{profile}`), {_run_shape(pts[pts['server'] == 'ruby-puma'])}: "
+        knobs = pts.loc[(pts["server"] == "ruby-puma") & (pts["profile"] == profile), "knobs"]
+        yjit = {json.loads(k).get("yjit") for k in knobs.dropna()} - {None}
+        yjit_words = f", YJIT {'/'.join(sorted(yjit))}" if yjit else ""  # runs before LAB_YJIT: unknown
+        text = (f"Puma (`{profile}`{yjit_words}), {_run_shape(pts[pts['server'] == 'ruby-puma'])}: "
                 f"{claims.collapse_words(curve)}{_limit(best)} — {claims.shape_words(curve, art_curve)}")
         text += (f"; 'database is locked' from {int(busy['users'].min())} user(s)" if len(busy)
                  else "; no 'database is locked' at any level")
@@ -82,6 +86,15 @@ def linear_writes(study: ModuleType, x: Tables) -> tuple[str, str]:
         text += (f". Napkin math on that peak: {capacity.requests_per_day(best['rps']) / 1e6:,.1f} M writes/day, "
                  f"{dau / 1e6:,.2f} M DAU")
         parts.append(text)
+    checks = x.get("crosschecks", pd.DataFrame())
+    hey = checks[(checks["notebook"] == study.ID) & (checks["generator"] == "hey")
+                 & (checks["server"] == "ruby-puma") & checks["skipped"].isna()] if len(checks) else checks
+    if len(hey):
+        lab = pts[pts["server"] == "ruby-puma"].groupby("users")["hey_rps"].mean()
+        parts.append("hey itself on Puma (the article's tool, here): " + ", ".join(
+            f"{r.rps:,.0f}/s at {r.users} users" + (f" (the lab's generator, counted as hey counts: "
+                                                   f"{lab[r.users]:,.0f}/s)" if r.users in lab else "")
+            for r in hey.sort_values("users").itertuples()))
     others = analysis.peak(table[table["server"] != "ruby-puma"])
     if len(others):
         parts.append("Peaks in the exact window: " + ", ".join(
@@ -176,22 +189,49 @@ def sqlite_as_buffer(study: ModuleType, x: Tables) -> tuple[str, str]:
     return article, _sentences(parts)
 
 
+def _parameter(study: ModuleType, x: Tables, name: str):
+    """A notebook parameter of the study's exported run (its runs rows' `parameters`), or None."""
+    runs = x.get("runs", pd.DataFrame())
+    runs = runs[runs["notebook"] == study.ID] if len(runs) else runs
+    for text in runs.get("parameters", pd.Series(dtype=object)).dropna():
+        value = json.loads(text).get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _pool(knobs) -> str:
+    """go-nethttp's pool as its /health reported it. A run from before LAB_POOL existed (commit
+    bfdbb17) reports none: its server had only the fixed pool, one connection per core."""
+    pool = json.loads(knobs).get("pool") if isinstance(knobs, str) else None
+    return {"default": "database/sql's default pool", "fixed": "a fixed pool"}.get(pool or "fixed", pool)
+
+
 def single_machine(study: ModuleType, x: Tables) -> tuple[str, str]:
-    """Seed 004: each endpoint's best rate per stack, the article's Go beside the lab's Go."""
+    """Seed 004: each endpoint's best rate per stack, the article's Go beside the lab's Go (with
+    each pool the run measured, the article's first), the failed share where requests failed."""
     ref, meta = analysis.reference("seed004_single_machine")
     article = (f"Go on a {meta['hardware'].split(';')[0]}: " +
                ", ".join(f"{r.scenario} {r.rps / 1000:,.0f} K" for r in ref.itertuples()) + " req/s")
     pts = points(study, x)
     if pts.empty:
         return article, NOT_IN_RUN
+    profile = _parameter(study, x, "profile")
     table = analysis.single_machine_table(pts)
-    go = table[table["server"] == "go-nethttp"].set_index("scenario")
     art = ref.set_index("scenario")
     parts = []
-    if len(go):
-        parts.append("Go on one server core: " + ", ".join(
-            f"{s} {r.rps:,.0f}{_limit(r)} ({claims.share_of(r.rps, art.loc[s, 'rps'])})"
+    go_pts = pts[pts["server"] == "go-nethttp"]
+    order = sorted(go_pts["profile"].unique(), key=lambda p: (p != profile, p))
+    for prof in order:
+        go = table[(table["server"] == "go-nethttp") & (table["profile"] == prof)].set_index("scenario")
+        pool = _pool(go_pts.loc[go_pts["profile"] == prof, "knobs"].iloc[0])
+        label = "Go on one server core" + (f", {pool}" if prof == profile else f", beyond the article: {pool}")
+        parts.append(label + ": " + ", ".join(
+            f"{s} {r.rps:,.0f}{_limit(r)} ({claims.share_of(r.rps, art.loc[s, 'rps'])}"
+            f"{f'; {r.error_pct:.1f} % failed' if r.error_pct > 0 else ''})"
             for s, r in go.iterrows() if s in art.index))
+    if profile is not None:
+        table = table[table["profile"] == profile]
     best = table.loc[table.groupby("scenario")["rps"].idxmax()]
     parts.append("best per endpoint: " + ", ".join(f"{r.scenario} {r.server} {r.rps:,.0f}{_limit(r)}"
                                                   for r in best.itertuples()))
