@@ -92,7 +92,7 @@ def linear_writes(study: ModuleType, x: Tables) -> tuple[str, str]:
     if len(hey):
         lab = pts[pts["server"] == "ruby-puma"].groupby("users")["hey_rps"].mean()
         parts.append("hey itself on Puma (the article's tool, here): " + ", ".join(
-            f"{r.rps:,.0f}/s at {r.users} users" + (f" (the lab's generator, counted as hey counts: "
+            f"{r.rps:,.0f}/s at {r.users} user{'s' if r.users != 1 else ''}" + (f" (the lab's generator, counted as hey counts: "
                                                    f"{lab[r.users]:,.0f}/s)" if r.users in lab else "")
             for r in hey.sort_values("users").itertuples()))
     others = analysis.peak(table[table["server"] != "ruby-puma"])
