@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from sqlitelab.core import config, layout
-from sqlitelab.infra import hosts, servers
+from sqlitelab.infra import servers
 from sqlitelab.load import commands, driver as load, reference
 
 VERSION = "v0.1.5"  # the Makefile builds it: go install github.com/rakyll/hey@VERSION
@@ -105,18 +105,10 @@ def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, 
               scenario_params: dict | None = None, keepalive: bool = True) -> dict:
     """One hey run of `users` workers for `warmup + duration` seconds, in the lab's point
     vocabulary where the meaning is the same (the crosschecks table's columns)."""
-    if not available():
-        raise load.LoadError(f"hey is not built ({BINARY}): run make setup")
-    if users < 1 or duration <= 0 or warmup < 0:
-        raise ValueError("users must be >= 1, duration > 0, warmup >= 0")
-    r, why = reference.fixed_request(scenario, scenario_params)
-    if why:
-        raise ValueError(f"hey cannot run {scenario!r}: {why}")
-    hosts.check_target(server.host, server.runner)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    seconds = duration + warmup
-    run = reference.run("hey", command(server.url, r, users, seconds, keepalive), server, cpus,
-                        out_dir / "hey.log", timeout=seconds + TIMEOUT_S + 30)
+    run, seconds = reference.run_fixed("hey", BINARY, command, server, scenario, users, out_dir,
+                                       duration=duration, warmup=warmup, cpus=cpus,
+                                       scenario_params=scenario_params, keepalive=keepalive,
+                                       timeout_s=TIMEOUT_S)
     h = parse(run.stdout)
     return summary(h, users, run, cpus, seconds)
 

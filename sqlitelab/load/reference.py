@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlitelab.core import processes
-from sqlitelab.infra import servers
+from sqlitelab.infra import hosts, servers
 from sqlitelab.load import driver as load, sampler, scenarios
 
 
@@ -65,3 +65,24 @@ def run(name: str, cmd: list[str], server: servers.Server, cpus: str | None, log
         raise load.LoadError(f"{name} failed (exit {proc.returncode}); its output:\n" + processes.log_tail(log))
     gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return ClientRun(text, gen_cpu, s1 - s0, wall)
+
+
+def run_fixed(name: str, binary: Path, command, server: servers.Server, scenario: str, users: int,
+              out_dir: Path, *, duration: float, warmup: float, cpus: str | None,
+              scenario_params: dict | None, keepalive: bool, timeout_s: float) -> tuple[ClientRun, float]:
+    """One run of a client that sends one fixed request (hey, oha) for `warmup + duration`
+    seconds — the articles' tools have no warm-up of their own — after the checks they share:
+    built, sane arguments, a scenario it can send, a target the lab made. `command(url, request,
+    users, seconds, keepalive)` is its command line. Returns the run and its seconds."""
+    if not binary.exists():
+        raise load.LoadError(f"{name} is not built ({binary}): run make setup")
+    if users < 1 or duration <= 0 or warmup < 0:
+        raise ValueError("users must be >= 1, duration > 0, warmup >= 0")
+    r, why = fixed_request(scenario, scenario_params)
+    if why:
+        raise ValueError(f"{name} cannot run {scenario!r}: {why}")
+    hosts.check_target(server.host, server.runner)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seconds = duration + warmup
+    return run(name, command(server.url, r, users, seconds, keepalive), server, cpus,
+               out_dir / f"{name}.log", timeout=seconds + timeout_s + 30), seconds
