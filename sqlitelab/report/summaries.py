@@ -111,7 +111,7 @@ def busy_errors(study: ModuleType, x: Tables) -> tuple[str, str]:
     ref, meta = analysis.reference("seed001_busy_errors")
     ref = ref.assign(share=ref["status_500"] / (ref["status_200"] + ref["status_500"]))
     at = ref[ref["users"] == ref["users"].max()]
-    article = (f"`rails s` (Puma 1 × 5), oha without keep-alive, {int(at['users'].iloc[0])} users: "
+    article = (f"`rails s` (inferred: development mode, Puma 1 × 5), oha without keep-alive, {int(at['users'].iloc[0])} users: "
                + " → ".join(f"{r.setup} {r.share:.1%}" for r in at.itertuples()))
     pts = x["points"]
     pts = pts[(pts["notebook"] == study.ID) & (pts["experiment"] == "article")] if len(pts) else pts
