@@ -56,9 +56,10 @@ def generator_cols(df: pd.DataFrame, keys: list[str]) -> dict:
     """Per group of points: whether the generator was the limit (`generator_bound`) or
     plausibly set the pace (`generator_influenced`) in any repeat, and which generator(s)
     measured it (`generator`: loadgen where sweep's `confirm` replaced Locust)."""
-    g = df.assign(_bound=flagged(df, "generator_bound"), _infl=flagged(df, "generator_influenced"),
-                  _gen=df["generator"].fillna("locust") if "generator" in df else "locust"
-                  ).groupby(keys, sort=True)
+    g = pd.DataFrame({**{k: df[k] for k in keys},  # only what it groups (a wide frame is not copied)
+                      "_bound": flagged(df, "generator_bound"), "_infl": flagged(df, "generator_influenced"),
+                      "_gen": df["generator"].fillna("locust") if "generator" in df else "locust"},
+                     index=df.index).groupby(keys, sort=True)
     return {"generator_bound": g["_bound"].any(), "generator_influenced": g["_infl"].any(),
             "generator": g["_gen"].agg(lambda v: "+".join(sorted(set(v))))}
 
@@ -189,13 +190,12 @@ def busy_summary(df: pd.DataFrame) -> pd.DataFrame:
     in the windows, busy 503s over the whole runs, and stalls (a repeat where no request
     completed in the window, or one finished ≥ STALL_MS after it)."""
     keys = [k for k in ("server", "profile", "txn_mode", "users") if k in df]
+    overrun = df["max_overrun_ms"].fillna(0) if "max_overrun_ms" in df else 0.0
     d = df.assign(
         _run_busy=[run_busy(v) for v in df["run_counts"]] if "run_counts" in df else 0,
         _run_all=[run_status(v, lambda st: True) for v in df["run_counts"]] if "run_counts" in df else 0,
-        _overrun=df["max_overrun_ms"].fillna(0) if "max_overrun_ms" in df else 0.0)
-    d["_stalled"] = (d["requests"] <= 0) | (d["_overrun"] >= STALL_MS)
-    if "mean_ms" not in d:
-        d["mean_ms"] = float("nan")
+        _overrun=overrun, _stalled=(df["requests"] <= 0) | (overrun >= STALL_MS),
+        **({} if "mean_ms" in df else {"mean_ms": float("nan")}))
     out = over_repeats(d, keys, ["requests", "busy_errors", "errors", "run_busy_errors",
                                  "run_responses", "rps", "mean_ms", "p99_ms", "max_ms",
                                  "stalled_repeats", "max_overrun_ms"],

@@ -123,14 +123,15 @@ def load(export_dir: Path | None = None) -> dict[str, pd.DataFrame]:
     out: dict = {"manifest": json.loads((d / "manifest.json").read_text())}
     for table in TABLES:
         path = d / f"{table}.csv"
-        out[table] = pd.read_csv(path, low_memory=False) if path.exists() else pd.DataFrame()
+        # .copy(): one block per dtype, not one per column as read_csv leaves a wide file
+        out[table] = pd.read_csv(path, low_memory=False).copy() if path.exists() else pd.DataFrame()
     pts = out["points"]
     if len(pts):
         started = out["runs"].groupby("run_id")["started"].min()
         pts = pts.assign(started=pts["run_id"].map(started))
         if "headline" in pts:
             pts = pts[pts["headline"].fillna(1).astype(int) == 1].reset_index(drop=True)
-        out["points"] = pts
+        out["points"] = pts.copy()
     return out
 
 
