@@ -9,6 +9,7 @@ tests/test_readme.py runs the check, so a number edited by hand in the block fai
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
 
@@ -86,15 +87,15 @@ def splice(text: str, new_block: str) -> str:
 
 
 def check(readme: Path = README, export_dir: Path | None = None) -> list[str]:
-    """The README block's lines that differ from the export's ([] when they agree)."""
+    """How the README's block differs from the export's, as a unified diff's lines ([] when they
+    agree)."""
     want = block(export_dir).splitlines()
     text = Path(readme).read_text()
-    have = (text[text.index(BEGIN):text.index(END) + len(END)].splitlines()
-            if BEGIN in text and END in text else [])
-    if have == want:
-        return []
-    return [f"README: {h!r}\nexport: {w!r}" for h, w in zip(have + [""] * len(want), want + [""] * len(have))
-            if h != w] or ["README.md has no generated block"]
+    if BEGIN not in text or END not in text:
+        return [f"{readme} has no generated block"]
+    have = text[text.index(BEGIN):text.index(END) + len(END)].splitlines()
+    return list(difflib.unified_diff(have, want, f"{readme} (as it is)", "the export (as it should be)",
+                                     lineterm="", n=0))
 
 
 def main(argv: list[str] | None = None) -> int:
