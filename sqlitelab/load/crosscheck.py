@@ -1,14 +1,15 @@
 """The clients a sweep's cross-check can run (`sweep(crosscheck=…, crosscheck_tool=…)`), by name:
 wrk, the lab's reference (Debian's package), and the articles' own tools, hey (seed 000) and oha
-(seed 001), built by `make setup`. Each module has `available()`, `version()`,
-`expressible(scenario, scenario_params, keepalive)` (None, or why it cannot send the scenario)
-and `run_point(server, scenario, users, out_dir, *, duration, warmup, cpus, scenario_params,
-keepalive)`, which returns a row of the crosschecks table (sqlitelab.core.schema)."""
+(seed 001), built by `make setup`. Each module has `available()`, `COUNTED_AS` (the lab's column
+whose rate is counted as the client counts its own), `expressible(scenario, scenario_params,
+keepalive)` (None, or why it cannot send the scenario) and `run_point(server, scenario, users,
+out_dir, *, duration, warmup, cpus, scenario_params, keepalive)`, which returns a row of the
+crosschecks table (sqlitelab.core.schema)."""
 from __future__ import annotations
 
 from types import ModuleType
 
-from sqlitelab.load import hey, oha, wrk
+from sqlitelab.load import driver as load, hey, oha, wrk
 
 TOOLS: dict[str, ModuleType] = {"wrk": wrk, "hey": hey, "oha": oha}
 
@@ -18,6 +19,6 @@ def tool(name: str) -> ModuleType:
     if name not in TOOLS:
         raise ValueError(f"crosscheck_tool must be one of {', '.join(TOOLS)}, not {name!r}")
     if not TOOLS[name].available():
-        raise RuntimeError(f"the cross-check needs {name}: run make setup (it installs wrk and "
+        raise load.LoadError(f"the cross-check needs {name}: run make setup (it installs wrk and "
                            f"builds hey and oha)")
     return TOOLS[name]

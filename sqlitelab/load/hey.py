@@ -25,21 +25,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sqlitelab.core import config, layout
+from sqlitelab.core import config
 from sqlitelab.infra import servers
 from sqlitelab.load import commands, driver as load, reference
 
 VERSION = "v0.1.5"  # the Makefile builds it: go install github.com/rakyll/hey@VERSION
 BINARY = config.PROJ_ROOT / ".setup" / "bin" / "hey"
+# The lab's column that counts a point as hey counts (driver's whole-run accounting): a lab
+# generator's rate is compared with hey's in it (sweep's cross-check, analysis.crosscheck_table).
+COUNTED_AS = "hey_rps"
 TIMEOUT_S = commands.STOP_TIMEOUT  # hey's -t: each request's timeout, as the lab generators'
 
 
 def available() -> bool:
     return BINARY.exists()
-
-
-def version() -> str:
-    return f"hey {VERSION} (github.com/rakyll/hey)"
 
 
 def expressible(scenario: str, scenario_params: dict | None = None, keepalive: bool = True) -> str | None:
@@ -121,10 +120,9 @@ def summary(h: dict, users: int, run: reference.ClientRun, cpus: str | None, sec
     socket = sum(h["errors"].values()) - timeouts
     ms = {p: h["pct"][p] * 1000 if p in h["pct"] else None for p in (50, 90, 95, 99)}
     answered = bool(h["status"])
-    ncpu = len(layout.parse_cpus(cpus)) if cpus else len(layout.available_cpus())
     results = sum(h["status"].values()) + sum(h["errors"].values())
     return {
-        "generator": "hey", "users": users, "threads": ncpu, "window_s": h["total_s"],
+        "generator": "hey", "users": users, "window_s": h["total_s"],
         "requests": results, "rps": h["rps"],
         "mean_ms": h["average_s"] * 1000 if answered else None,
         "p50_ms": ms[50], "p90_ms": ms[90], "p95_ms": ms[95], "p99_ms": ms[99], "p999_ms": None,
@@ -134,7 +132,5 @@ def summary(h: dict, users: int, run: reference.ClientRun, cpus: str | None, sec
         "bytes_per_s": h["bytes"] / h["total_s"] if h["total_s"] else None,
         # hey lets every request in flight finish: only a transport error leaves one unknown
         "acked_responses": ok, "unknown_outcomes": socket + timeouts,
-        "gen_cpu_pct": 100 * run.gen_cpu_s / run.wall_s, "gen_cpus": ncpu,
-        "server_cpu_pct": 100 * run.server_cpu_s / run.wall_s,
-        "generator_pinning": cpus, "duration_s": seconds, "warmup_s": 0,
+        **reference.run_columns(run, cpus, seconds),
     }

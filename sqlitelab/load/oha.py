@@ -24,22 +24,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sqlitelab.core import config, layout
+from sqlitelab.core import config
 from sqlitelab.infra import servers
 from sqlitelab.load import commands, driver as load, reference
 
 VERSION = "1.16.0"  # the Makefile builds it: cargo install oha --version VERSION --locked
 BINARY = config.PROJ_ROOT / ".setup" / "bin" / "oha"
+COUNTED_AS = "rps"  # the lab's column comparable with oha's rate (the exact window's)
 TIMEOUT_S = commands.STOP_TIMEOUT  # oha's -t: each request's timeout, as the lab generators'
 DEADLINE = "aborted due to deadline"  # oha's error for a request in flight at -z's end
 
 
 def available() -> bool:
     return BINARY.exists()
-
-
-def version() -> str:
-    return f"oha {VERSION} (crates.io)"
 
 
 def expressible(scenario: str, scenario_params: dict | None = None, keepalive: bool = True) -> str | None:
@@ -94,9 +91,8 @@ def summary(report: dict, users: int, run: reference.ClientRun, cpus: str | None
         v = pct.get(key)
         return v * 1000 if answered and v is not None else None
 
-    ncpu = len(layout.parse_cpus(cpus)) if cpus else len(layout.available_cpus())
     return {
-        "generator": "oha", "users": users, "threads": ncpu, "window_s": s["total"],
+        "generator": "oha", "users": users, "window_s": s["total"],
         "requests": sum(status.values()) + sum(errors.values()), "rps": s["requestsPerSec"],
         "mean_ms": s["average"] * 1000 if answered else None,
         "p50_ms": ms("p50"), "p90_ms": ms("p90"), "p95_ms": ms("p95"), "p99_ms": ms("p99"),
@@ -107,7 +103,5 @@ def summary(report: dict, users: int, run: reference.ClientRun, cpus: str | None
         "acked_responses": ok,
         # aborted at the deadline, or failed on the socket or by timeout after being sent
         "unknown_outcomes": aborted + socket + timeouts,
-        "gen_cpu_pct": 100 * run.gen_cpu_s / run.wall_s, "gen_cpus": ncpu,
-        "server_cpu_pct": 100 * run.server_cpu_s / run.wall_s,
-        "generator_pinning": cpus, "duration_s": seconds, "warmup_s": 0,
+        **reference.run_columns(run, cpus, seconds),
     }

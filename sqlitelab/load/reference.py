@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlitelab.core import processes
+from sqlitelab.core import layout, processes
 from sqlitelab.infra import hosts, servers
 from sqlitelab.load import driver as load, sampler, scenarios
 
@@ -65,6 +65,15 @@ def run(name: str, cmd: list[str], server: servers.Server, cpus: str | None, log
         raise load.LoadError(f"{name} failed (exit {proc.returncode}); its output:\n" + processes.log_tail(log))
     gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return ClientRun(text, gen_cpu, s1 - s0, wall)
+
+
+def run_columns(run: ClientRun, cpus: str | None, seconds: float) -> dict:
+    """The crosschecks row's columns about the run itself, for a client that runs once with no
+    warm-up of its own (hey, oha): its CPUs and CPU share, the server's, and its duration."""
+    ncpu = len(layout.parse_cpus(cpus)) if cpus else len(layout.available_cpus())
+    return {"threads": ncpu, "gen_cpus": ncpu, "gen_cpu_pct": 100 * run.gen_cpu_s / run.wall_s,
+            "server_cpu_pct": 100 * run.server_cpu_s / run.wall_s, "generator_pinning": cpus,
+            "duration_s": seconds, "warmup_s": 0}
 
 
 def run_fixed(name: str, binary: Path, command, server: servers.Server, scenario: str, users: int,

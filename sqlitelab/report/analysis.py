@@ -11,6 +11,7 @@ from importlib import resources
 import pandas as pd
 
 from sqlitelab.core import results
+from sqlitelab.load import crosscheck
 from sqlitelab.core.vocabulary import STALL_MS, SYNCHRONOUS, link_label  # STALL_MS: a request still running this long after the window has stalled
 
 
@@ -381,14 +382,16 @@ def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
                      "note": f"audit {'ok' if c['audit_ok'] else 'FAILED'} ({c['audit_rule']})"})
         at = pts[(pts["run_id"] == c["run_id"]) & (pts["server"] == c["server"])
                  & (pts["profile"] == c["profile"]) & (pts["users"] == c["users"])]
-        counted_as = "hey_rps" if tool == "hey" and "hey_rps" in at and at["hey_rps"].notna().any() else "rps"
+        counted_as = crosscheck.TOOLS[tool].COUNTED_AS
+        if counted_as not in at or at[counted_as].isna().all():  # points from before that column
+            counted_as = "rps"
         for gen, g in at.groupby("generator", sort=True):
             flags = [n for n, col in (("bound", "generator_bound"), ("influenced", "generator_influenced"))
                      if flagged(g, col).any()]
             head = g["headline"].fillna(True).astype(bool).all() if "headline" in g else True
             rate = g[counted_as].mean()
             rows.append({**base, "generator": gen, "rps": g["rps"].mean(), "p99_ms": g["p99_ms"].mean(),
-                         **({"hey_rps": rate} if counted_as == "hey_rps" else {}),
+                         **({counted_as: rate} if counted_as != "rps" else {}),
                          "error_pct": 100 * g["errors"].sum() / g["requests"].sum()
                          if g["requests"].sum() else None,
                          "rps_vs_ref": rate / c["rps"] if c["rps"] else None,
