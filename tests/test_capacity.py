@@ -96,8 +96,8 @@ def test_estimate_keeps_experiments_apart_and_headline_picks_the_article():
         ("03-read-write-mix", "article", "p"), ("02-busy-errors", "profiles", "b"), ("01-linear-writes", "", "p")}
     long = cap.chart_frame(est, 100)
     assert len(long) == 2 * len(h) and set(long["kind"]) == {"naive peak", "p99 ≤ 100 ms"}
-    sens = cap.sensitivity(est, cap.reference_loads(), per_user=[1, 35])
-    assert len(sens) == 2 * (len(h) + len(cap.reference_loads()))
+    dau = cap.dau_table(est, cap.reference_loads(), per_user=[1, 35])
+    assert len(dau) == len(h) + len(cap.reference_loads())
     text = findings.capacity(est)
     assert text.count("\n") == len(h) - 1 and "800 req/s within the SLO" in text
 

@@ -1,6 +1,7 @@
 """Figures that read at a glance: every chart function drawn from realistic synthetic data —
-every stack, several profiles, long labels — with one colour and marker per stack and one dash
-per profile in every figure, and every legend inside the canvas."""
+every stack, several profiles, long labels — with one colour and marker per stack in every
+figure, a second variable in panels, every legend inside the canvas, and the figure check
+(plots.check) refusing what breaks the vocabulary."""
 from __future__ import annotations
 
 import functools
@@ -91,6 +92,7 @@ def charts() -> dict:
     """Every chart function, drawn as the notebooks draw them (and harder: long labels)."""
     df = _points()
     one = df[df.profile == "rails71"]
+    one_p = one.copy()
     ref = pd.DataFrame({"users": [1, 2, 4, 8, 16], "rps": [700, 1000, 1900, 2600, 600]})
     article = {"ref": ref, "x": "users", "y": "rps", "label": "article: Rails on Puma 10×3, M1 Max (hey)"}
     busy = df.assign(busy_share=df["users"] / 1000.0)
@@ -116,29 +118,29 @@ def charts() -> dict:
         "throughput": lambda: plots.throughput_chart(df, caption=plots.caption_for(df) + " · " + LONG,
                                                      reference=article),
         "throughput-one-profile": lambda: plots.throughput_chart(one, caption="c"),
-        "latency": lambda: plots.latency_chart(df, title=LONG, caption="c"),
-        "busy-share": lambda: plots.line_chart(busy, x="users", y="busy_share", series=["server", "profile"],
-                                               style_by="profile", title=LONG, xlabel="users", ylabel="share",
+        "latency": lambda: plots.latency_chart(one_p, title=LONG, caption="c"),
+        "busy-share": lambda: plots.line_chart(busy, x="users", y="busy_share", series=["server"], panels="profile",
+                                               percent=True, title=LONG, xlabel="users", ylabel="share",
                                                caption="c"),
         "line-long-labels": lambda: plots.line_chart(
-            df.assign(method=df.profile + " · " + LONG), x="users", y="rps", series=["server", "method"],
-            style_by="method", title="t", xlabel="x", ylabel="y", logx=True, reference=article,
+            df.assign(method=df.profile.map(servers.profile_title) + " · " + LONG), x="users", y="rps", series=["server"], panels="method",
+            title="t", xlabel="x", ylabel="y", logx=True, reference=article,
             ref_lines={"Twitter 2007": 600}),
-        "histogram": lambda: plots.latency_histogram(df[df.server == "ruby-puma"], ["profile", "txn_mode"],
-                                                     title="POST /metrics latency", caption="c"),
+        "ecdf": lambda: plots.latency_ecdf(df[df.server == "ruby-puma"], "txn_mode", panels="profile",
+                                           title="POST /metrics latency", caption="c"),
         "rps-bars": lambda: plots.bar_chart(bars, category="scenario", value="rps", series="server",
                                             ref_lines={"Twitter 6K tweets/s": 6000, "Yahoo 1,388 req/s": 1388},
                                             reference_series="article: Go, M1 (8 cores)", title="rps",
                                             ylabel="requests/s", caption="c"),
         "horizontal-bars": lambda: plots.bar_chart(
-            summary.assign(mode=summary.server + " · " + summary.profile), category="mode",
-            value="busy_errors", series="txn_mode", hatch_col=None, horizontal=True, title="t",
+            summary, category=["server", "profile"], value="busy_errors", series="txn_mode", hatch_col=None, horizontal=True, title="t",
             ylabel="busy", caption="c", ref_lines={LONG: 3, "Shopify 2013": 5, "Twitter 2007": 4}),
         "capacity": lambda: plots.capacity_chart(
             capacity.chart_frame(cap, 100), title="Capacity at a latency objective vs the naive peak",
             caption="c", ref_lines={r.name: r.rps for r in refs.itertuples() if r.rps < 5000}),
-        "dau": lambda: plots.dau_chart(capacity.sensitivity(cap, refs), title="DAU", xlabel="x",
-                                       ylabel="y", caption="c"),
+        "ratio-dots": lambda: plots.dot_chart(
+            bars[bars.server.isin(STACKS)].assign(ratio=bars.rps / 1000), category="scenario", value="ratio",
+            series="server", title="t", xlabel="x", logx=True, ref_value=("as fast", 1.0), caption="c"),
         "calibration": lambda: plots.calibration_chart(cal_points, calibrations),
     }
 
@@ -199,46 +201,46 @@ def test_a_stack_has_the_same_colour_in_every_figure():
                                      ylabel="y")):
             got = _line_colours(fig)  # the legend names a stack in plain words (stack.toml's title)
             assert {s: got[servers.stack_title(s)] for s in stacks} == {s: want[s] for s in stacks}
-            for ax in fig.axes:  # the drawn lines too, not only the legend
+            for ax in fig.axes:  # the drawn lines too, not only the legend: each carries its stack
                 for line in ax.get_lines():
-                    label = line.get_label().lstrip("_").split(" · ")[0]
-                    if label in want:
-                        assert _rgba(line.get_color()) == want[label]
+                    gid = line.get_gid() or ""
+                    if gid.startswith("stack:") and line.get_linestyle() != "None":  # caps: markers only
+                        assert _rgba(line.get_color()) == want[gid[6:]]
+            assert plots.problems(fig) == []
     bars = df[(df.profile == "rails71") & (df.users == 16)].assign(path="pool")
     fig = plots.bar_chart(bars, category="path", value="rps", series="server", title="t", ylabel="y")
     patches = {p.get_label(): p.get_facecolor() for p in fig.axes[0].get_legend().legend_handles}
     assert {s: patches[servers.stack_title(s)] for s in STACKS} == want
+    for name, draw in charts().items():  # every chart: each stack's artists in its colour, no other in it
+        fig = draw()
+        assert plots.problems(fig) == [], name
+        plt.close(fig)
     fig = charts()["capacity"]()
-    panel = fig.axes[0]
-    solid = {tuple(round(v, 6) for v in p.get_facecolor()) for p in panel.patches}
-    assert {tuple(round(v, 6) for v in want[s]) for s in STACKS} <= solid
+    drawn = {ln.get_gid()[6:]: _rgba(ln.get_color()) for ax in fig.axes for ln in ax.get_lines()
+             if (ln.get_gid() or "").startswith("stack:")}
+    assert drawn == want
 
 
-def test_a_profile_has_the_same_dash_in_every_line_chart():
-    order = list(servers.load_profiles())
-    dashes = [plots.profile_dash(p) for p in order]
-    assert len({str(d) for d in dashes}) == len(order), "two profiles share a dash"
-    assert plots.profile_dash("rails71-retries+rails-dev") == plots.profile_dash("rails71-retries")
+def test_a_second_variable_goes_into_panels_never_a_dash():
     df = _points()
-
-    def dash_of(fig, profile):
-        for lg in legends(fig):
-            for h, t in zip(lg.legend_handles, lg.get_texts()):
-                if t.get_text() == servers.profile_title(profile):  # profiles.toml's title
-                    return h.get_linestyle()
-        raise AssertionError(f"{profile} not in the legend")
-
-    a = df[df.profile.isin(["rails71", "rails8"])]
-    b = df[df.profile.isin(["rails8", "rails71-retries+rails-dev"])]
-    seen = set()
-    for sub in (a, b):
-        for fig in (plots.throughput_chart(sub),
-                    plots.line_chart(sub, x="users", y="rps", series=["server", "profile"], style_by="profile",
-                                     title="t", xlabel="x", ylabel="y")):
-            seen.add(dash_of(fig, "rails8"))
-    assert len(seen) == 1, "rails8 drawn with different dashes"
-    ref = plots.SeriesStyles(a, ["server", "profile"])(("go-nethttp", "rails8"))["linestyle"]
-    assert ref == plots.profile_dash("rails8")
+    fig = plots.throughput_chart(df)  # three profiles: three panels, each titled in plain words
+    titles = [ax.get_title(loc="left") for ax in fig.axes if ax.get_title(loc="left")]
+    assert [t.replace("\n", " ") for t in titles] == [servers.profile_title(p) for p in
+                                                      sorted(df.profile.unique(), key=plots._order)]
+    for ax in fig.axes:  # every measured line solid
+        assert {ln.get_linestyle() for ln in ax.get_lines()
+                if (ln.get_gid() or "").startswith("stack:")} <= {"-", "None"}  # "None": the error bars' caps
+    with pytest.raises(ValueError, match="panels"):
+        plots.SeriesStyles(df, ["server", "profile"])
+    with pytest.raises(ValueError, match="one profile"):
+        plots.latency_chart(df)
+    # Postgres: the same colour and marker, hollow; SQLite filled
+    both = df[df.profile == "rails71"].assign(database="sqlite")
+    both = pd.concat([both, both.assign(database="postgres", rps=both.rps / 2)])
+    styles = plots.SeriesStyles(both, ["server", "database"])
+    assert styles(("go-nethttp", "postgres"))["markerfacecolor"] == "white"
+    assert styles(("go-nethttp", "sqlite"))["markerfacecolor"] == plots.STACK_STYLES["go-nethttp"]["color"]
+    assert styles(("go-nethttp", "postgres"))["linestyle"] == styles(("go-nethttp", "sqlite"))["linestyle"] == "-"
 
 
 def test_other_categories_keep_their_colours_too():
@@ -274,14 +276,15 @@ def test_capacity_is_one_panel_per_workload_with_one_legend():
     panels = [ax for ax in fig.axes if ax.axison]
     workloads = frame[["notebook", "scenario"]].drop_duplicates()
     assert len(panels) == len(workloads) == 7
-    assert {ax.get_title(loc="left").split(" · ")[0] for ax in panels} == set(workloads["scenario"])
+    assert {ax.get_title(loc="left").split("\n")[0] for ax in panels} == {
+        servers_title for servers_title in map(plots.value_title, ["scenario"] * len(workloads), workloads["scenario"])}
     assert len(legends(fig)) == 1
     assert tuple(fig.get_size_inches()) == plots.CAPACITY_FIGSIZE
     # generator-limited bars keep their hatch and the legend says what it means
-    hatches = {p.get_hatch() for ax in panels for p in ax.patches}
-    assert plots.LIMIT_MARKS["generator_bound"]["hatch"] in hatches
+    rings = [ln for ax in panels for ln in ax.get_lines() if ln.get_gid() == "limit"]
+    assert rings and {ln.get_markeredgecolor() for ln in rings} == {"#000000"}
     labels = [t.get_text() for t in legends(fig)[0].get_texts()]
-    assert any("generator-bound" in t for t in labels) and "Twitter 2007: 600/s" in labels
+    assert any("was the limit" in t for t in labels) and "Twitter 2007: 600/s" in labels
     # with no points: one panel that says so
     empty = plots.capacity_chart(capacity.chart_frame(capacity.estimate(pd.DataFrame(), 100), 100),
                                  title="t", caption="c")
@@ -292,7 +295,8 @@ def test_limit_marks_still_ring_points_and_hatch_bars():
     df = points(profiles=["rails71"])
     fig = plots.throughput_chart(df)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert "generator-bound" in labels and "generator-influenced" in labels
+    assert plots.LIMIT_MARKS["generator_bound"]["label"] in labels
+    assert plots.LIMIT_MARKS["generator_influenced"]["label"] in labels
     bars = df[df.users == 64].assign(path="pool")
     fig = plots.bar_chart(bars, category="path", value="rps", series="server", title="t", ylabel="y")
     assert {p.get_hatch() for p in fig.axes[0].patches} >= {"//", "xx"}
@@ -329,12 +333,12 @@ def test_panel_figures_are_deterministic_and_fixed_in_size(tmp_path):
     assert sizes == {(1200, 675)}
 
 
-def test_sensitivity_names_the_stack_of_each_line():
+def test_dau_table_scales_every_row_the_same_way():
     cap = _estimate()
-    sens = capacity.sensitivity(cap, capacity.reference_loads())
-    ours = sens[sens.server.notna()]
-    assert set(ours.server) == set(STACKS) and ours.scenario.notna().all()
-    assert sens[sens.server.isna()]["series"].str.endswith("(reference)").all()
+    table = capacity.dau_table(cap, capacity.reference_loads(), per_user=[1, 35])
+    assert list(table.columns) == ["what", "capacity_rps", "dau_at_1", "dau_at_35"]
+    assert (table["dau_at_1"] / table["dau_at_35"]).round(9).eq(35).all()
+    assert table["what"].str.endswith("(reference)").sum() == len(capacity.reference_loads())
 
 
 def test_every_notebook_figure_says_what_to_look_for(tmp_path):
@@ -356,3 +360,51 @@ def test_every_notebook_figure_says_what_to_look_for(tmp_path):
     with pytest.raises(ValueError, match="01-linear-writes/unnamed has no sentence"):
         plots.save_figure(fig, "unnamed", notebook="01-linear-writes", figures_dir=tmp_path)
     assert not list(tmp_path.rglob("*.png"))
+
+
+def _one_line(colour: str, label: str = "_Go · net/http", gid: str | None = "stack:go-nethttp"):
+    plots.use_style()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [1, 2, 3], color=colour, label=label, gid=gid)
+    ax.set_title("Writes per second")
+    return fig, ax
+
+
+def test_the_figure_check_refuses_a_wrong_colour_then_passes(tmp_path):
+    go = plots.STACK_STYLES["go-nethttp"]["color"]
+    fig, _ = _one_line(plots.STACK_STYLES["rust-axum"]["color"])  # Go drawn in Rust's colour
+    with pytest.raises(plots.FigureError, match="go-nethttp drawn in"):
+        plots.save_figure(fig, "wrong", notebook="unit", figures_dir=tmp_path)
+    assert not list(tmp_path.rglob("*.png"))
+    fig, _ = _one_line(go, label="_a category", gid=None)  # something else in a stack's colour
+    with pytest.raises(plots.FigureError, match="takes go-nethttp's colour"):
+        plots.save_figure(fig, "borrowed", notebook="unit", figures_dir=tmp_path)
+    fig, _ = _one_line(go)
+    assert plots.save_figure(fig, "right", notebook="unit", figures_dir=tmp_path)[0].exists()
+
+
+@pytest.mark.parametrize("word", ["rails71", "single-writer", "go-nethttp", "metrics-writes", "01-linear-writes", "002-mix/sqlite"])
+def test_the_figure_check_refuses_an_internal_id_then_passes(tmp_path, word):
+    assert word in plots.internal_ids()  # read from the registries: stacks, profiles, scenarios, notebooks, experiments
+    fig, ax = _one_line(plots.STACK_STYLES["go-nethttp"]["color"])
+    ax.set_xlabel(f"users ({word})")
+    with pytest.raises(plots.FigureError, match=f"internal id '{word}'"):
+        plots.save_figure(fig, "internal", notebook="unit", figures_dir=tmp_path)
+    ax.set_xlabel("concurrent users")
+    assert plots.save_figure(fig, "plain", notebook="unit", figures_dir=tmp_path)[0].exists()
+    assert "hello" not in plots.internal_ids() and "mix" not in plots.internal_ids()  # one plain word reads as one
+
+
+def test_the_figure_check_refuses_bars_on_a_log_axis_and_hidden_series(tmp_path):
+    plots.use_style()
+    fig, ax = plt.subplots()
+    ax.bar([0, 1], [10, 1000], color="#444444")
+    ax.set_yscale("log")
+    assert any("log axis" in p for p in plots.problems(fig))
+    fig, ax = plt.subplots()
+    for stack in ("rust-axum", "go-nethttp"):  # two stacks at zero: one line hides the other
+        ax.plot([1, 2, 4], [0, 0, 0], label="_" + servers.stack_title(stack), **plots.style_for(stack))
+    assert any("no direct label" in p for p in plots.problems(fig))
+    plots.label_coincident(ax)
+    assert plots.problems(fig) == []
+    assert any("one line" in t.get_text() for t in ax.texts)

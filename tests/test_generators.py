@@ -150,7 +150,7 @@ def test_tables_treat_an_influenced_peak_as_a_lower_bound():
     assert pk.loc["ruby-puma", "peak_generator_bound"] and pk.loc["ruby-puma", "peak_limit"] == "generator-influenced"
     assert "generator-influenced" in findings.health(df.assign(influence="x"))
     fig = plots.throughput_chart(df)
-    assert "generator-influenced" in fig.axes[0].get_legend_handles_labels()[1]
+    assert plots.LIMIT_MARKS["generator_influenced"]["label"] in fig.axes[0].get_legend_handles_labels()[1]
 
 
 # --------------------------------------------------------------------------- real runs

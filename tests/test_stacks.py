@@ -126,7 +126,7 @@ def test_style_for_gives_each_stack_its_declared_colour_and_an_extra_stack_a_spa
     for name in BUNDLED:
         data = manifest(name)
         assert plots.style_for(name) == {"color": data["color"], "marker": data["marker"],
-                                         "markerfacecolor": data["color"]}
+                                         "markerfacecolor": data["color"], "gid": f"stack:{name}"}
     a = stack_folder(tmp_path / "a-app")
     b = stack_folder(tmp_path / "b-app", 'color = "#112233"\n')
     for name, entry in servers.extra_stacks(os.pathsep.join([str(a), str(b)])).items():

@@ -227,7 +227,7 @@ def test_every_series_has_its_own_colour():
     ax = fig.axes[0]
     legend = ax.get_legend()
     lines = {t.get_text(): h.get_color() for h, t in zip(legend.legend_handles, legend.get_texts())
-             if t.get_text() != "generator-bound"}
+             if t.get_text() not in {m["label"] for m in plots.LIMIT_MARKS.values()}}
     assert len(lines) == 4 and len(set(lines.values())) == 4
     stacks = {servers.stack_title(s): s for s in plots.STACK_STYLES}  # legends in plain words
     assert lines == {t: plots.STACK_STYLES[stacks[t]]["color"] for t in lines}  # each its stack's own

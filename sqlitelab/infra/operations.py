@@ -43,6 +43,9 @@ OPERATIONS: dict[str, str] = {
     "litestream": "Litestream (built from its Go module) replicating the database to a file replica "
                   "for `seconds`, then the replica restored into a new file and checked",
 }
+# Each operation in plain words, for figures and tables.
+TITLES: dict[str, str] = {"backup": "online backup", "vacuum-into": "VACUUM INTO", "create-index": "CREATE INDEX",
+                          "checkpoint": "WAL checkpoint", "litestream": "Litestream replication"}
 PARAMS: dict[str, dict[str, type]] = {  # each operation's parameters and their types
     "backup": {"keep_copies": bool},
     "vacuum-into": {"keep_copies": bool},

@@ -154,6 +154,11 @@ KNOBS: dict[str, dict] = tomllib.loads(config.SHARED_TOML.read_text())["knobs"]
 KNOB_ENV = {knob: k["env"] for knob, k in KNOBS.items()}
 
 
+def knob_value_title(knob: str, value) -> str:
+    """A knob's value in plain words (its `titles` in shared.toml); otherwise the value itself."""
+    return KNOBS.get(knob, {}).get("titles", {}).get(str(value), str(value))
+
+
 def stack_knobs(stack: str | None) -> dict[str, dict]:
     """The knobs only `stack` takes (its stack.toml's [knobs]), by name."""
     return dict(STACKS.get(stack, {}).get("knobs") or {}) if stack else {}

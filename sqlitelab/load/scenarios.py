@@ -37,13 +37,14 @@ from typing import Mapping
 REGISTRY = Path(__file__).with_name("scenarios.toml")
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 REQUEST_KEYS = {"method", "path", "name", "body", "follow", "redirects", "share", "track_max_id"}
-SCENARIO_KEYS = {"description", "requests", "write"}
+SCENARIO_KEYS = {"title", "description", "requests", "write"}
 WRITE_KEYS = {"request", "acked", "counter", "rows_per_ack"}
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
+    title: str                        # in plain words, for figures and tables (scenario_title)
     description: str
     requests: tuple[dict, ...]
     write: str | None = None          # the acknowledged write, "<method> <name>" as recorded
@@ -91,9 +92,9 @@ def _check(raw: dict) -> tuple[dict, dict, dict[str, Scenario], str]:
                 raise RegistryError(f"value {name!r} reads {a}, which [env] does not declare")
     out = {}
     for name, s in raw.get("scenarios", {}).items():
-        if set(s) - SCENARIO_KEYS or not s.get("requests"):
+        if set(s) - SCENARIO_KEYS or not s.get("requests") or not s.get("title"):
             raise RegistryError(f"scenario {name!r}: keys {sorted(s)} (allowed {sorted(SCENARIO_KEYS)}, "
-                                "requests required)")
+                                "title and requests required)")
         for r in s["requests"]:
             if set(r) - REQUEST_KEYS or not {"method", "path", "name"} <= set(r):
                 raise RegistryError(f"scenario {name!r}: request keys {sorted(r)} "
@@ -115,13 +116,19 @@ def _check(raw: dict) -> tuple[dict, dict, dict[str, Scenario], str]:
             if w["request"] not in methods:
                 raise RegistryError(f"scenario {name!r}: write names {w['request']!r}, not one of its requests")
             write = f"{methods[w['request']]} {w['request']}"
-        out[name] = Scenario(name, s["description"], tuple(s["requests"]), write,
+        out[name] = Scenario(name, s["title"], s["description"], tuple(s["requests"]), write,
                              tuple(w["acked"]) if w else (), w["counter"] if w else None,
                              int(w.get("rows_per_ack", 1)) if w else 1)
     return env, values, out, raw["max_id_start"]
 
 
 ENV, VALUES, SCENARIOS, MAX_ID_START = _check(tomllib.loads(REGISTRY.read_text()))
+
+
+def scenario_title(name: str) -> str:
+    """A scenario in plain words (its `title`); a name the registry does not know, as it is."""
+    s = SCENARIOS.get(str(name))
+    return s.title if s else str(name)
 
 
 def lab_env(scenario_params: Mapping | None) -> dict[str, str]:

@@ -11,6 +11,7 @@ from importlib import resources
 import pandas as pd
 
 from sqlitelab.core import results
+from sqlitelab.experiments import buffer_point
 from sqlitelab.load import crosscheck
 from sqlitelab.core.vocabulary import STALL_MS, SYNCHRONOUS, link_label  # STALL_MS: a request still running this long after the window has stalled
 
@@ -225,8 +226,8 @@ def article_run_bars(runs: pd.DataFrame) -> pd.DataFrame:
     article's error share, ours in the window and ours over the whole run."""
     label = (runs["setup"].str.replace(" + ", " +\n", regex=False).str.replace(" (Rails 7.1)", "\n(Rails 7.1)", regex=False)
              + "\n" + runs["users"].astype(int).astype(str) + " user(s)")
-    parts = [("article", runs["article_error_share"]), ("here: window", runs["busy_share"]),
-             ("here: whole run", runs["run_busy_share"])]
+    parts = [("article", runs["article_error_share"]), ("here, measured interval only", runs["busy_share"]),
+             ("here, every request of the run", runs["run_busy_share"])]
     return pd.concat([pd.DataFrame({"set-up": label, "measured": name, "error share": v})
                       for name, v in parts], ignore_index=True)
 
@@ -324,8 +325,20 @@ def buffer_variant_bars(bf: pd.DataFrame) -> pd.DataFrame:
         return d
     d = d[d["total"] == _variant_total(d)]
     return (d.groupby(["variant", "rows_per_txn"])["records_per_s"].median().reset_index()
-            .assign(rows_per_txn=lambda x: x["rows_per_txn"].astype(str) + " rows/txn",
-                    variant=lambda x: x["variant"].map(lambda v: textwrap.fill(v.replace("_", " "), 10))))
+            .assign(variant=lambda x: x["variant"].map(
+                        lambda v: textwrap.fill(buffer_point.VARIANT_TITLES.get(v, v.replace("_", " ")), 12))))
+
+
+def buffer_curves(done: pd.DataFrame, ref: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The measured buffer points drawn as curves (the author's method as published and the lab's
+    tuned writer) with `series` (the method and its synchronous, in plain words) and `rows` (one
+    panel per rows per transaction); the article's numbers (`ref`) with the same `rows`."""
+    def rows(d):
+        return d["rows_per_txn"].astype(int).astype(str) + " rows per transaction"
+    curves = done[done["variant"].isin(["as_published", buffer_point.TUNED_VARIANT])]
+    curves = curves.assign(series=curves["method"].map(lambda m: buffer_point.METHOD_TITLES.get(m, m))
+                           + ", synchronous=" + curves["synchronous"].astype(str).str.upper(), rows=rows(curves))
+    return curves, (ref.assign(rows=rows(ref)) if ref is not None else None)
 
 
 def article_groups(ref: pd.DataFrame, records_per_row: int = 1000) -> pd.DataFrame:

@@ -254,23 +254,25 @@ def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
     ], ignore_index=True)
 
 
-PER_USER = (1, 2, 5, 10, 20, 35, 50, 100, 200, 500, 1000)  # requests per user per day drawn
+PER_USER = (1, 10, 35, 100, 1000)  # requests per user per day, the columns of dau_table
 
 
-def sensitivity(cap: pd.DataFrame, refs: pd.DataFrame, peak_hours: float = 4,
-                per_user=None) -> pd.DataFrame:
-    """DAU as a function of requests per user per day, for each headline SLO capacity (with
-    its `server` and `scenario`) and each reference load (`server` empty), on the same axes."""
-    per_user = np.asarray(PER_USER if per_user is None else per_user, float)
+def dau_table(cap: pd.DataFrame, refs: pd.DataFrame, peak_hours: float = 4,
+              per_user=None) -> pd.DataFrame:
+    """Daily active users for each headline SLO capacity (its stack and workload) and each
+    reference load, at each number of requests per user per day (one column each): the napkin
+    maths as a table to read across — DAU is capacity × peak seconds ÷ requests per user, so
+    every row scales the same way."""
+    per_user = list(PER_USER if per_user is None else per_user)
     rows = []
     h = headline(cap)
     for r in (h[h["slo_rps"] > 0].itertuples() if len(h) else []):
-        rows += [{"series": f"{r.server} · {r.scenario}", "server": r.server, "scenario": r.scenario,
-                  "per_user": k, "dau": daily_active_users(r.slo_rps, k, peak_hours)} for k in per_user]
+        rows.append({"what": f"{r.server} · {r.scenario}", "capacity_rps": r.slo_rps,
+                     **{f"dau_at_{k:g}": daily_active_users(r.slo_rps, k, peak_hours) for k in per_user}})
     for r in refs.itertuples():
-        rows += [{"series": f"{r.name} (reference)", "server": None, "scenario": None, "per_user": k,
-                  "dau": daily_active_users(r.rps, k, peak_hours)} for k in per_user]
-    return pd.DataFrame(rows, columns=["series", "server", "scenario", "per_user", "dau"])
+        rows.append({"what": f"{r.name} (reference)", "capacity_rps": r.rps,
+                     **{f"dau_at_{k:g}": daily_active_users(r.rps, k, peak_hours) for k in per_user}})
+    return pd.DataFrame(rows, columns=["what", "capacity_rps"] + [f"dau_at_{k:g}" for k in per_user])
 
 
 def napkin_table(table: pd.DataFrame, writes_per_user: float = 35, peak_hours: float = 4,

@@ -46,9 +46,9 @@ READING: dict[str, str] = {
     "busy-share":
         "Look for the lines that leave zero as users grow: those profiles hand SQLITE_BUSY to the "
         "client, where a line that stays at zero waits for the lock instead.",
-    "latency-histogram":
+    "latency-distribution":
         "Where each profile's requests sit: a busy handler that waits turns errors into a right-hand "
-        "tail of slow requests; look for that tail.",
+        "tail of slow requests, so look for the curve that reaches 100 % late.",
     "deferred-vs-immediate":
         "Compare each deferred bar with its immediate one: BEGIN IMMEDIATE takes the write lock "
         "where the busy handler can wait for it, so its bar should be shorter.",

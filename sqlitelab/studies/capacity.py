@@ -29,14 +29,8 @@ STORES: str | None = None
 
 READING: dict[str, str] = {
     "capacity":
-        "In each panel, the gap between a stack's two bars is what the latency objective costs "
-        "against the naive peak.",
-    "hockey-stick":
-        "Where each stack's line crosses the SLO is its open-loop capacity, the number in the table "
-        "above beside the closed-loop capacity and the naive peak (points past it queue).",
-    "dau-sensitivity":
-        "Read across at your app's requests per user per day to see how many daily users each "
-        "measured rate serves.",
+        "In each panel, the line from a stack's dot to its tick is what the latency objective costs "
+        "against the naive peak; each panel has its own scale.",
 }
 
 # Its method against its article's (sqlitelab.report.methods.table reads it).

@@ -41,12 +41,10 @@ SMOKE: dict = {"servers": ["ruby-puma", "go-nethttp"],
 STORES: str | None = "points"
 
 READING: dict[str, str] = {
-    "throughput-hey":
-        "Look for the level where the curve stops rising, beside the article's line: there every "
-        "Puma thread (workers × threads) is busy, and more users only queue.",
     "throughput":
-        "The same writes counted in the exact window only: where this differs from the hey-counted "
-        "figure above, start-up and the requests still running at the stop moved hey's number.",
+        "Look for the level where the curve stops rising, beside the article's line (both counted as "
+        "its tool, hey, counts: every request over the whole run; the exact-window rates are in the "
+        "table above): there every Puma thread (workers × threads) is busy, and more users only queue.",
     "latency":
         "Look for p50 and p99 climbing from the level where throughput stopped rising: from there an "
         "added user adds waiting time, not writes.",

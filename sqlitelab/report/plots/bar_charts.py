@@ -1,177 +1,255 @@
-"""The bar charts: grouped bars of a measure per category (bar_chart) and capacity's small
-multiples, the capacity at the objective over the naive peak per stack (capacity_chart)."""
+"""The bar and dot charts: grouped bars of a measure per category (bar_chart), capacity's small
+multiples — the capacity at the objective against the naive peak per stack (capacity_chart) — and
+dots on one row per category (dot_chart: ratios, on a log axis)."""
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
 from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _bar_limit, _limit_patches,
-                                          _ref_line_labels)
-from sqlitelab.report.plots.style import (LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
+                                          _ref_line_labels, plain_numbers)
+from sqlitelab.report.plots.style import (KEY_GREY, LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
                                           STACK_STYLES, _order, colours_for, value_title)
 
-def _bar_colours(sers: list, reference_series: str | None) -> dict:
-    colours = {s: c["color"] for s, c in colours_for([s for s in sers if s != reference_series]).items()}
+def _bar_styles(sers: list, reference_series: str | None) -> dict:
+    """Face colour (and a stack's gid) of each series of bars: a stack's own, an article's grey,
+    else a shade of ORDERED."""
+    out = {s: {"color": c["color"], **({"gid": c["gid"]} if "gid" in c else {})}
+           for s, c in colours_for([s for s in sers if s != reference_series]).items()}
     if reference_series in sers:
-        colours[reference_series] = REFERENCE_COLORS[1]
-    return colours
+        out[reference_series] = {"color": REFERENCE_COLORS[1]}
+    return out
 
 
-def bar_chart(df: pd.DataFrame, category: str, value: str, series: str, title: str, ylabel: str,
-              caption: str | None = None, ref_lines: dict[str, float] | None = None, logy: bool = False,
+def _labels(df: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """Each row's values of `columns` in plain words (value_title), joined by ", "."""
+    return df[columns].apply(lambda r: ", ".join(value_title(c, r[c]) for c in columns), axis=1)
+
+
+def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: str, title: str,
+              ylabel: str, caption: str | None = None, ref_lines: dict[str, float] | None = None,
               hatch_col: str | None = "generator_bound", horizontal: bool = False,
-              reference_series: str | None = None, ref_format: str = "{:,.0f}/s"):
-    """Grouped bars (mean over repeats), a stack's own colour when the series are stacks;
-    hatched where `hatch_col` is true (generator-bound). `horizontal` puts the categories on
-    the y axis, for long lists of labels. The series named `reference_series` (an article's own
-    numbers) comes first, in dark grey. `ref_lines`: reference values, drawn over the bars and
-    named in the right margin (vertical bars) or in the legend (horizontal, its value written by
-    `ref_format`)."""
+              reference_series: str | None = None, ref_format: str = "{:,.0f}/s",
+              percent: bool = False, own_scales: bool = False):
+    """Grouped bars (mean over repeats) on a linear axis from zero (a bar's length is its value:
+    never on a log axis), a stack's own colour when the series are stacks, else shades of
+    ORDERED; hatched where `hatch_col` is true (generator-bound); a bar of zero says "0".
+    `category`: a column, or several (their values in plain words, joined). `horizontal` puts
+    the categories on the y axis, for long lists of labels. The series named `reference_series`
+    (an article's own numbers) comes first, in grey. `ref_lines`: reference values, drawn over the
+    bars and named in the right margin (vertical bars) or in the legend (horizontal, its value
+    written by `ref_format`). `percent`: the values are shares (0–1), drawn as %. `own_scales`:
+    one panel per category, each on its own scale (values that span decades)."""
+    if not isinstance(category, str):
+        df = df.assign(_category=_labels(df, list(category)))
+        category = "_category"
     cats = list(dict.fromkeys(df[category]))
     sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _order(v)))
-    kw = {"figsize": (8, max(4.5, 1.2 + 0.22 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
-    fig, ax = new_figure(caption=caption, **kw)
+    styles = _bar_styles(sers, reference_series)
+    if own_scales:
+        fig, axes, key = new_panels(1, len(cats), caption=caption)
+        _titled(fig, title)
+        groups = [(ax, [c]) for ax, c in zip(axes, cats)]
+    else:
+        kw = {"figsize": (8, max(4.5, 1.2 + 0.22 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
+        fig, ax = new_figure(caption=caption, **kw)
+        axes, key, groups = [ax], None, [(ax, cats)]
     width = 0.8 / max(len(sers), 1)
-    colours = _bar_colours(sers, reference_series)
-    handles = []
-    for i, s in enumerate(sers):
-        g = df[df[series] == s]
-        vals = [g[g[category] == c][value].mean() for c in cats]
-        flags = [_bar_limit(g[g[category] == c], hatch_col) for c in cats]
-        pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
-        color = colours[s]
-        bars = (ax.barh(pos, vals, width, color=color) if horizontal
-                else ax.bar(pos, vals, width, color=color))
-        for b, flag in zip(bars, flags):
-            if flag:
-                b.set_hatch(LIMIT_MARKS[flag]["hatch"])
-                b.set_edgecolor("white")
-        handles.append(Patch(facecolor=color, label=value_title(series, s)))
+    for ax, shown in groups:
+        for i, s in enumerate(sers):
+            g = df[df[series] == s]
+            vals = [g[g[category] == c][value].mean() for c in shown]
+            flags = [_bar_limit(g[g[category] == c], hatch_col) for c in shown]
+            pos = np.arange(len(shown)) + (i - (len(sers) - 1) / 2) * width
+            bars = (ax.barh(pos, vals, width, **styles[s]) if horizontal else ax.bar(pos, vals, width, **styles[s]))
+            for b, flag, v in zip(bars, flags, vals):
+                if flag:
+                    b.set_hatch(LIMIT_MARKS[flag]["hatch"])
+                    b.set_edgecolor("white")
+                if v == 0:  # a zero, not a missing bar
+                    xy = (0, b.get_y() + b.get_height() / 2) if horizontal else (b.get_x() + b.get_width() / 2, 0)
+                    ax.annotate("0", xy, xytext=(3, 0) if horizontal else (0, 2), textcoords="offset points",
+                                ha="left" if horizontal else "center", va="center" if horizontal else "bottom",
+                                fontsize=7, color="#333333")
+        if horizontal:
+            ax.set_yticks(range(len(shown)))
+            ax.set_yticklabels([value_title(category, c) for c in shown], fontsize=8)
+            ax.invert_yaxis()
+            ax.set_xlabel(ylabel)
+            ax.set_xlim(left=0)
+        elif own_scales:  # the panel's one category is its title
+            ax.set_xticks([])
+            ax.set_title(textwrap.fill(value_title(category, shown[0]), 22), fontsize=9)
+            ax.set_ylim(bottom=0)
+        else:
+            ax.set_xticks(range(len(shown)))
+            ax.set_xticklabels([textwrap.fill(value_title(category, c), 18) for c in shown])
+            ax.set_ylim(bottom=0)
+        axis = ax.xaxis if horizontal else ax.yaxis
+        if percent:
+            axis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
+    if not horizontal:
+        axes[0].set_ylabel(ylabel)
+    plain_numbers(*axes)
+    handles = [Patch(facecolor=styles[s]["color"], label=value_title(series, s)) for s in sers]
     if horizontal:  # labels of nearby vertical lines collide: name them in the legend
         for k, (label, v) in enumerate((ref_lines or {}).items()):
-            handles.append(ax.axvline(v, color="#555555", linewidth=1.2, zorder=4,
-                                      linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
-                                      label=f"{label}: {ref_format.format(v)}"))
-    if horizontal:
-        ax.set_yticks(range(len(cats)))
-        ax.set_yticklabels([str(c) for c in cats], fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel(ylabel)
-    else:
-        ax.set_xticks(range(len(cats)))
-        ax.set_xticklabels([str(c) for c in cats])
-        ax.set_ylabel(ylabel)
-    if not logy and df[value].abs().max() >= 10_000:  # 1,000,000 rather than an offset "1e6"
-        (ax.xaxis if horizontal else ax.yaxis).set_major_formatter(
-            matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    if logy:
-        (ax.set_xscale if horizontal else ax.set_yscale)("log")
-        axis = ax.xaxis if horizontal else ax.yaxis
-        axis.set_major_formatter(PlainLogFormatter())  # 0.5, 2, 1,000
-        axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
-    if ref_lines and not horizontal:
-        _ref_line_labels(ax, ref_lines)
-    ax.set_title(title)
+            handles.append(axes[0].axvline(v, color="#555555", linewidth=1.2, zorder=4,
+                                           linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
+                                           label=f"{label}: {ref_format.format(v)}"))
+    elif ref_lines:
+        _ref_line_labels(axes[-1], ref_lines)
     handles += _limit_patches({_bar_limit(df[(df[category] == c) & (df[series] == s)], hatch_col)
                                for c in cats for s in sers})
-    # below the axes: bars fill the plot area
-    _legend_below(ax, handles, ncols=3 if horizontal else min(len(handles), 5))
+    if key is not None:
+        panel_legend(key, handles, ncols=min(len(handles), 5))
+    else:
+        axes[0].set_title(title)
+        # below the axes: bars fill the plot area
+        _legend_below(axes[0], handles, ncols=3 if horizontal else min(len(handles), 5))
     return fit_legends(fig)
-
-
-def _pale(colour: str, share: float = 0.35) -> tuple:
-    """`colour` mixed with white (share of the colour kept)."""
-    r, g, b = matplotlib.colors.to_rgb(colour)
-    return tuple(1 - share * (1 - c) for c in (r, g, b))
 
 
 CAPACITY_FIGSIZE = (10, 6.5)
 
 
+def _panel_title(notebook, scenario, database, profiles) -> str:
+    """A workload's panel title in plain words: the scenario, the profile (or "each stack's best
+    profile"), Postgres when it is not SQLite."""
+    sub = value_title("profile", profiles[0]) if len(profiles) == 1 else "each stack's best profile"
+    top = value_title("scenario", scenario) + (", on Postgres" if database not in (None, "sqlite") else "")
+    return f"{top}\n{sub}"
+
+
 def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                    ref_lines: dict[str, float] | None = None, value: str = "rps", ncols: int = 4):
-    """Small multiples of capacity.chart_frame(): one panel per workload (notebook, scenario and
-    database: a Postgres panel says so in its title), one bar per stack in its own colour — the naive peak (the frame's first `kind`)
-    pale, the capacity at the objective (its second) solid over it — on a shared requests/s
-    axis; hatched where a generator was the limit (LIMIT_MARKS); `ref_lines` as vertical lines
-    in every panel, named in the one legend below the panels."""
+    """Small multiples of capacity.chart_frame(), a dot plot: one panel per workload that has
+    points (notebook, scenario and database), each on its own requests/s scale from zero; per
+    stack, in its colour, a dot at the capacity at the objective (the frame's second `kind`) and a
+    bar-end tick at the naive peak (its first), joined by a line — the gap is what the naive
+    peak overstates. A stack that never met the objective says so. Black rings where a generator
+    was the limit (LIMIT_MARKS). `ref_lines`: reference loads as grey dashed lines, in the panels
+    whose scale they fall in, named in the one legend below the panels."""
     kinds = list(dict.fromkeys(frame["kind"]))
-    if "server" not in frame or frame["server"].isna().all():
-        workloads = [(("", "(no points)", "sqlite"), frame.iloc[0:0])]
-    else:
-        # one panel per workload and database (07 runs each workload on SQLite and on Postgres)
+    has = "server" in frame and frame["server"].notna().any()
+    if has:
         frame = frame.assign(database=frame["database"].fillna("sqlite") if "database" in frame else "sqlite")
         workloads = [((nb, sc, db), g) for (nb, sc, db), g in
-                     frame.groupby(["notebook", "scenario", "database"], sort=True)]
+                     frame.groupby(["notebook", "scenario", "database"], sort=True) if g[value].fillna(0).gt(0).any()]
         workloads.sort(key=lambda w: (w[0][0], w[0][1], w[0][2] != "sqlite", w[0][2]))  # SQLite first
-    n = len(workloads)
+    else:
+        workloads = []
+    n = max(len(workloads), 1)
     rows = math.ceil(n / ncols)
     cols = math.ceil(n / rows)  # 5 panels: 3 + 2, not 4 + 1
-    fig, axes, key = new_panels(rows, cols, caption=caption, figsize=CAPACITY_FIGSIZE,
-                                sharex=True, sharey=True, n=n)
-    present = list(frame["server"].dropna().unique()) if "server" in frame else []
+    fig, axes, key = new_panels(rows, cols, caption=caption, figsize=CAPACITY_FIGSIZE, sharey=True, n=n)
+    present = list(frame["server"].dropna().unique()) if has else []
     stacks = [s for s in STACK_STYLES if s in present] + sorted(s for s in present if s not in STACK_STYLES)
-    colours = {s: c["color"] for s, c in colours_for(stacks).items()}
-    top = float(frame[value].max()) if len(frame) and frame[value].notna().any() else 1.0
-    top = max([top] + list((ref_lines or {}).values())) * 1.05 or 1.0
-    shown: set = set()
+    styles = colours_for(stacks)
+    peak_kind, slo_kind = (kinds + [None, None])[:2]
+    refs_shown: dict = {}
     for ax, ((notebook, scenario, database), g) in zip(axes, workloads):
-        profiles = list(dict.fromkeys(g["profile"])) if len(g) else []
-        for j, kind in enumerate(kinds[:2]):
-            for r in g[g["kind"] == kind].itertuples():
-                y = stacks.index(r.server)
-                c = colours[r.server]
-                face = _pale(c) if j == 0 else c
-                bar = ax.barh(y, getattr(r, value), 0.72 if j == 0 else 0.5, color=face, zorder=2 + j)[0]
-                flag = _bar_limit(pd.DataFrame([r._asdict()]), "generator_bound")
-                if flag:
-                    shown.add(flag)
-                    bar.set_hatch(LIMIT_MARKS[flag]["hatch"])
-                    bar.set_edgecolor(c if j == 0 else "white")
-                    bar.set_linewidth(0)
-                if len(profiles) > 1 and j == 0:  # say which profile each stack's best was
-                    inside = getattr(r, value) > 0.6 * top  # a long bar: at its end, inside it
-                    ax.annotate(value_title("profile", r.profile), (getattr(r, value), y), xytext=(-3 if inside else 3, 0),
-                                textcoords="offset points", fontsize=6.5, va="center", zorder=6,
-                                color="#222222" if inside else "#555555", ha="right" if inside else "left",
-                                in_layout=False)
+        profiles = list(dict.fromkeys(g["profile"]))
+        top = float(g[value].max()) * 1.08
+        for r in g[g["kind"] == peak_kind].itertuples():
+            y = stacks.index(r.server)
+            st = styles[r.server]
+            slo = g[(g["kind"] == slo_kind) & (g["server"] == r.server)]
+            cap = float(slo[value].iloc[0]) if len(slo) else 0.0
+            peak = float(getattr(r, value))
+            ax.plot([cap, peak], [y, y], color=st["color"], linewidth=1.6, zorder=2, gid=st.get("gid"),
+                    label="_" + value_title("server", r.server))
+            ax.plot([peak], [y], marker="|", markersize=11, markeredgewidth=2, color=st["color"],
+                    linestyle="none", zorder=3, gid=st.get("gid"), label="_peak")
+            if cap > 0:
+                ax.plot([cap], [y], marker=st["marker"], markersize=7, color=st["color"],
+                        markerfacecolor=st["color"], linestyle="none", zorder=4, gid=st.get("gid"),
+                        label="_capacity")
+            else:
+                ax.annotate("never within the objective", (0, y), xytext=(3, 5), textcoords="offset points",
+                            fontsize=6.5, color="#333333", va="bottom")
+            for kind_value, rows_ in ((cap, slo), (peak, g[(g["kind"] == peak_kind) & (g["server"] == r.server)])):
+                flag = _bar_limit(rows_, "generator_bound") if len(rows_) else None
+                if flag and kind_value > 0:
+                    m = LIMIT_MARKS[flag]
+                    ax.plot([kind_value], [y], marker=m["marker"], markersize=12, markerfacecolor="none",
+                            markeredgecolor=m["color"], markeredgewidth=1.1, linestyle="none", zorder=5,
+                            gid="limit", label=m["label"])
         for k, (label, v) in enumerate((ref_lines or {}).items()):
-            ax.axvline(v, color="#444444", linewidth=1.1, zorder=5,
-                       linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)], label=f"{label}: {v:,.0f}/s")
-        number = str(notebook).split("-")[0]
-        sub = value_title("profile", profiles[0]) if len(profiles) == 1 else ("best profile per stack" if profiles else "")
-        ax.set_title(f"{scenario}" + (f" · {number}" if number else "")
-                     + (f" · {database}" if database != "sqlite" else "") + (f"\n{sub}" if sub else ""),
-                     fontsize=9, fontweight="normal")
+            if v <= top:
+                refs_shown[label] = ax.axvline(v, color="#444444", linewidth=1.0, zorder=1,
+                                               linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
+                                               label=f"{label}: {v:,.0f}/s")
+        ax.set_xlim(0, top)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
+        ax.set_title(_panel_title(notebook, scenario, database, profiles), fontsize=8.5, fontweight="normal")
         ax.grid(axis="y", visible=False)
-        if not len(g):
-            ax.text(0.5, 0.5, "no points at this scale", transform=ax.transAxes, ha="center",
-                    va="center", color="#555555")
-    for i, ax in enumerate(axes):
-        ax.tick_params(labelsize=8.5)
-        if i + cols >= n:  # no panel below
-            ax.set_xlabel(value if value != "rps" else "requests/s", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.set_xlabel("requests/s" if value == "rps" else value, fontsize=8.5)
+    if not workloads:
+        axes[0].text(0.5, 0.5, "no points at this scale", transform=axes[0].transAxes, ha="center",
+                     va="center", color="#555555")
+    plain_numbers(*axes)
     first = axes[0]
     first.set_yticks(range(len(stacks)))
-    first.set_yticklabels(stacks)
+    first.set_yticklabels([value_title("server", s) for s in stacks])
     if stacks:
         first.set_ylim(len(stacks) - 0.5, -0.5)
-    first.set_xlim(0, top)
-    first.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
-    first.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
-        lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
     _titled(fig, title)
-    grey = "#777777"
-    handles = [Patch(facecolor=_pale(grey), label=kinds[0])] if kinds else []
-    handles += [Patch(facecolor=grey, label=kinds[1])] if len(kinds) > 1 else []
-    handles += _extra_handles(axes[0])
-    handles += _limit_patches(shown)
+    handles = []
+    if slo_kind:
+        handles.append(Line2D([], [], color=KEY_GREY, marker="o", linestyle="none",
+                              label=f"capacity at the objective ({slo_kind})"))
+    if peak_kind:
+        handles.append(Line2D([], [], color=KEY_GREY, marker="|", markersize=11, markeredgewidth=2,
+                              linestyle="none", label=peak_kind))
+    handles += _extra_handles(*axes)
     panel_legend(key, handles, ncols=3)
+    return fit_legends(fig)
+
+
+def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: str, title: str,
+              xlabel: str, caption: str | None = None, logx: bool = False,
+              ref_value: tuple[str, float] | None = None):
+    """A dot per series (a stack in its colour and marker) on one row per category, on a log axis
+    if asked — lengths mean nothing here, positions do (ratios). `ref_value`: (label, x) of a
+    vertical grey reference line (`("as fast", 1)`)."""
+    if not isinstance(category, str):
+        df = df.assign(_category=_labels(df, list(category)))
+        category = "_category"
+    cats = list(dict.fromkeys(df[category]))
+    sers = sorted(df[series].unique(), key=_order)
+    styles = colours_for(sers)
+    fig, ax = new_figure(caption=caption, figsize=(8, max(3.5, 1.4 + 0.42 * len(cats))))
+    step = 0.6 / max(len(sers), 1)
+    for i, s in enumerate(sers):
+        g = df[df[series] == s]
+        vals = [g[g[category] == c][value].mean() for c in cats]
+        pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * step
+        st = styles[s]
+        ax.plot(vals, pos, linestyle="none", marker=st["marker"], color=st["color"], markersize=7,
+                markerfacecolor=st["markerfacecolor"], gid=st.get("gid"), label=value_title(series, s))
+    if ref_value:
+        ax.axvline(ref_value[1], color="#444444", linestyle=REFERENCE_DASHES[0], linewidth=1.1, zorder=1,
+                   label=f"{ref_value[0]}")
+    ax.set_yticks(range(len(cats)))
+    ax.set_yticklabels([value_title(category, c) for c in cats], fontsize=8.5)
+    ax.set_ylim(len(cats) - 0.5, -0.5)
+    if logx:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(PlainLogFormatter())
+        ax.xaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    plain_numbers(ax)
+    _legend_below(ax, ax.get_legend_handles_labels()[0], ncols=min(len(sers) + 1, 5))
     return fit_legends(fig)

@@ -1,44 +1,72 @@
-"""Distributions: every measured request's latency, from the merged HdrHistograms."""
+"""Distributions: every measured request's latency, from the merged HdrHistograms, as the share
+of requests answered within each latency (an ECDF: curves of different sizes compare, and none
+stacks on another)."""
 from __future__ import annotations
+
+import textwrap
 
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
+from matplotlib.lines import Line2D
 
-from sqlitelab.report.plots.figure import new_figure
-from sqlitelab.report.plots.legends import _legend, fit_legends
-from sqlitelab.report.plots.style import SeriesStyles
+from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
+from sqlitelab.report.plots.legends import _legend, fit_legends, panel_legend
+from sqlitelab.report.plots.marks import PlainLogFormatter, label_coincident
+from sqlitelab.report.plots.style import MEASURED, _order, colours_for, value_title
 
-def latency_histogram(df: pd.DataFrame, series: list[str], title: str, caption: str | None = None,
-                      bins: int = 60):
-    """Distribution of every measured request's latency (merged HdrHistograms), log-spaced bins;
-    a colour per stack and a dash per profile when those are series columns (SeriesStyles)."""
-    fig, ax = new_figure(caption=caption)
-    merged = {}
-    for key, g in df.groupby(series, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        h = HdrHistogram(1, 100_000_000, 3)
-        for enc in g["histogram"].dropna():
-            h.add(HdrHistogram.decode(enc))
-        if h.get_total_count():
-            merged[key] = h
-    if merged:
-        styles = SeriesStyles(pd.DataFrame(list(merged), columns=list(series)), series)
-        lo = min(h.get_min_value() for h in merged.values()) / 1000
-        hi = max(h.get_max_value() for h in merged.values()) / 1000
-        edges = np.geomspace(max(lo, 0.01), max(hi, lo * 1.01, 0.02), bins)
-        for key, h in merged.items():
+
+def _merged(g: pd.DataFrame) -> HdrHistogram | None:
+    h = HdrHistogram(1, 100_000_000, 3)
+    for enc in g["histogram"].dropna():
+        h.add(HdrHistogram.decode(enc))
+    return h if h.get_total_count() else None
+
+
+def latency_ecdf(df: pd.DataFrame, series: str, title: str, panels: str | None = None,
+                 caption: str | None = None):
+    """The share of requests answered within x ms (log x), one curve per value of `series` (a
+    stack's colour, else shades of ORDERED in order), in one panel per value of `panels`; each
+    curve's request count in the legend. Merged over every level and repeat of its rows."""
+    pvals = sorted(df[panels].unique(), key=_order) if panels and df[panels].nunique() > 1 else [None]
+    if len(pvals) == 1:
+        fig, ax = new_figure(caption=caption)
+        axes, key = [ax], None
+    else:
+        fig, axes, key = new_panels(1, len(pvals), caption=caption, sharey=True)
+        _titled(fig, title)
+    styles = colours_for(df[series].unique())
+    handles = {}
+    for ax, pv in zip(axes, pvals):
+        part = df if pv is None else df[df[panels] == pv]
+        for value, g in sorted(part.groupby(series), key=lambda kv: _order(kv[0])):
+            h = _merged(g)
+            if h is None:
+                continue
             vals = np.array([(it.value_iterated_to / 1000, it.count_at_value_iterated_to)
                              for it in h.get_recorded_iterator()])
-            counts, _ = np.histogram(vals[:, 0], bins=edges, weights=vals[:, 1])
-            kw = styles(key)
-            ax.stairs(counts, edges, label=f"{styles.title(key)} (n={h.get_total_count():,})",
-                      linewidth=1.6, color=kw["color"], linestyle=kw["linestyle"])
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_xlabel("latency (ms, log scale)")
-    ax.set_ylabel("requests")
-    ax.set_title(title)
-    _legend(ax)
+            share = np.cumsum(vals[:, 1]) / vals[:, 1].sum()
+            st = styles[value]
+            name = value_title(series, value)
+            ax.step(vals[:, 0], share, where="post", color=st["color"], linestyle=MEASURED, linewidth=1.6,
+                    label="_" + name, gid=st.get("gid"))
+            handles.setdefault(value, []).append(h.get_total_count())
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(PlainLogFormatter())
+        ax.set_xlabel("latency (ms, log scale)")
+        ax.set_ylim(0, 1.02)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=0))
+        if pv is not None:
+            ax.set_title(textwrap.fill(value_title(panels, pv), 30), fontsize=9.5)
+        label_coincident(ax)
+    axes[0].set_ylabel("requests answered within x")
+    legend = [Line2D([], [], color=styles[v]["color"], linestyle=MEASURED, linewidth=1.6,
+                     label=f"{value_title(series, v)} ({sum(n):,} requests)")
+              for v, n in sorted(handles.items(), key=lambda kv: _order(kv[0]))]
+    if key is None:
+        ax.set_title(title)
+        _legend(axes[0], legend)
+    else:
+        panel_legend(key, legend)
     return fit_legends(fig)

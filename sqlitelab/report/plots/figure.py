@@ -12,7 +12,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from sqlitelab.core import config
+from sqlitelab.report.plots.check import check
 from sqlitelab.report.plots.legends import ClippedLegendError, clipped_legends, fit_legends
+from sqlitelab.infra.servers import profile_title
 from sqlitelab.studies import registry
 
 def use_style() -> None:
@@ -93,7 +95,8 @@ def reading(notebook: str, name: str) -> str | None:
 
 def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path | None = None) -> list[Path]:
     """Write figures/<notebook>/<name>.png and .svg, byte-for-byte reproducible. Raises
-    ClippedLegendError, writing nothing, when a legend does not fit the canvas. In a notebook,
+    ClippedLegendError, writing nothing, when a legend does not fit the canvas, and
+    check.FigureError when the figure breaks the lab's vocabulary (plots.check). In a notebook,
     the figure is shown with its sentence (reading) under it."""
     dpi = fig.dpi
     fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
@@ -102,6 +105,7 @@ def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path |
         clipped = clipped_legends(fig)
         if clipped:
             raise ClippedLegendError(f"figure {name!r}: " + "; ".join(clipped))
+        check(fig, name)
         _freeze_layout(fig)
     finally:
         fig.set_dpi(dpi)
@@ -131,31 +135,26 @@ def _in_notebook() -> bool:
 
 
 def caption_for(df: pd.DataFrame, extra: str = "") -> str:
-    """Machine, pinning and the key knobs of the points drawn, compactly."""
+    """One human line under a figure: the machine, where the server and the load generator ran,
+    the profile in plain words (when the points have one or two) and `extra` (the figure's key
+    knob). The full configuration is in the report's method table, not here."""
     if df.empty:
         return extra
     first = df.iloc[0]
     parts = []
     if "machine" in df:
         parts.append(str(first["machine"]))
-    names = {"locust": "Locust", "loadgen": "loadgen"}
+    names = {"locust": "Locust", "loadgen": "the lab's Go load generator"}
     gens = sorted(set(df["generator"].fillna("locust")), key=lambda g: g != "locust") \
         if "generator" in df else ["locust"]
-    gen = " + ".join(names.get(g, g) for g in gens)
-    procs = int(df["processes"].max()) if "processes" in df and df["processes"].notna().any() else 1
-    parts.append(f"server CPU {first.get('server_pinning') or 'unpinned'}, "
-                 f"{gen} CPU {first.get('generator_pinning') or 'unpinned'}"
-                 + (f" ({procs} Locust processes)" if procs > 1 else ""))
-    notes = sorted({n for n in df.get("layout_note", pd.Series(dtype=object)).dropna() if n})
-    parts.extend(notes)
-    if "txn_mode" in df:
-        profiles = sorted({f"{r.profile} ({r.txn_mode}, {r.busy}, {r.write_path})"
-                           for r in df.itertuples()})
-        if len(profiles) <= 3:
-            parts.append("; ".join(profiles))
-        shapes = sorted({f"{r.server.split('-')[0]} {r.server_processes}×{r.server_threads}"
-                         for r in df.itertuples()})
-        parts.append("processes×threads: " + ", ".join(shapes))
+    gen = " and ".join(names.get(g, g) for g in gens)
+    server_cpu, gen_cpu = first.get("server_pinning"), first.get("generator_pinning")
+    parts.append((f"server on CPU {server_cpu}" if server_cpu else "server unpinned")
+                 + f", {gen} " + (f"on CPU {gen_cpu}" if gen_cpu else "unpinned"))
+    if "profile" in df:
+        profiles = list(dict.fromkeys(df["profile"].dropna()))
+        if 0 < len(profiles) <= 2:
+            parts.append(" and ".join(profile_title(p) for p in profiles))
     if extra:
         parts.append(extra)
     return " · ".join(parts)

@@ -1,47 +1,85 @@
 """The line charts: throughput and latency against concurrent users, any measure against any
-x (line_chart, and dau_chart and hockey_stick_chart on it), the generators' calibration against
+x (line_chart, and hockey_stick_chart on it), the generators' calibration against
 wrk, and an operation's window second by second (timeline_chart)."""
 from __future__ import annotations
+
+import textwrap
 
 import matplotlib.ticker
 import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from sqlitelab.infra import operations
 from sqlitelab.report.analysis import flagged, rate_points
 from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
 from sqlitelab.report.plots.legends import _extra_handles, _legend, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _ref_line_labels, _users_axis,
-                                          draw_reference, mark_limits)
-from sqlitelab.report.plots.style import LIMIT_MARKS, STACK_STYLES, SeriesStyles, colours_for, value_title
+                                          draw_reference, label_coincident, mark_limits, plain_numbers)
+from sqlitelab.report.plots.style import (BOUND_STYLE, KEY_GREY, LIMIT_MARKS, STACK_STYLES, SeriesStyles,
+                                          _order, colours_for, value_title)
 from sqlitelab.report.plots.tables import summarise
+
+def _panel_values(df: pd.DataFrame, panels: str | None) -> list:
+    """The values of `panels` in legend order (one panel each), or [None]: one panel."""
+    if not panels or panels not in df or df[panels].nunique() < 2:
+        return [None]
+    return sorted(df[panels].dropna().unique(), key=_order)
+
+
+def _panel_grid(n: int, caption, title, figsize=None, sharey=True):
+    """One axes (a plain figure) or `n` panels side by side sharing y, with a legend row."""
+    if n == 1:
+        fig, ax = new_figure(caption=caption, **({"figsize": figsize} if figsize else {}))
+        return fig, [ax], None
+    fig, axes, key = new_panels(1, n, caption=caption, figsize=figsize, sharey=sharey)
+    _titled(fig, title)
+    return fig, axes, key
+
+
+def _finish_legend(fig, axes, key, handles, title, below=False):
+    if key is None:
+        axes[0].set_title(title)
+        _legend(axes[0], handles + _extra_handles(*axes), below=below)
+    else:
+        panel_legend(key, handles + _extra_handles(*axes))
+    return fit_legends(fig)
+
 
 def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
                      caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
                      logx: bool = True, reference: dict | None = None):
-    """Mean over repeats with min–max bars, a colour per stack and a dash per profile; rings
-    where the generator was the limit or set the pace (LIMIT_MARKS).
+    """Mean over repeats with min–max bars, a colour per stack; one panel per profile when
+    there are several; rings where the generator was the limit or set the pace (LIMIT_MARKS).
     `reference`: the article's numbers on the same axes, as draw_reference's keyword
     arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`)."""
     s = summarise(df)
-    fig, ax = new_figure(caption=caption)
-    styles = SeriesStyles(s, ["server", "profile"])
-    for key, g in s.groupby(["server", "profile"], sort=True):
-        kw = styles(key)
-        ax.plot(g["users"], g[y], label="_" + styles.label(key), **kw)
-        if y == "rps":
-            ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
-                        fmt="none", ecolor=kw["color"], capsize=3, linewidth=1)
-        mark_limits(ax, g, "users", y)
-    if reference:
-        draw_reference(ax, **reference)
-        s = pd.concat([s, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
-    _users_axis(ax, s, logx)
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    _legend(ax, styles.handles() + _extra_handles(ax), below=bool(reference))
-    return fit_legends(fig)
+    values = _panel_values(s, "profile")
+    fig, axes, key = _panel_grid(len(values), caption, title)
+    styles = SeriesStyles(s, ["server"])
+    for ax, value in zip(axes, values):
+        part = s if value is None else s[s["profile"] == value]
+        for server, g in part.groupby("server", sort=True):
+            kw = styles(server)
+            ax.plot(g["users"], g[y], label="_" + styles.title(server), **kw)
+            if y == "rps":
+                bars = ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
+                                   fmt="none", ecolor=kw["color"], capsize=3, linewidth=1)
+                for cap in bars.get_children():  # the caps are lines of the stack's colour
+                    cap.set_gid(kw["gid"])
+            mark_limits(ax, g, "users", y)
+        shown = part
+        if reference:
+            draw_reference(ax, **reference)
+            shown = pd.concat([part, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
+        _users_axis(ax, shown, logx)
+        ax.set_ylim(bottom=0)
+        if value is not None:
+            ax.set_title(textwrap.fill(value_title("profile", value), 30), fontsize=9.5)
+        label_coincident(ax)
+    axes[0].set_ylabel(ylabel)
+    plain_numbers(*axes)
+    return _finish_legend(fig, axes, key, styles.handles(), title, below=bool(reference))
 
 
 PERCENTILE_NAMES = {"p50_ms": "p50", "p90_ms": "p90", "p95_ms": "p95", "p99_ms": "p99",
@@ -52,20 +90,24 @@ def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurr
                   caption: str | None = None, percentiles=("p50_ms", "p95_ms", "p99_ms"),
                   logx: bool = True):
     """One panel per percentile on a shared log-scale milliseconds axis; in each, a colour per
-    stack and a dash per profile, as in every other figure."""
+    stack, as in every other figure (one profile: a second one would need panels of its own)."""
     s = summarise(df)
+    if "profile" in s and s["profile"].nunique() > 1:
+        raise ValueError("latency_chart draws one profile (its panels are the percentiles); "
+                         f"got {sorted(s['profile'].unique())}")
     fig, axes, key = new_panels(1, len(percentiles), caption=caption, sharey=True)
-    styles = SeriesStyles(s, ["server", "profile"])
+    styles = SeriesStyles(s, ["server"])
     for ax, col in zip(axes, percentiles):
-        for k, g in s.groupby(["server", "profile"], sort=True):
-            ax.plot(g["users"], g[col], label="_" + styles.label(k), **styles(k))
+        for k, g in s.groupby("server", sort=True):
+            ax.plot(g["users"], g[col], label="_" + styles.title(k), **styles(k))
             mark_limits(ax, g, "users", col)  # latency there is an upper bound
         _users_axis(ax, s, logx, xlabel="concurrent users", thin=True)
         ax.tick_params(axis="x", labelsize=8)
         ax.xaxis.label.set_fontsize(9)
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_formatter(PlainLogFormatter())
         ax.set_title(PERCENTILE_NAMES.get(col, col), fontsize=10)
+        label_coincident(ax)
     axes[0].set_ylabel("latency (ms, log scale)")
     _titled(fig, title)
     panel_legend(key, styles.handles() + _extra_handles(*axes))
@@ -73,54 +115,71 @@ def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurr
 
 
 def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, xlabel: str,
-               ylabel: str, caption: str | None = None, logx: bool = False, logy: bool = False,
-               ref_lines: dict[str, float] | None = None, style_by: str | None = None,
-               reference: dict | None = None, markevery=None):
+               ylabel: str, caption: str | None = None, logx: bool = False, logy: bool | str = False,
+               ref_lines: dict[str, float] | None = None, panels: str | None = None,
+               reference: dict | None = None, markevery=None, percent: bool = False,
+               bounds: pd.DataFrame | None = None, bounds_label: str = "bound (computed)", figsize=None,
+               xpercent: bool = False):
     """One line per combination of `series` columns (mean over duplicates of x), styled by
-    SeriesStyles: the stack's colour and marker when `server` is a series column, a dash per
-    `style_by` value (a profile's own dash for `profile`); `reference`: the article's numbers
-    on the same axes (draw_reference's keyword arguments); `markevery`: as `ax.plot`'s, for
-    dense lines."""
-    fig, ax = new_figure(caption=caption)
-    styles = SeriesStyles(df, series, style_by)
-    for key, g in df.groupby(series, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        m = g.groupby(x, sort=True)[y].mean()
-        ax.plot(m.index, m.values, label="_" + styles.label(key), markevery=markevery, **styles(key))
-        flags = pd.DataFrame({c: g.assign(_f=flagged(g, c)).groupby(x, sort=True)["_f"].any()
-                              for c in LIMIT_MARKS}).assign(**{y: m}).reset_index()
-        mark_limits(ax, flags, x, y)
-    if reference:
-        draw_reference(ax, **reference)
-    if x == "users":  # ticks at the levels measured, as in every users axis
-        _users_axis(ax, df, logx, xlabel=None)
-    elif logx:
-        ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
-        # plain numbers (0.6, 2, 1,000), not 6×10⁻¹: minor ticks labelled where few decades show
-        ax.yaxis.set_major_formatter(PlainLogFormatter())
-        ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
-    if ref_lines:
-        _ref_line_labels(ax, ref_lines)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    _legend(ax, styles.handles() + _extra_handles(ax), below=bool(reference))
-    return fit_legends(fig)
-
-
-def dau_chart(frame: pd.DataFrame, title: str, xlabel: str, ylabel: str, caption: str | None = None):
-    """capacity.sensitivity(): daily active users against requests per user per day, a colour
-    per stack and a dash per workload, the reference loads in grey (as an article's numbers)."""
-    ours = frame[frame["server"].notna()]
-    refs = frame[frame["server"].isna()]
-    if ours.empty:
-        ours = pd.DataFrame({"server": ["(no points)"], "scenario": [""], "per_user": [1.0], "dau": [float("nan")]})
-    return line_chart(ours, x="per_user", y="dau", series=["server", "scenario"], logx=True, logy=True,
-                      title=title, xlabel=xlabel, ylabel=ylabel, caption=caption, markevery=5,
-                      reference={"ref": refs, "x": "per_user", "y": "dau", "label": "", "by": "series"}
-                      if len(refs) else None)
+    SeriesStyles (the stack's colour and marker when `server` is a series column); `panels`:
+    one panel per value of that column, side by side on a shared y axis; `reference`: the
+    article's numbers on the same axes (draw_reference's keyword arguments); `bounds`: computed
+    bounds drawn dotted in their series' colour (same columns as `df`); `logy="auto"`: a log axis
+    only when the values span more than 30×; `percent`: y is a share (0–1) drawn as %;
+    `xpercent`: x is a share, drawn as %; a linear y axis starts at zero; `markevery`: as
+    `ax.plot`'s, for dense lines. Series that coincide are labelled directly."""
+    values = _panel_values(df, panels)
+    fig, axes, key = _panel_grid(len(values), caption, title, figsize=figsize)
+    styles = SeriesStyles(df, series)
+    if logy == "auto":
+        pos = df[y][df[y] > 0]
+        logy = bool(len(pos)) and pos.max() / pos.min() > 30
+    for ax, value in zip(axes, values):
+        part = df if value is None else df[df[panels] == value]
+        for k, g in part.groupby(series, sort=True):
+            k = k if isinstance(k, tuple) else (k,)
+            m = g.groupby(x, sort=True)[y].mean()
+            ax.plot(m.index, m.values, label="_" + styles.title(k), markevery=markevery, **styles(k))
+            flags = pd.DataFrame({c: g.assign(_f=flagged(g, c)).groupby(x, sort=True)["_f"].any()
+                                  for c in LIMIT_MARKS}).assign(**{y: m}).reset_index()
+            mark_limits(ax, flags, x, y)
+        if bounds is not None:
+            bpart = bounds if value is None or panels not in bounds else bounds[bounds[panels] == value]
+            for k, g in bpart.groupby(series, sort=True):
+                k = k if isinstance(k, tuple) else (k,)
+                m = g.groupby(x, sort=True)[y].mean()
+                ax.plot(m.index, m.values, color=styles(k)["color"], gid="bound", label="_bound", **BOUND_STYLE)
+        if reference:  # in panels: the article's numbers of that panel, when they say which
+            ref = reference if value is None or panels not in reference["ref"] else \
+                {**reference, "ref": reference["ref"][reference["ref"][panels] == value]}
+            draw_reference(ax, **ref)
+        if x == "users":  # ticks at the levels measured, as in every users axis
+            _users_axis(ax, df, logx, xlabel=None)
+        elif logx:
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+            # plain numbers (0.6, 2, 1,000), not 6×10⁻¹: minor ticks labelled where few decades show
+            ax.yaxis.set_major_formatter(PlainLogFormatter())
+            ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+        else:  # a linear axis starts at zero
+            ax.set_ylim(bottom=min(0, float(df[y].min())) if len(df) else 0)
+            if percent:
+                ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
+        if xpercent:
+            ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
+        if ref_lines:
+            _ref_line_labels(ax, ref_lines)
+        if value is not None:
+            ax.set_title(textwrap.fill(value_title(panels, value), 30), fontsize=9.5)
+        ax.set_xlabel(xlabel)
+        label_coincident(ax)
+    axes[0].set_ylabel(ylabel)
+    plain_numbers(*axes)
+    handles = styles.handles()
+    if bounds is not None and len(bounds):
+        handles.append(Line2D([], [], color=KEY_GREY, label=bounds_label, **BOUND_STYLE))
+    return _finish_legend(fig, axes, key, handles, title, below=bool(reference))
 
 
 def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
@@ -130,7 +189,7 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     colour (GENERATOR_STYLES)."""
     d = points[points["endpoint"] == "delay"].sort_values("gen_util")
     first = calibrations.iloc[0] if len(calibrations) else None
-    caption = (f"{first['machine']} · target {first['target']} (server CPU {first['server_pinning']}), "
+    caption = (f"{first['machine']} · target {value_title('server', first['target'])} (server CPU {first['server_pinning']}), "
                f"generators and wrk on CPU {first['generator_pinning']} · GET /delay/{first['delay_ms']} · "
                f"reference {first['reference']}") if first is not None else None
     fig, (left, right) = new_figure(ncols=2, caption=caption, figsize=(10, 4.5))
@@ -188,27 +247,30 @@ def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
             for server, s in (g.groupby("server", sort=True) if len(g) else []):
                 s = s.sort_values("second")
                 y = (s["errors"] + s["late"]) if col == "errors_late" else s[col]
-                ax.plot(s["second"] + s["span_s"] / 2, y, color=colours[server]["color"],
+                gid = colours[server].get("gid")
+                ax.plot(s["second"] + s["span_s"] / 2, y, color=colours[server]["color"], gid=gid,
+                        label="_" + value_title("server", server),
                         marker=colours[server].get("marker", "o"), markersize=2.5, linewidth=1.2)
                 start, length = s["operation_started_s"].iloc[0], s["operation_seconds"].iloc[0]
                 if pd.notna(start):
-                    ax.axvline(start, color=colours[server]["color"], linestyle=":", linewidth=1)
+                    ax.axvline(start, color=colours[server]["color"], linestyle=":", linewidth=1, gid=gid)
                     ax.axvspan(start, start + (length if pd.notna(length) else 0), alpha=0.10,
-                               color=colours[server]["color"], linewidth=0)
+                               color=colours[server]["color"], linewidth=0, gid=gid)
             if col == "p99_ms" and len(g) and g[col].notna().any() and (g[col].dropna() > 0).all():
                 ax.set_yscale("log")
                 ax.yaxis.set_major_formatter(PlainLogFormatter())
                 ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
             if col == "wal_mib":  # from zero: a few KiB of change is not a jump
                 ax.set_ylim(bottom=0)
+            label_coincident(ax)
             if i == 0:
-                ax.set_title(op)
+                ax.set_title(operations.TITLES.get(op, op))
             if j == 0:
                 ax.set_ylabel(label, fontsize=8)
             if i == rows - 1:
-                ax.set_xlabel("seconds into the window")
+                ax.set_xlabel("seconds from the start")
     handles = [Line2D([], [], color=colours[s]["color"], marker=colours[s].get("marker", "o"),
-                      label=value_title("server", s)) for s in stacks]
+                      gid=colours[s].get("gid"), label=value_title("server", s)) for s in stacks]
     handles.append(Patch(color="#888888", alpha=0.25, label="the operation running"))
     panel_legend(key, handles, ncols=5)
     _titled(fig, title)

@@ -3,6 +3,7 @@ reference values named in the margin, rings and hatches where the generator was 
 (mark_limits, _bar_limit, _limit_patches), the users axis and plain log-axis labels."""
 from __future__ import annotations
 
+import re
 import textwrap
 
 import matplotlib.ticker
@@ -11,7 +12,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from sqlitelab.report.analysis import flagged
-from sqlitelab.report.plots.style import LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES
+from sqlitelab.report.plots.style import LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES, value_title
 
 def draw_reference(ax, ref: pd.DataFrame, x: str, y: str, label: str, by: str | None = None) -> None:
     """Plot an article's published numbers (`ref`) as dashed grey lines, one per `by` group,
@@ -20,15 +21,15 @@ def draw_reference(ax, ref: pd.DataFrame, x: str, y: str, label: str, by: str | 
     groups = ref.groupby(by, sort=False) if by else [(None, ref)]
     for i, (key, g) in enumerate(groups):
         g = g.dropna(subset=[x, y]).sort_values(x)
-        name = (f"{label} · {key}" if label else str(key)) if by else label
+        name = (f"{label}, {value_title(by, key)}" if label else value_title(by, key)) if by else label
         ax.plot(g[x], g[y], color=REFERENCE_COLORS[i % len(REFERENCE_COLORS)],
                 linestyle=REFERENCE_DASHES[i % len(REFERENCE_DASHES)], marker="x", markersize=7,
                 linewidth=1.4, label=name)
 
 
 def mark_limits(ax, g: pd.DataFrame, x: str, y: str) -> None:
-    """Ring the points of `g` whose generator was the limit (red circle) or set the pace
-    (orange square), each kind labelled once in the legend."""
+    """Ring the points of `g` whose generator was the limit (black circle) or set the pace
+    (black square), each kind labelled once in the legend."""
     for col, m in LIMIT_MARKS.items():
         f = g[flagged(g, col)]
         if col == "generator_influenced":  # a bound point is not also ringed as influenced
@@ -36,9 +37,9 @@ def mark_limits(ax, g: pd.DataFrame, x: str, y: str) -> None:
         if not len(f):
             continue
         labelled = m["label"] in ax.get_legend_handles_labels()[1]
-        ax.plot(f[x], f[y], linestyle="none", marker=m["marker"], markersize=12,
-                markerfacecolor="none", markeredgecolor=m["color"], markeredgewidth=1.4,
-                label=None if labelled else m["label"])
+        ax.plot(f[x], f[y], linestyle="none", marker=m["marker"], markersize=12, color=m["color"],
+                markerfacecolor="none", markeredgecolor=m["color"], markeredgewidth=1.1,
+                label=None if labelled else m["label"], gid="limit")
 
 
 def _users_axis(ax, s: pd.DataFrame, logx: bool, xlabel: str | None = "concurrent users (closed loop)",
@@ -88,6 +89,62 @@ def _ref_line_labels(ax, ref_lines: dict[str, float]) -> None:
                     color="#333333", annotation_clip=False, clip_on=False,
                     arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.8, "shrinkA": 0,
                                 "shrinkB": 0} if moved else None)
+
+
+DIRECT_LABEL = "direct-label"  # the gid of a label naming series drawn on one line
+
+
+def series_lines(ax) -> list:
+    """The measured series of an axes: its lines drawn for a stack or a value (a label of their
+    own, starting with `_`, that is their title), not rings, references or bounds."""
+    return [ln for ln in ax.get_lines() if ln.get_label().startswith("_")
+            and not re.fullmatch(r"_child\d+|_nolegend_", ln.get_label())  # matplotlib's, not a title
+            and ln.get_gid() not in ("bound", "limit") and len(ln.get_xdata())
+            and ln.get_linestyle() not in ("None", "none")]
+
+
+def coincident_groups(ax, tolerance_px: float = 2.0) -> list[list]:
+    """Groups of two or more series lines of `ax` drawn on one another: the same x values and,
+    at each, y within `tolerance_px` on screen (one would hide the other)."""
+    ax.get_xlim(), ax.get_ylim()  # the view limits as they stand (autoscaled)
+    lines = series_lines(ax)
+    xy = {}
+    for ln in lines:
+        pts = np.column_stack([np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float)])
+        xy[ln] = ax.transData.transform(pts)
+    groups: list[list] = []
+    for ln in lines:
+        for g in groups:
+            a, b = xy[g[0]], xy[ln]
+            if a.shape == b.shape and np.all(np.abs(a - b) <= tolerance_px):
+                g.append(ln)
+                break
+        else:
+            groups.append([ln])
+    return [g for g in groups if len(g) > 1]
+
+
+def label_coincident(ax) -> None:
+    """Name series that coincide (coincident_groups) beside the end of their shared line, one
+    name a line under "one line:" — below the line in the upper part of the axes, above it in
+    the lower — so that none is hidden unannounced under another."""
+    for group in coincident_groups(ax):
+        names = [ln.get_label().lstrip("_") for ln in group]
+        x, y = group[0].get_xdata()[-1], group[0].get_ydata()[-1]
+        high = ax.transAxes.inverted().transform(ax.transData.transform((x, y)))[1] > 0.55
+        ax.annotate("one line:\n" + "\n".join(textwrap.shorten(n, 44) for n in names), (x, y),
+                    xytext=(-6, -6 if high else 6), textcoords="offset points", ha="right",
+                    va="top" if high else "bottom", fontsize=6.5, color="#333333", gid=DIRECT_LABEL,
+                    zorder=7, in_layout=False, linespacing=1.1)
+
+
+def plain_numbers(*axes) -> None:
+    """Linear axes in plain numbers: thousands separated, no offset or `1e6` above the axis."""
+    fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1000 or v == int(v) else f"{v:g}")
+    for ax in axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "linear" and isinstance(axis.get_major_formatter(), matplotlib.ticker.ScalarFormatter):
+                axis.set_major_formatter(fmt)
 
 
 class PlainLogFormatter(matplotlib.ticker.LogFormatter):

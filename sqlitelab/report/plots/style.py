@@ -1,18 +1,32 @@
-"""The figures' visual vocabulary: one colour and marker per stack (read from each stack's
-stack.toml) and per load generator, one dash per profile (in servers/profiles.toml's order),
-colours for any other category, the greys of an article's own numbers and the rings and hatches
-of generator-limited points; SeriesStyles puts them together for the series of one figure."""
+"""The figures' visual vocabulary, one meaning for each mark in every figure of the collection:
+
+- **colour and marker: a stack** — its stack.toml's `color` and `marker` (STACK_STYLES). No other
+  series takes a stack's colour; the figure check (sqlitelab.report.plots.check) refuses one that does.
+- **shades of one violet, light to dark: the values of a figure's one other variable**, in their
+  order (ORDERED: rows per transaction, link delay, deferred then immediate...) — a variable
+  that is not the stack. The load generators of the calibration figure have their own colours
+  (GENERATOR_STYLES).
+- **a solid line: measured here.** **Dashed grey with × markers: the article's own numbers or another
+  reference** (REFERENCE_COLORS, REFERENCE_DASHES; reference loads and objectives as grey dashed
+  lines across the plot). **Dotted: a bound computed, not measured** (BOUND_STYLE).
+- **a filled marker: SQLite; a hollow marker: Postgres** behind the same stack.
+- **a black ring: the generator was the limit; a black square: it plausibly set the pace**
+  (LIMIT_MARKS; hatched bars) — black, which no stack and no category uses.
+- a second variable beside the stack goes into panels of its own (small multiples), never into
+  a dash pattern; shares are drawn as %, numbers with thousands separators, memory in MiB.
+
+SeriesStyles puts them together for the series of one figure."""
 from __future__ import annotations
 
 import functools
 import re
-import zlib
 from collections.abc import Mapping
 
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from sqlitelab.infra.servers import STACKS, load_profiles, profile_title, stack_title
+from sqlitelab.infra.servers import STACKS, knob_value_title, load_profiles, profile_title, stack_title
+from sqlitelab.load.scenarios import scenario_title
 
 # The load generators, where a figure compares them (calibration).
 GENERATOR_STYLES: dict[str, dict] = {
@@ -20,9 +34,12 @@ GENERATOR_STYLES: dict[str, dict] = {
     "loadgen": {"color": "#44AA99", "marker": "s"},
     "wrk": {"color": "#332288", "marker": "^"},
 }
-# Anything else a figure colours (buffer methods, rows per transaction, transaction modes...):
-# in the natural order of its values in that figure, in colours no stack uses.
-CATEGORY_COLORS = ["#332288", "#E69F00", "#44AA99", "#882255", "#999933", "#56B4E9", "#AA4499", "#777777"]
+# The values of a figure's one variable that is not the stack (rows per transaction, link delay,
+# buffer methods, transaction modes...): shades of one violet, light to dark in the values'
+# natural order (ordered_colours picks as many as a figure needs, spread over the ramp).
+ORDERED = ["#C5BDE6", "#A093D1", "#7D6BBB", "#5C48A3", "#3F2C85", "#271866"]
+# A spare colour for an extra stack whose stack.toml declares none (never a category's).
+CATEGORY_COLORS = ["#999933", "#56B4E9", "#882255", "#44AA99", "#E69F00", "#777777"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
 
@@ -61,11 +78,19 @@ class _StackStyles(Mapping):
 
 
 STACK_STYLES: Mapping[str, dict] = _StackStyles()
-# Dash patterns: a profile's is its place in servers/profiles.toml (profile_dash); other dashed
-# categories take them in their natural order within the figure.
-DASHES = ["-", (0, (6, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1.2)),
-          (0, (6, 1.5, 1, 1.5, 1, 1.5)), (0, (1, 3)), (0, (10, 2, 3, 2)), (0, (2, 2)), (0, (12, 3))]
-KEY_GREY = "#555555"  # legend entries that stand for a dash pattern, whatever the colour
+MEASURED = "-"  # a line measured here: always solid
+BOUND_STYLE = {"linestyle": (0, (1, 1.6)), "linewidth": 1.2, "marker": None}  # dotted: a computed bound
+KEY_GREY = "#555555"  # legend entries that stand for a mark whatever its colour (hollow: Postgres)
+
+
+def ordered_colours(n: int) -> list[str]:
+    """`n` shades of ORDERED, light to dark, spread over the ramp (two: its ends' neighbours)."""
+    if n <= 0:
+        return []
+    if n == 1:
+        return [ORDERED[3]]
+    idx = [round(1 + i * (len(ORDERED) - 2) / (n - 1)) if n <= len(ORDERED) - 1 else i for i in range(n)]
+    return [ORDERED[min(i, len(ORDERED) - 1)] for i in idx]
 
 
 def style_for(server: str, database: str | None = None) -> dict:
@@ -77,22 +102,22 @@ def style_for(server: str, database: str | None = None) -> dict:
                          f"sqlitelab.infra.servers.STACKS (known: {', '.join(STACK_STYLES)})")
     s = STACK_STYLES[server]
     fill = s["color"] if database in (None, "sqlite") else "white"
-    return {"color": s["color"], "marker": s["marker"], "markerfacecolor": fill}
+    return {"color": s["color"], "marker": s["marker"], "markerfacecolor": fill,
+            "gid": stack_gid(server)}
+
+
+STACK_GID = "stack:"  # the gid prefix of every artist drawn for a stack (stack_gid)
+
+
+def stack_gid(server: str) -> str:
+    """The id an artist drawn for a stack carries (`stack:<name>`): the figure check finds the
+    stack's series by it and holds them to the stack's colour."""
+    return f"{STACK_GID}{server}"
 
 
 @functools.cache
 def _profile_order() -> tuple[str, ...]:
     return tuple(load_profiles())
-
-
-def profile_dash(profile: str):
-    """A profile's dash pattern, the same in every figure: its place in servers/profiles.toml
-    (an overlay `a+b` draws as its base profile `a`; a name profiles.toml does not know gets a
-    pattern from its name, stably)."""
-    base = str(profile).split("+")[0]
-    order = _profile_order()
-    i = order.index(base) if base in order else zlib.crc32(base.encode()) % len(DASHES)
-    return DASHES[i % len(DASHES)]
 
 
 def _natural(v) -> list:
@@ -120,15 +145,15 @@ def _known_style(value) -> dict | None:
 
 
 def colours_for(values) -> dict:
-    """Colour and marker of each value: a stack's or a generator's own, anything else in the
-    natural order of the values given (CATEGORY_COLORS)."""
+    """Colour and marker of each value: a stack's or a generator's own, anything else a shade of
+    ORDERED in the natural order of the values given (light to dark)."""
     values = sorted(dict.fromkeys(values), key=_order)
     out, others = {}, [v for v in values if _known_style(v) is None]
+    shades = ordered_colours(len(others))
     for v in values:
         if (s := _known_style(v)) is None:
             i = others.index(v)
-            c = CATEGORY_COLORS[i % len(CATEGORY_COLORS)]
-            s = {"color": c, "marker": MARKERS[i % len(MARKERS)], "markerfacecolor": c}
+            s = {"color": shades[i], "marker": MARKERS[i % len(MARKERS)], "markerfacecolor": shades[i]}
         out[v] = s
     return out
 
@@ -140,44 +165,45 @@ def value_title(column: str, value) -> str:
         return stack_title(value)
     if column == "profile":
         return profile_title(value)
-    return str(value)
+    if column == "scenario":
+        return scenario_title(value)
+    if column == "database":
+        return {"sqlite": "SQLite", "postgres": "Postgres"}.get(str(value), str(value))
+    if column == "synchronous":
+        return f"synchronous={str(value).upper()}"
+    if column == "rows_per_txn":
+        return f"{value} rows per transaction"
+    return knob_value_title(column, value)  # a knob's value (shared.toml's titles), else as it is
 
 
 class SeriesStyles:
-    """Colour, marker and dash of every series of a figure, from the columns that name them.
+    """Colour and marker of every series of a figure, from the columns that name them: the
+    stack's (`server` among the columns), else the generator's, else a shade of ORDERED per value
+    of the one other column. `database` only hollows the marker (Postgres). Every line is solid:
+    a second variable beside the stack is drawn in panels (line_chart's `panels`), and a series
+    key with one is refused."""
 
-    Colour and marker: the stack's (`server` among the columns), else the generator's, else the
-    other columns' values in natural order. Dash: `style_by`'s value — a profile's own
-    (profile_dash) when that is `profile` — or, with no `style_by`, the profile, and whatever
-    columns the colour leaves over, in natural order."""
-
-    def __init__(self, frame: pd.DataFrame, series: list[str], style_by: str | None = None):
+    def __init__(self, frame: pd.DataFrame, series: list[str]):
         self.series = list(series)
-        dash = [style_by] if style_by else (["profile"] if "profile" in self.series else [])
-        if "server" in self.series:
+        rest = [c for c in self.series if c != "database"]
+        if "server" in rest:
             colour = ["server"]
-        elif "generator" in self.series:
+        elif "generator" in rest:
             colour = ["generator"]
         else:
-            colour = [c for c in self.series if c not in dash] or list(self.series)
-        dash += [c for c in self.series if c not in colour and c not in dash]
-        self.colour_cols, self.dash_cols = colour, dash
+            colour = rest[:1] or list(self.series)
+        extra = [c for c in rest if c not in colour]
+        if extra:
+            raise ValueError(f"series {self.series}: {', '.join(extra)} beside {colour[0]} has no mark "
+                             "of its own in the lab's vocabulary; draw it in panels (panels=...)")
+        self.colour_cols = colour
         keys = frame[self.series].drop_duplicates()
         self.colour_values = sorted({self._part(k, colour) for k in keys.itertuples(index=False)},
                                     key=lambda t: [_order(v) for v in t])
-        self.dash_values = sorted({self._part(k, dash) for k in keys.itertuples(index=False)},
-                                  key=lambda t: [_order(v) for v in t])
-        singles = colours_for([t[0] for t in self.colour_values]) if len(colour) == 1 else None
-        self._colour = {t: (singles[t[0]] if singles else
-                            {"color": CATEGORY_COLORS[i % len(CATEGORY_COLORS)],
-                             "marker": MARKERS[i % len(MARKERS)],
-                             "markerfacecolor": CATEGORY_COLORS[i % len(CATEGORY_COLORS)]})
-                        for i, t in enumerate(self.colour_values)}
-        self._dash = {t: (profile_dash(t[0]) if dash == ["profile"] else DASHES[i % len(DASHES)])
-                      for i, t in enumerate(self.dash_values)}
-        if dash == ["database"]:  # SQLite solid, another database dashed (and hollow: style_for)
-            others = [t for t in self.dash_values if t != ("sqlite",)]
-            self._dash = {("sqlite",): "-", **{t: DASHES[1 + i % (len(DASHES) - 1)] for i, t in enumerate(others)}}
+        self.databases = sorted({str(d) for d in frame["database"].dropna()}, key=lambda d: d != "sqlite") \
+            if "database" in self.series else []
+        singles = colours_for([t[0] for t in self.colour_values])
+        self._colour = {t: singles[t[0]] for t in self.colour_values}
 
     def _part(self, key, cols) -> tuple:
         d = dict(zip(self.series, key))
@@ -186,57 +212,46 @@ class SeriesStyles:
     def __call__(self, key) -> dict:
         """`ax.plot` keyword arguments of the series `key` (its values of `series`, in order)."""
         key = key if isinstance(key, tuple) else (key,)
-        out = {**self._colour[self._part(key, self.colour_cols)],
-               "linestyle": self._dash[self._part(key, self.dash_cols)]}
+        out = {**self._colour[self._part(key, self.colour_cols)], "linestyle": MEASURED}
         if dict(zip(self.series, key)).get("database", "sqlite") != "sqlite":
             out["markerfacecolor"] = "white"  # another database than SQLite: hollow (style_for)
         return out
 
     @staticmethod
     def label(key) -> str:
-        """The series' key as stored (`go-nethttp · rails71`): a drawn line's own label."""
+        """The series' key as stored (`go-nethttp · postgres`): a drawn line's own label."""
         key = key if isinstance(key, tuple) else (key,)
         return " · ".join(str(v) for v in key)
 
     def title(self, key, cols: list[str] | None = None) -> str:
         """The series `key` (its values of `cols`, all the series' columns by default) in plain
-        words, for a legend: `Go · net/http, Rails 7.1 defaults` (value_title)."""
+        words, for a legend: `Go · net/http, Postgres` (value_title)."""
         key = key if isinstance(key, tuple) else (key,)
         return ", ".join(value_title(c, v) for c, v in zip(cols or self.series, key))
 
     def handles(self) -> list:
-        """Legend entries that read at a glance: one per colour (stack) and one per dash
-        (profile), rather than one per combination."""
-        if self.colour_cols == self.dash_cols:  # one key drawn twice: one entry each
-            return [Line2D([], [], **self._colour[t], linestyle=self._dash[t],
-                           label=self.title(t, self.colour_cols)) for t in self.colour_values]
-        many_c, many_d = len(self.colour_values) > 1, len(self.dash_values) > 1
-        only_dash = self._dash[self.dash_values[0]] if self.dash_values else "-"
-        out = []
-        if many_c or not many_d:
-            for t, s in self._colour.items():
-                out.append(Line2D([], [], **s, linestyle="-" if many_d else only_dash,
-                                  label=self.title(t, self.colour_cols)))
-        if many_d:
-            only = None if many_c else self._colour[self.colour_values[0]]
-            for t, dash in self._dash.items():
-                kw = {**only} if only else {"color": KEY_GREY}
-                if only and self.dash_cols == ["database"] and t != ("sqlite",):
-                    kw["markerfacecolor"] = "white"
-                out.append(Line2D([], [], **kw, linestyle=dash, label=self.title(t, self.dash_cols)))
+        """Legend entries: one per colour (stack or value), then one per database when there are
+        several (filled SQLite, hollow Postgres, in grey)."""
+        out = [Line2D([], [], **s, linestyle=MEASURED, label=self.title(t, self.colour_cols))
+               for t, s in self._colour.items()]
+        if len(self.databases) > 1:
+            for d in self.databases:
+                out.append(Line2D([], [], color=KEY_GREY, marker="o", linestyle=MEASURED,
+                                  markerfacecolor=KEY_GREY if d == "sqlite" else "white",
+                                  label=value_title("database", d)))
         return out
 
 
 # The articles' own numbers, drawn on the same axes as ours: greys, dashed, "x" markers.
 REFERENCE_COLORS = ["#111111", "#666666", "#999999", "#444444"]
-REFERENCE_DASHES = [(0, (5, 2)), (0, (2, 2)), (0, (6, 2, 1, 2)), (0, (1, 1))]
+REFERENCE_DASHES = [(0, (5, 2)), (0, (9, 3)), (0, (3, 1.5)), (0, (7, 2, 2, 2))]  # dashes, never dots (bounds)
 
 
 # How a point whose generator was the limit, or plausibly set the pace, is drawn: a ring
 # around it (lines) or a hatch (bars). Its throughput is a lower bound for the server's.
 LIMIT_MARKS = {
-    "generator_bound": {"label": "generator-bound", "color": "#cc0000", "marker": "o",
+    "generator_bound": {"label": "load generator was the limit", "color": "#000000", "marker": "o",
                         "linestyle": "-", "hatch": "//"},
-    "generator_influenced": {"label": "generator-influenced", "color": "#e08000", "marker": "s",
-                             "linestyle": "--", "hatch": "xx"},
+    "generator_influenced": {"label": "load generator may have set the pace", "color": "#000000",
+                             "marker": "s", "linestyle": "-", "hatch": "xx"},
 }
