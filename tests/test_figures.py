@@ -276,7 +276,7 @@ def test_capacity_is_one_panel_per_workload_with_one_legend():
     panels = [ax for ax in fig.axes if ax.axison]
     workloads = frame[["notebook", "scenario"]].drop_duplicates()
     assert len(panels) == len(workloads) == 7
-    assert {ax.get_title(loc="left").split("\n")[0] for ax in panels} == {
+    assert {ax.get_title(loc="left").rsplit("\n", 1)[0].replace("\n", " ") for ax in panels} == {
         servers_title for servers_title in map(plots.value_title, ["scenario"] * len(workloads), workloads["scenario"])}
     assert len(legends(fig)) == 1
     assert tuple(fig.get_size_inches()) == plots.CAPACITY_FIGSIZE

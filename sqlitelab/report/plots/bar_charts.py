@@ -127,7 +127,7 @@ def _panel_title(notebook, scenario, database, profiles) -> str:
     profile"), Postgres when it is not SQLite."""
     sub = value_title("profile", profiles[0]) if len(profiles) == 1 else "each stack's best profile"
     top = value_title("scenario", scenario) + (", on Postgres" if database not in (None, "sqlite") else "")
-    return f"{top}\n{sub}"
+    return f"{textwrap.fill(top, 30)}\n{textwrap.fill(sub, 30)}"
 
 
 def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
@@ -151,7 +151,9 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
     n = max(len(workloads), 1)
     rows = math.ceil(n / ncols)
     cols = math.ceil(n / rows)  # 5 panels: 3 + 2, not 4 + 1
-    fig, axes, key = new_panels(rows, cols, caption=caption, figsize=CAPACITY_FIGSIZE, sharey=True, n=n)
+    # the panels keep their height however many rows there are (07's Postgres runs add rows)
+    size = (CAPACITY_FIGSIZE[0], max(CAPACITY_FIGSIZE[1], 1.6 + 2.3 * rows))
+    fig, axes, key = new_panels(rows, cols, caption=caption, figsize=size, sharey=True, n=n)
     present = list(frame["server"].dropna().unique()) if has else []
     stacks = [s for s in STACK_STYLES if s in present] + sorted(s for s in present if s not in STACK_STYLES)
     styles = colours_for(stacks)

@@ -37,6 +37,16 @@ def _panel_grid(n: int, caption, title, figsize=None, sharey=True):
     return fig, axes, key
 
 
+def _from_zero(axes, bottom: float, also=()) -> None:
+    """Every panel's y axis from `bottom`, its top from all the panels' data (shared axes
+    autoscale over their siblings) and `also` (reference values to keep in view). After the
+    panels are drawn: a limit set earlier would freeze the top at the first panel's data."""
+    for ax in axes:
+        ax.autoscale_view(scalex=False)
+        top = max([ax.get_ylim()[1]] + [v * 1.05 for v in also])
+        ax.set_ylim(bottom, top)
+
+
 def _finish_legend(fig, axes, key, handles, title, below=False):
     if key is None:
         axes[0].set_title(title)
@@ -73,9 +83,10 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
             draw_reference(ax, **reference)
             shown = pd.concat([part, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
         _users_axis(ax, shown, logx)
-        ax.set_ylim(bottom=0)
         if value is not None:
             ax.set_title(textwrap.fill(value_title("profile", value), 30), fontsize=9.5)
+    _from_zero(axes, 0)
+    for ax in axes:
         label_coincident(ax)
     axes[0].set_ylabel(ylabel)
     plain_numbers(*axes)
@@ -162,17 +173,18 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
             # plain numbers (0.6, 2, 1,000), not 6×10⁻¹: minor ticks labelled where few decades show
             ax.yaxis.set_major_formatter(PlainLogFormatter())
             ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
-        else:  # a linear axis starts at zero
-            ax.set_ylim(bottom=min(0, float(df[y].min())) if len(df) else 0)
-            if percent:
-                ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
+        elif percent:
+            ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
         if xpercent:
             ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
-        if ref_lines:
-            _ref_line_labels(ax, ref_lines)
         if value is not None:
             ax.set_title(textwrap.fill(value_title(panels, value), 30), fontsize=9.5)
         ax.set_xlabel(xlabel)
+    if not logy:  # a linear axis starts at zero (below it only for negative values)
+        _from_zero(axes, min(0, float(df[y].min())) if len(df) else 0, list((ref_lines or {}).values()))
+    for ax in axes:  # once every panel's limits are final
+        if ref_lines:
+            _ref_line_labels(ax, ref_lines)
         label_coincident(ax)
     axes[0].set_ylabel(ylabel)
     plain_numbers(*axes)
