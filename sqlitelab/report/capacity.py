@@ -14,7 +14,6 @@ errors, no backlog), and `three_ways` sets it beside the closed-loop capacity an
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from sqlitelab.core.vocabulary import keeps_up, store_label

@@ -122,7 +122,7 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
 CAPACITY_FIGSIZE = (10, 6.5)
 
 
-def _panel_title(notebook, scenario, database, profiles) -> str:
+def _panel_title(scenario, database, profiles) -> str:
     """A workload's panel title in plain words: the scenario, the profile (or "each stack's best
     profile"), Postgres when it is not SQLite."""
     sub = value_title("profile", profiles[0]) if len(profiles) == 1 else "each stack's best profile"
@@ -193,7 +193,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                                                label=f"{label}: {v:,.0f}/s")
         ax.set_xlim(0, top)
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
-        ax.set_title(_panel_title(notebook, scenario, database, profiles), fontsize=8.5, fontweight="normal")
+        ax.set_title(_panel_title(scenario, database, profiles), fontsize=8.5, fontweight="normal")
         ax.grid(axis="y", visible=False)
         ax.tick_params(labelsize=8)
         ax.set_xlabel("requests/s" if value == "rps" else value, fontsize=8.5)

@@ -9,7 +9,7 @@ What it asserts, mechanically:
   stack's colour, and no other line, bar or mark takes a stack's colour;
 - no internal id in any text of a figure (titles, labels, ticks, legends, captions, notes): the
   ids of the registries themselves — stacks, profiles, scenarios, notebooks and the studies'
-  experiments — wherever they are not one plain word ("hello", "mix" read as words);
+  headline experiments — wherever they are not one plain word ("hello", "mix" read as words);
 - no bar on a log axis (a bar's length is its value);
 - no series drawn entirely under another without a direct label (marks.label_coincident).
 """
@@ -44,7 +44,6 @@ def internal_ids() -> frozenset[str]:
     ids = set(STACKS) | set(load_profiles()) | set(SCENARIOS) | set(registry.ids())
     for study in registry.studies():
         ids |= set(getattr(study, "HEADLINE_EXPERIMENTS", None) or ())
-        ids |= set(getattr(study, "EXPERIMENTS", None) or ())
     return frozenset(i for i in ids if not re.fullmatch(r"[a-z]+", i))
 
 

@@ -3,16 +3,13 @@ of requests answered within each latency (an ECDF: curves of different sizes com
 stacks on another)."""
 from __future__ import annotations
 
-import textwrap
-
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 from matplotlib.lines import Line2D
 
-from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
-from sqlitelab.report.plots.legends import _legend, fit_legends, panel_legend
+from sqlitelab.report.plots.figure import finish_legend, panel_grid, panel_title, panel_values
 from sqlitelab.report.plots.marks import PlainLogFormatter, label_coincident
 from sqlitelab.report.plots.style import MEASURED, _order, colours_for, value_title
 
@@ -29,13 +26,8 @@ def latency_ecdf(df: pd.DataFrame, series: str, title: str, panels: str | None =
     """The share of requests answered within x ms (log x), one curve per value of `series` (a
     stack's colour, else shades of ORDERED in order), in one panel per value of `panels`; each
     curve's request count in the legend. Merged over every level and repeat of its rows."""
-    pvals = sorted(df[panels].unique(), key=_order) if panels and df[panels].nunique() > 1 else [None]
-    if len(pvals) == 1:
-        fig, ax = new_figure(caption=caption)
-        axes, key = [ax], None
-    else:
-        fig, axes, key = new_panels(1, len(pvals), caption=caption, sharey=True)
-        _titled(fig, title)
+    pvals = panel_values(df, panels)
+    fig, axes, key = panel_grid(len(pvals), caption, title)
     styles = colours_for(df[series].unique())
     handles = {}
     for ax, pv in zip(axes, pvals):
@@ -58,15 +50,10 @@ def latency_ecdf(df: pd.DataFrame, series: str, title: str, panels: str | None =
         ax.set_ylim(0, 1.02)
         ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=0))
         if pv is not None:
-            ax.set_title(textwrap.fill(value_title(panels, pv), 30), fontsize=9.5)
+            panel_title(ax, panels, pv)
         label_coincident(ax)
     axes[0].set_ylabel("requests answered within x")
     legend = [Line2D([], [], color=styles[v]["color"], linestyle=MEASURED, linewidth=1.6,
                      label=f"{value_title(series, v)} ({sum(n):,} requests)")
               for v, n in sorted(handles.items(), key=lambda kv: _order(kv[0]))]
-    if key is None:
-        ax.set_title(title)
-        _legend(axes[0], legend)
-    else:
-        panel_legend(key, legend)
-    return fit_legends(fig)
+    return finish_legend(fig, axes, key, legend, title)

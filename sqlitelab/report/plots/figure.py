@@ -5,6 +5,7 @@ with its study's sentence (reading)."""
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -13,7 +14,9 @@ import pandas as pd
 
 from sqlitelab.core import config
 from sqlitelab.report.plots.check import check
-from sqlitelab.report.plots.legends import ClippedLegendError, clipped_legends, fit_legends
+from sqlitelab.report.plots.legends import (ClippedLegendError, _extra_handles, _legend, clipped_legends,
+                                            fit_legends, panel_legend)
+from sqlitelab.report.plots.style import _order, value_title
 from sqlitelab.infra.servers import profile_title
 from sqlitelab.studies import registry
 
@@ -56,6 +59,41 @@ def new_panels(nrows: int, ncols: int, caption: str | None = None, figsize=None,
     key = fig.add_subplot(gs[nrows, :])
     key.axis("off")
     return fig, axes, key
+
+
+def panel_values(df: pd.DataFrame, panels: str | None) -> list:
+    """The values of `panels` in legend order (one panel each), or [None]: one panel."""
+    if not panels or panels not in df or df[panels].nunique() < 2:
+        return [None]
+    return sorted(df[panels].dropna().unique(), key=_order)
+
+
+def panel_grid(n: int, caption, title, figsize=None, sharey=True):
+    """One axes (a plain figure) or `n` panels side by side sharing y, with a legend row and
+    the figure's title above them. Returns the figure, the axes (a list) and the legend's row
+    (None for one axes)."""
+    if n == 1:
+        fig, ax = new_figure(caption=caption, **({"figsize": figsize} if figsize else {}))
+        return fig, [ax], None
+    fig, axes, key = new_panels(1, n, caption=caption, figsize=figsize, sharey=sharey)
+    _titled(fig, title)
+    return fig, axes, key
+
+
+def panel_title(ax, column: str, value, width: int = 30, fontsize: float = 9.5) -> None:
+    """A panel's title: its value of `column` in plain words (value_title), wrapped."""
+    ax.set_title(textwrap.fill(value_title(column, value), width), fontsize=fontsize)
+
+
+def finish_legend(fig, axes, key, handles, title, below=False):
+    """The legend of a panel_grid figure (with the labelled artists of its axes) and, for one
+    axes, its title; every legend fitted to the canvas."""
+    if key is None:
+        axes[0].set_title(title)
+        _legend(axes[0], handles + _extra_handles(*axes), below=below)
+    else:
+        panel_legend(key, handles + _extra_handles(*axes))
+    return fit_legends(fig)
 
 
 def set_caption(fig, text: str) -> None:

@@ -3,8 +3,6 @@ x (line_chart, and hockey_stick_chart on it), the generators' calibration agains
 wrk, and an operation's window second by second (timeline_chart)."""
 from __future__ import annotations
 
-import textwrap
-
 import matplotlib.ticker
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -12,30 +10,14 @@ from matplotlib.patches import Patch
 
 from sqlitelab.infra import operations
 from sqlitelab.report.analysis import flagged, rate_points
-from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
-from sqlitelab.report.plots.legends import _extra_handles, _legend, fit_legends, panel_legend
+from sqlitelab.report.plots.figure import (_titled, finish_legend, new_figure, new_panels, panel_grid,
+                                           panel_title, panel_values)
+from sqlitelab.report.plots.legends import _extra_handles, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _ref_line_labels, _users_axis,
                                           draw_reference, label_coincident, mark_limits, plain_numbers)
 from sqlitelab.report.plots.style import (BOUND_STYLE, KEY_GREY, LIMIT_MARKS, STACK_STYLES, SeriesStyles,
-                                          _order, colours_for, value_title)
+                                          colours_for, value_title)
 from sqlitelab.report.plots.tables import summarise
-
-def _panel_values(df: pd.DataFrame, panels: str | None) -> list:
-    """The values of `panels` in legend order (one panel each), or [None]: one panel."""
-    if not panels or panels not in df or df[panels].nunique() < 2:
-        return [None]
-    return sorted(df[panels].dropna().unique(), key=_order)
-
-
-def _panel_grid(n: int, caption, title, figsize=None, sharey=True):
-    """One axes (a plain figure) or `n` panels side by side sharing y, with a legend row."""
-    if n == 1:
-        fig, ax = new_figure(caption=caption, **({"figsize": figsize} if figsize else {}))
-        return fig, [ax], None
-    fig, axes, key = new_panels(1, n, caption=caption, figsize=figsize, sharey=sharey)
-    _titled(fig, title)
-    return fig, axes, key
-
 
 def _from_zero(axes, bottom: float, also=()) -> None:
     """Every panel's y axis from `bottom`, its top from all the panels' data (shared axes
@@ -47,15 +29,6 @@ def _from_zero(axes, bottom: float, also=()) -> None:
         ax.set_ylim(bottom, top)
 
 
-def _finish_legend(fig, axes, key, handles, title, below=False):
-    if key is None:
-        axes[0].set_title(title)
-        _legend(axes[0], handles + _extra_handles(*axes), below=below)
-    else:
-        panel_legend(key, handles + _extra_handles(*axes))
-    return fit_legends(fig)
-
-
 def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
                      caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
                      logx: bool = True, reference: dict | None = None):
@@ -64,8 +37,8 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
     `reference`: the article's numbers on the same axes, as draw_reference's keyword
     arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`)."""
     s = summarise(df)
-    values = _panel_values(s, "profile")
-    fig, axes, key = _panel_grid(len(values), caption, title)
+    values = panel_values(s, "profile")
+    fig, axes, key = panel_grid(len(values), caption, title)
     styles = SeriesStyles(s, ["server"])
     for ax, value in zip(axes, values):
         part = s if value is None else s[s["profile"] == value]
@@ -84,13 +57,13 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
             shown = pd.concat([part, reference["ref"][[reference["x"]]].rename(columns={reference["x"]: "users"})])
         _users_axis(ax, shown, logx)
         if value is not None:
-            ax.set_title(textwrap.fill(value_title("profile", value), 30), fontsize=9.5)
+            panel_title(ax, "profile", value)
     _from_zero(axes, 0)
     for ax in axes:
         label_coincident(ax)
     axes[0].set_ylabel(ylabel)
     plain_numbers(*axes)
-    return _finish_legend(fig, axes, key, styles.handles(), title, below=bool(reference))
+    return finish_legend(fig, axes, key, styles.handles(), title, below=bool(reference))
 
 
 PERCENTILE_NAMES = {"p50_ms": "p50", "p90_ms": "p90", "p95_ms": "p95", "p99_ms": "p99",
@@ -139,8 +112,8 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
     only when the values span more than 30×; `percent`: y is a share (0–1) drawn as %;
     `xpercent`: x is a share, drawn as %; a linear y axis starts at zero; `markevery`: as
     `ax.plot`'s, for dense lines. Series that coincide are labelled directly."""
-    values = _panel_values(df, panels)
-    fig, axes, key = _panel_grid(len(values), caption, title, figsize=figsize)
+    values = panel_values(df, panels)
+    fig, axes, key = panel_grid(len(values), caption, title, figsize=figsize)
     styles = SeriesStyles(df, series)
     if logy == "auto":
         pos = df[y][df[y] > 0]
@@ -178,7 +151,7 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
         if xpercent:
             ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
         if value is not None:
-            ax.set_title(textwrap.fill(value_title(panels, value), 30), fontsize=9.5)
+            panel_title(ax, panels, value)
         ax.set_xlabel(xlabel)
     if not logy:  # a linear axis starts at zero (below it only for negative values)
         _from_zero(axes, min(0, float(df[y].min())) if len(df) else 0, list((ref_lines or {}).values()))
@@ -191,7 +164,7 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
     handles = styles.handles()
     if bounds is not None and len(bounds):
         handles.append(Line2D([], [], color=KEY_GREY, label=bounds_label, **BOUND_STYLE))
-    return _finish_legend(fig, axes, key, handles, title, below=bool(reference))
+    return finish_legend(fig, axes, key, handles, title, below=bool(reference))
 
 
 def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):

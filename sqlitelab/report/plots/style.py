@@ -93,6 +93,9 @@ def ordered_colours(n: int) -> list[str]:
     return [ORDERED[min(i, len(ORDERED) - 1)] for i in idx]
 
 
+STACK_GID = "stack:"  # the gid prefix of every artist drawn for a stack (stack_gid)
+
+
 def style_for(server: str, database: str | None = None) -> dict:
     """The colour and marker of a stack, as keyword arguments for `ax.plot`. `database`: the
     store behind it — SQLite (None or "sqlite") fills the marker; another database (a later
@@ -104,9 +107,6 @@ def style_for(server: str, database: str | None = None) -> dict:
     fill = s["color"] if database in (None, "sqlite") else "white"
     return {"color": s["color"], "marker": s["marker"], "markerfacecolor": fill,
             "gid": stack_gid(server)}
-
-
-STACK_GID = "stack:"  # the gid prefix of every artist drawn for a stack (stack_gid)
 
 
 def stack_gid(server: str) -> str:
