@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 # One calibration of the load generators for the whole session (measured by the first sweep
@@ -29,6 +30,15 @@ def pytest_sessionfinish(session, exitstatus):
     in_controller = not hasattr(session.config, "workerinput")  # pytest-xdist: not a worker
     if in_ci() and in_controller and disallowed_skips() and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def command_line(p: psutil.Process) -> str:
+    """`p`'s command line, or "" once it has exited or is a zombie: a child found by
+    `children()` can die before its command line is read, and that is not a failure."""
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
 
 
 def selected(variable: str, known) -> list[str]:

@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import psutil
 import pytest
+from conftest import command_line
 from hdrh.histogram import HdrHistogram
 
 from sqlitelab.core import config, processes, results
@@ -367,7 +368,7 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
         proc = subprocess.Popen([sys.executable, "-c", script], cwd=config.PROJ_ROOT, stderr=err)
     try:
         deadline = time.time() + 60
-        while time.time() < deadline and not any("locust" in " ".join(p.cmdline())
+        while time.time() < deadline and not any("locust" in command_line(p)
                                                   for p in processes_mentioning(marker)):
             time.sleep(0.2)
         assert processes_mentioning(marker), "the sweep never started its generator"
@@ -383,7 +384,7 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
         assert proc.returncode != 0
         time.sleep(0.5)
         left = processes_mentioning(marker)
-        assert not left, [p.cmdline() for p in left]
+        assert not left, [command_line(p) for p in left]
     finally:  # never leave the sweep behind (nor a zombie for the next test to trip on)
         if proc.poll() is None:
             proc.kill()

@@ -12,6 +12,7 @@ import time
 import pandas as pd
 import psutil
 import pytest
+from conftest import command_line
 
 from sqlitelab.report import capacity
 from sqlitelab import batch
@@ -211,12 +212,12 @@ def test_an_interrupted_postgres_sweep_leaves_nothing_running(tmp_path):
         started = []
         while time.monotonic() < deadline and not started:
             kids = psutil.Process(proc.pid).children(recursive=True)
-            if any("loadgen" in " ".join(k.cmdline()) for k in kids if k.is_running()):
+            if any("loadgen" in command_line(k) for k in kids):
                 started = kids
             time.sleep(0.2)
         assert started, "the level never started"
-        pg = [k for k in started if k.name() == "postgres"]
-        assert pg, [k.cmdline() for k in started]
+        pg = [k for k in started if command_line(k).split(" ")[0].endswith("postgres")]
+        assert pg, [command_line(k) for k in started]
         time.sleep(1)
         os.kill(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
