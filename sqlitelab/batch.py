@@ -4,7 +4,11 @@ Each notebook is executed into data/runs/<run_id>/<notebook>.ipynb (never over t
 with the fixed `sqlitelab` kernel, its `scale` and `run_id` parameters set, and any -p
 overrides (values parsed as Python literals: `-p levels "[1, 2]"`). A summary of the points
 each run stored, and where the executed notebooks and figures are, is printed at the end, with
-every stored row whose audit failed (AUDITED) listed under it.
+every stored row whose audit failed (AUDITED) listed under it, and every notebook that took longer
+than its time budget at that scale (its study's BUDGET_SECONDS, sqlitelab.studies.scales.budget)
+named with where its time went (sqlitelab.report.timing.breakdown), under the collection's total
+against its budget (scales.COLLECTION_BUDGET_SECONDS). A budget holds for the reference machine
+(2 cores): over it is reported, not a failure.
 
 Every notebook runs, whatever happened to the one before. Exit status: 0 every notebook ran
 and every audit passed; 1 a notebook stopped on an error or stored a failed audit; 2 bad
@@ -22,7 +26,8 @@ from pathlib import Path
 
 from sqlitelab.core import config, machine, results
 from sqlitelab.lab import kernel_transport
-from sqlitelab.studies import registry
+from sqlitelab.report import timing
+from sqlitelab.studies import registry, scales
 
 
 # Notebooks that read the newest runs of the others (their study's READS_THE_OTHERS; notebook 06:
@@ -127,16 +132,45 @@ def failed_audits(run_id: str) -> dict:
     return out
 
 
-def summary(done: list[dict], failed: dict | None = None) -> str:
-    """The table of the notebooks run, and under it every row whose audit failed. `failed`:
-    {run_id: failed_audits(run_id)} (looked up when not given)."""
+def over_budget(done: list[dict], scale: str) -> list[str]:
+    """One line per notebook run that took longer than its budget at `scale`, with where its
+    time went."""
+    lines = []
+    for d in done:
+        allowed = scales.budget(d["notebook"], scale)
+        if allowed is not None and d["seconds"] > allowed:
+            where = timing.breakdown(d["run_id"])
+            lines.append(f"OVER BUDGET: {d['notebook']} took {d['seconds']:.0f} s against its "
+                         f"{allowed:.0f} s ({scale})" + (f"; {where}" if where else ""))
+    return lines
+
+
+def total_line(done: list[dict], scale: str, seconds: float) -> str:
+    """The batch's wall time against the collection's budget at `scale` (all notebooks run), or
+    against the sum of the budgets of those it ran (none: notebooks no study declares)."""
+    ran = {d["notebook"] for d in done}
+    every = scales.budgets(scale)
+    if not ran & set(every):
+        return f"{seconds:.0f} s in all"
+    allowed = (scales.COLLECTION_BUDGET_SECONDS[scale] if set(every) <= ran
+               else sum(b for n, b in every.items() if n in ran))
+    verdict = "within" if seconds <= allowed else "OVER"
+    return f"{seconds:.0f} s in all, {verdict} the budget of {allowed:.0f} s"
+
+
+def summary(done: list[dict], failed: dict | None = None, scale: str | None = None) -> str:
+    """The table of the notebooks run (with each one's budget at `scale`), and under it every
+    row whose audit failed and every run over its budget. `failed`: {run_id: failed_audits(run_id)}
+    (looked up when not given)."""
     failed = {d["run_id"]: failed_audits(d["run_id"]) for d in done} if failed is None else failed
     rows = []
     every = results.load_points()
     for d in done:
         pts = every[every["notebook_run"] == d["run_id"]] if len(every) else every
         bad = sum(len(t) for t in failed.get(d["run_id"], {}).values())
+        allowed = scales.budget(d["notebook"], scale) if scale else None
         row = {"notebook": d["notebook"], "seconds": d["seconds"],
+               "budget s": "" if allowed is None else f"{allowed:.0f}",
                "points": len(pts) or _count(d["run_id"], "buffer_points"),
                "status": "error: " + d["error"] if d["error"] else "ok"}
         if len(pts):
@@ -153,7 +187,8 @@ def summary(done: list[dict], failed: dict | None = None) -> str:
         for table, bad in failed.get(d["run_id"], {}).items():
             text += (f"\n\nAUDIT FAILED: {d['notebook']} ({d['run_id']}), {len(bad)} row(s) of "
                      f"`{table}` with audit_ok false:\n" + bad.to_string(index=False))
-    return text
+    over = over_budget(done, scale) if scale else []
+    return text + ("\n\n" + "\n".join(over) if over else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,9 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   {done[-1]['seconds']} s -> {done[-1]['executed']}"
               + (f"\n   FAILED: {done[-1]['error']}" if done[-1]["error"] else ""), flush=True)
     failed = {d["run_id"]: failed_audits(d["run_id"]) for d in done}
-    print(f"\nSummary ({args.scale} scale, {time.perf_counter() - t:.0f} s in all, "
+    print(f"\nSummary ({args.scale} scale, {total_line(done, args.scale, time.perf_counter() - t)}, "
           f"{machine.machine_label()}):")
-    print(summary(done, failed))
+    print(summary(done, failed, args.scale))
     print(f"\nExecuted notebooks: {config.RUNS_DIR}/<run_id>/\nFigures: {config.FIGURES_DIR}/<notebook>/"
           f"\nResults: {config.RESULTS_DB}")
     return 1 if any(d["error"] for d in done) or any(failed.values()) else 0

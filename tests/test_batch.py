@@ -136,6 +136,34 @@ def test_the_failing_rows_show_inflight_writes_when_the_points_have_it(tmp_path,
     assert bad["inflight_writes"].tolist() == [3]
 
 
+def test_a_notebook_over_its_budget_is_named_with_where_its_time_went(tmp_path, monkeypatch):
+    import json
+    from sqlitelab.studies import scales
+    monkeypatch.setattr(config, "RESULTS_DB", tmp_path / "results.db")
+    allowed = scales.budget("03-read-write-mix", "quick")
+    pts = [point("r3", "03-read-write-mix", time_window_s=30.0, time_startup_s=10.0,
+                 time_shutdown_s=5.0)]
+    results.store_run({"run_id": "r3", "notebook": "03-read-write-mix", "notebook_run": "r3",
+                       "scale": "quick", "started": results.now_iso(), "wall_seconds": 50.0,
+                       "server_timing": json.dumps([{"start_s": 5.0}])}, pts)
+    store("r9", "09-network-delay", [point("r9", "09-network-delay")])
+    done = [{"notebook": "03-read-write-mix", "run_id": "r3", "seconds": allowed + 1, "error": None},
+            {"notebook": "09-network-delay", "run_id": "r9", "seconds": 1.0, "error": None},
+            {"notebook": "99-mine", "run_id": "r9", "seconds": 1e6, "error": None}]  # no study, no budget
+    text = batch.summary(done, {}, "quick")
+    table, over = text.split("\n\n")
+    assert table.splitlines()[0].split()[:3] == ["notebook", "seconds", "budget"]
+    assert over.splitlines() == [
+        f"OVER BUDGET: 03-read-write-mix took {allowed + 1:.0f} s against its {allowed:.0f} s (quick); "
+        "window 30 s (60%), generator start-up 10 s (20%), generator shutdown 5 s (10%), "
+        "server start 5 s (10%) of the sweeps' 50 s"]
+    assert batch.total_line(done[:2], "quick", 10.0) == (
+        f"10 s in all, within the budget of {allowed + scales.budget('09-network-delay', 'quick'):.0f} s")
+    every = [{"notebook": n} for n in scales.budgets("quick")]
+    assert batch.total_line(every, "quick", 901.0) == "901 s in all, OVER the budget of 900 s"
+    assert batch.total_line(done[2:], "quick", 5.0) == "5 s in all"
+
+
 # ------------------------------------------------------------------ notebook: batch.main
 
 @pytest.mark.notebook

@@ -321,7 +321,7 @@ def test_a_sweep_of_several_scenarios_shares_one_file_per_server(lab_dirs):
     timing_rows = [r for v in runs["server_timing"] for r in json.loads(v)]
     assert sum(r["copy_s"] > 0 for r in timing_rows) == 1          # one copy for both scenarios
     assert sum(r["integrity_s"] > 0 for r in timing_rows) == 1     # one check, at the end
-    b = timing.budget(base, lab_dirs / "results.db").set_index("phase")
+    b = timing.phases(base, lab_dirs / "results.db").set_index("phase")
     assert b.loc["window", "seconds"] == pytest.approx(4, abs=0.1)
     assert b.loc["sweeps' wall time", "seconds"] == pytest.approx(runs["wall_seconds"].sum())
     assert abs(b.loc["unaccounted", "seconds"]) < 0.2 * b.loc["sweeps' wall time", "seconds"]

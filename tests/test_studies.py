@@ -15,7 +15,7 @@ PACKAGE = config.PROJ_ROOT / "sqlitelab"
 
 # What every study declares, module-level data (None where it has none).
 DECLARED = ("ID", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
-            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "SUMMARY")
+            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "SUMMARY", "BUDGET_SECONDS")
 
 
 def test_every_notebook_has_one_study_and_every_study_its_notebook():
@@ -39,8 +39,21 @@ def test_every_study_declares_what_a_notebook_is(notebook):
                                                for k, v in s.READING.items())
     assert isinstance(s.IN_COLLECTION, bool) and isinstance(s.READS_THE_OTHERS, bool)
     assert s.HEADLINE_EXPERIMENTS is None or (s.IN_COLLECTION and isinstance(s.HEADLINE_EXPERIMENTS, set))
+    assert set(s.BUDGET_SECONDS) == set(s.SCALES) and all(b > 0 for b in s.BUDGET_SECONDS.values())
+    assert s.BUDGET_SECONDS["quick"] <= scales.QUICK_MOST, f"{notebook}: no quick notebook over {scales.QUICK_MOST:.0f} s"
     assert s.SUMMARY is None or (s.ARTICLE is not None and callable(getattr(summaries, s.SUMMARY, None))), \
         f"{s.__name__}.SUMMARY names no function of sqlitelab.report.summaries"
+
+
+@pytest.mark.parametrize("scale", ["quick", "seed"])
+def test_the_notebooks_budgets_fit_the_collections(scale):
+    """`make run` within 15 minutes of notebooks, `make seed` within 90: the studies' shares add
+    up within the collection's budget, and every notebook has one."""
+    got = scales.budgets(scale)
+    assert list(got) == registry.ids()
+    assert sum(got.values()) <= scales.COLLECTION_BUDGET_SECONDS[scale], got
+    assert scales.settings("09-network-delay", scale)["budget_seconds"] == got["09-network-delay"]
+    assert scales.budget("99-mine", scale) is None  # a notebook of one's own has none
 
 
 def test_the_registry_refuses_an_unknown_notebook():

@@ -312,7 +312,7 @@ def test_sampler_waits_for_a_window_the_generator_opens():
     assert 0 <= s.marks["t1"]["late_s"] <= s.marks["t1"]["t"] - t1  # the count read before the CPU
 
 
-def test_time_budget_sums_the_phases(tmp_path):
+def test_timing_phases_sum_to_the_wall_time(tmp_path):
     from sqlitelab.core import results
     from sqlitelab.report import timing
     db = tmp_path / "results.db"
@@ -327,17 +327,17 @@ def test_time_budget_sums_the_phases(tmp_path):
                               "confirm_s": 0.0, "stop_s": 0.1, "integrity_s": 0.4}],
            "wall_seconds": 37.5}
     results.store_run(run, pts, db)
-    b = timing.budget("r1", db).set_index("phase")
+    b = timing.phases("r1", db).set_index("phase")
     assert b.loc["window", "seconds"] == 30 and b.loc["window", "points"] == 3
     assert b.loc["database copy", "seconds"] == 2 and b.loc["database copy", "points"] == 1
     assert b.loc["point bookkeeping", "seconds"] == pytest.approx(3 * (10.92 - 10.87))
     named = b.drop(index=["unaccounted", "sweeps' wall time"])["seconds"].sum()
     assert b.loc["unaccounted", "seconds"] == pytest.approx(37.5 - named)
     assert b.loc["sweeps' wall time", "share"] == 1
-    by = timing.budget("r1", db, by="generator")
+    by = timing.phases("r1", db, by="generator")
     assert set(by["generator"].dropna()) == {"locust", "loadgen"}
     with pytest.raises(ValueError, match="no run"):
-        timing.budget("nope", db)
+        timing.phases("nope", db)
 
 
 def test_an_experiment_is_checked_whole_before_any_sweep_starts(tmp_path):

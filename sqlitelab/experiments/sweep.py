@@ -11,7 +11,7 @@ server still runs; then the server is stopped by its PID and the file checked (`
 integrity_check`). Several scenarios (`scenario=[...]`) share the copy, each with its own
 server start. Points go to data/results.db; raw Locust output, histograms and server logs
 stay in data/runs/<run_id>/. Where the wall time went is kept too: `time_*` columns per point,
-`server_timing` and `*_seconds` per run (sqlitelab.report.timing.budget sums them).
+`server_timing` and `*_seconds` per run (sqlitelab.report.timing.phases sums them).
 
 The generator is never the story (see sqlitelab.load.calibrate and verdicts.influence):
 - every point says whether its generator was the limit (`generator_bound`: its CPU saturated)

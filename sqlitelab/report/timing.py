@@ -1,8 +1,9 @@
 """Where a run's wall time went: the measurement itself against the lab's own overheads.
 
-    timing.budget(run_id)           # a notebook run's sweeps (points, runs.server_timing)
-    timing.budget(run_id, by="generator")
-    timing.buffer_budget(run_id)    # notebook 04's buffer points, per total
+    timing.phases(run_id)           # a notebook run's sweeps (points, runs.server_timing)
+    timing.phases(run_id, by="generator")
+    timing.buffer_phases(run_id)    # notebook 04's buffer points, per total
+    timing.breakdown(run_id)        # the largest phases in one line (batch's over-budget note)
 
 Sweeps record it as they go: per point the `time_*` columns (load.level_timing: the
 generator's start-up, warm-up, window, shutdown, merge; sweep: counts, page-cache probes,
@@ -45,7 +46,7 @@ def _of(run_id: str) -> list:  # a notebook run (every experiment), or one sweep
     return [run_id, run_id]
 
 
-def budget(run_id: str, path=None, by: str | None = None) -> pd.DataFrame:
+def phases(run_id: str, path=None, by: str | None = None) -> pd.DataFrame:
     """A notebook run's (or one sweep's) wall time by phase: seconds, share of the sweeps'
     wall time, how many times it was paid (`points`: points for a point's phases, server starts
     for a server's, sweeps for a sweep's) and seconds each. `by` (e.g. "generator", "server",
@@ -56,7 +57,7 @@ def budget(run_id: str, path=None, by: str | None = None) -> pd.DataFrame:
     if runs.empty:
         raise ValueError(f"no run {run_id!r} in {path or config.RESULTS_DB}")
     if pts.empty and ("server_timing" not in runs or runs["server_timing"].isna().all()):
-        raise ValueError(f"run {run_id!r} has no sweep points (a buffer run? see buffer_budget)")
+        raise ValueError(f"run {run_id!r} has no sweep points (a buffer run? see buffer_phases)")
     rows = []
     groups = [(None, pts)] if by is None or pts.empty else list(pts.groupby(by, sort=True))
     for key, g in groups:
@@ -105,7 +106,7 @@ BUFFER_PHASES = [
 ]
 
 
-def buffer_budget(run_id: str, path=None, by: str = "total") -> pd.DataFrame:
+def buffer_phases(run_id: str, path=None, by: str = "total") -> pd.DataFrame:
     """Notebook 04's wall time by phase, per `by` (total records by default): seconds per
     phase summed over the points, and `other` (what the point's wall time holds beyond them:
     set-up, probes, the process's exit)."""
@@ -131,6 +132,27 @@ def buffer_budget(run_id: str, path=None, by: str = "total") -> pd.DataFrame:
     return pd.concat([out.astype({by: object}), pd.DataFrame([total])], ignore_index=True)
 
 
+def breakdown(run_id: str, path=None, most: int = 6) -> str:
+    """Where a notebook run's time went, in one line: its `most` largest phases with their
+    seconds and share of the sweeps' wall time (or of its buffer points'), for batch's summary
+    of a run over its budget; "" for a run that stored neither (notebook 06)."""
+    try:
+        t = phases(run_id, path)
+        wall = t.loc[t["phase"] == "sweeps' wall time", "seconds"].iloc[0]
+        parts = t[(t["phase"] != "sweeps' wall time") & (t["seconds"] > 0)]
+        parts, whole = dict(zip(parts["phase"], parts["seconds"])), "the sweeps'"
+    except ValueError:
+        try:
+            row = buffer_phases(run_id, path).iloc[-1]
+        except ValueError:
+            return ""
+        wall = row["point wall"]
+        parts = {p: row[p] for p, _, _ in BUFFER_PHASES + [("other", None, None)] if row.get(p, 0) > 0}
+        whole = "the buffer points'"
+    top = sorted(parts.items(), key=lambda kv: -kv[1])[:most]
+    return ", ".join(f"{p} {s:.0f} s ({s / wall:.0%})" for p, s in top) + f" of {whole} {wall:.0f} s"
+
+
 def newest_runs(path=None) -> list[tuple[str, str]]:
     """(notebook, notebook run) of the newest run of each notebook."""
     runs = results.read_sql("SELECT notebook, notebook_run, started FROM runs ORDER BY started", [], path)
@@ -152,11 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         for notebook, run_id in todo:
             print(f"== {run_id}" + (f" ({notebook})" if notebook else ""))
             try:
-                print(budget(run_id, by=args.by).round(2).to_string(index=False))
+                print(phases(run_id, by=args.by).round(2).to_string(index=False))
             except ValueError:
                 pass
             try:
-                print(buffer_budget(run_id).round(1).to_string(index=False))
+                print(buffer_phases(run_id).round(1).to_string(index=False))
             except ValueError:
                 pass
             print()

@@ -14,6 +14,10 @@ SCALES: dict[str, dict] = {
     "seed": {"slo_p99_ms": 100.0},
 }
 
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget).
+BUDGET_SECONDS: dict[str, float] = {"quick": 15, "seed": 60}
+
 SERVER_SPLIT: int | None = None
 
 IN_COLLECTION = False

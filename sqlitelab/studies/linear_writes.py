@@ -23,6 +23,10 @@ SCALES: dict[str, dict] = {
              "beyond_repeats": 1, "crosscheck_users": [1, 4, 16], "ceiling_seconds": 2.0},
 }
 
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget).
+BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 900}
+
 SERVER_SPLIT: int | None = None
 
 IN_COLLECTION = True

@@ -19,6 +19,10 @@ SCALES: dict[str, dict] = {
              "delays_us": [100, 500]},
 }
 
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget).
+BUDGET_SECONDS: dict[str, float] = {"quick": 45, "seed": 240}
+
 SERVER_SPLIT: int | None = None
 
 IN_COLLECTION = False

@@ -21,6 +21,10 @@ SCALES: dict[str, dict] = {
              "users_rows": 5_000_000, "fraction": 0.5},
 }
 
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget).
+BUDGET_SECONDS: dict[str, float] = {"quick": 90, "seed": 360}
+
 SERVER_SPLIT: int | None = None
 
 IN_COLLECTION = True

@@ -23,6 +23,10 @@ SCALES: dict[str, dict] = {
              "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0},
 }
 
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget).
+BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 1500}
+
 SERVER_SPLIT: int | None = 4
 
 IN_COLLECTION = True

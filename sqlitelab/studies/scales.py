@@ -10,12 +10,33 @@ half (commits, then point reads) of the raw-SQLite ceiling on the server's core 
 `seed` keeps every setting an article states (its levels, durations, request counts, record
 totals, rows per transaction, connection behaviour, repeats) and must finish within 90 minutes
 on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fit (issue 12;
-`python -m sqlitelab.report.timing` and timing.budget show where a run's time went): each study
+`python -m sqlitelab.report.timing` and timing.phases show where a run's time went): each study
 (sqlitelab.studies.<notebook>, SCALES) says in its docstring what its seed scale keeps and cuts.
 """
 from __future__ import annotations
 
 from sqlitelab.studies import registry
+
+# The collection's wall time per scale on the reference machine (2 cores, set-up warm): `make run`
+# (quick) within 15 minutes of notebooks, `make seed` within 90 (DESIGN), no quick notebook over
+# QUICK_MOST. Each study's BUDGET_SECONDS is its share; tests/test_studies.py checks they fit.
+COLLECTION_BUDGET_SECONDS: dict[str, float] = {"quick": 15 * 60, "seed": 90 * 60}
+QUICK_MOST = 150.0
+
+
+def budget(notebook: str, scale: str) -> float | None:
+    """`notebook`'s wall-time budget at `scale` in seconds (its study's BUDGET_SECONDS), None for
+    a scale it has none for or a notebook no study declares (one of a LAB_NOTEBOOKS_DIR of
+    one's own)."""
+    if notebook not in registry.ids():
+        return None
+    return registry.study(notebook).BUDGET_SECONDS.get(scale)
+
+
+def budgets(scale: str) -> dict[str, float]:
+    """Every notebook's budget at `scale`, in the notebooks' order."""
+    return {n: b for n in registry.ids() if (b := budget(n, scale)) is not None}
+
 
 # 03's fine levels, a sweep of 16 levels beyond the article's five (about 9 minutes at seed
 # scale): pass `fine_levels=FINE_LEVELS` (or `-p fine_levels "[...]"`) to run it.
@@ -96,6 +117,7 @@ def settings(notebook: str, scale: str, **overrides) -> dict:
                 raise ValueError(f"{k} must be {words}, not {v!r}")
             out[k] = v
     out["scale"] = scale
+    out["budget_seconds"] = budget(notebook, scale)
     return out
 
 

@@ -30,6 +30,10 @@ SCALES: dict[str, dict] = {
              "users_rows": 100_000, "user_bytes": 700, "db_delays_us": [100, 500]},
 }
 
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget).
+BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 600}
+
 SERVER_SPLIT: int | None = None
 
 IN_COLLECTION = True
