@@ -30,13 +30,13 @@ APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium 
 HEY_VERSION := $(shell sed -n 's/^VERSION = "\(v[0-9.]*\)".*/\1/p' sqlitelab/load/hey.py)
 OHA_VERSION := $(shell sed -n 's/^VERSION = "\([0-9.]*\)".*/\1/p' sqlitelab/load/oha.py)
 
-.PHONY: help setup test test-fast test-contract test-harness test-notebooks run seed report lab browse lock servers calibrate clean distclean
+.PHONY: help setup calibrated test test-fast test-contract test-harness test-notebooks run seed report lab browse lock servers calibrate clean distclean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel $(STAMP)/bin/litestream $(STAMP)/hey-$(HEY_VERSION) $(STAMP)/oha-$(OHA_VERSION) servers ## install everything the lab needs (idempotent; quick the second time)
+setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel $(STAMP)/bin/litestream $(STAMP)/hey-$(HEY_VERSION) $(STAMP)/oha-$(OHA_VERSION) servers calibrated ## install everything the lab needs (idempotent; quick the second time)
 
 $(STAMP)/apt: Makefile
 	@mkdir -p $(STAMP)
@@ -113,6 +113,12 @@ $(STAMP)/oha-$(OHA_VERSION):
 
 servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load generator and the link's delay proxy (cached)
 	@$(PY) -m sqlitelab.build build
+
+# The load generators measured against wrk on this machine (sqlitelab.load.calibrate: a minute or
+# two, once per machine and generator version; a lookup after). Every sweep reads it, and a test
+# session copies it (tests/conftest.py), so neither `make run` nor `make test` pays for it.
+calibrated: servers
+	@$(PY) -m sqlitelab.calibrate ensure
 
 test: setup ## run the whole test suite: fast, contract, harness and notebook tiers
 	$(PY) -m pytest -q

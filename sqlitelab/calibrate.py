@@ -1,6 +1,7 @@
 """`make calibrate`: the load generators measured against wrk on this machine, printed and drawn.
 
     python -m sqlitelab.calibrate               # both generators, unless already calibrated
+    python -m sqlitelab.calibrate ensure        # the same, silent when calibrated (make setup)
     python -m sqlitelab.calibrate --force       # measure again
     python -m sqlitelab.calibrate compare --servers ruby-puma python-fastapi --users 32
 
@@ -24,7 +25,7 @@ from sqlitelab.report import plots
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlitelab.calibrate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", default="calibrate", choices=["calibrate", "show", "compare"])
+    ap.add_argument("command", nargs="?", default="calibrate", choices=["calibrate", "ensure", "show", "compare"])
     ap.add_argument("--generator", nargs="*", default=list(commands.GENERATORS), choices=commands.GENERATORS)
     ap.add_argument("--force", action="store_true", help="measure again even if calibrated")
     ap.add_argument("--servers", nargs="*", default=["ruby-puma", "python-fastapi"])
@@ -45,6 +46,13 @@ def main(argv: list[str] | None = None) -> int:
             print(df.drop(columns=["run_id"]).round(3).to_string(index=False))
             print()
             print(comparison_table(df).T.to_string(header=False))
+        return 0
+    if args.command == "ensure":  # a set-up step: one line per generator it measures, else nothing
+        for g in args.generator:
+            if not current(g, generator_cpus):
+                print(f"setup: calibrating {g} against wrk on this machine (a minute or two, once)",
+                      flush=True)
+                calibrate(g, server_cpus=server_cpus, generator_cpus=generator_cpus)
         return 0
     if args.command == "calibrate":
         for g in args.generator:

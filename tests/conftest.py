@@ -11,17 +11,20 @@ from pathlib import Path
 import psutil
 import pytest
 
-# One calibration of the load generators for the whole session (measured by the first sweep
-# that needs it), shared by the tests' throw-away data directories and the notebooks' kernels.
-# Point LAB_CALIBRATION_DB at a results.db that holds one to reuse it.
+from sqlitelab.core import config
+from sqlitelab.infra import databases, servers
+from sqlitelab.load import calibrate, driver as load, wrk
+
+# One calibration of the load generators for the whole session, in a file of its own that the
+# tests' throw-away data directories and the notebooks' kernels share: the one `make setup`
+# measured on this machine (copied from data/results.db), else measured by the first sweep that
+# needs it. Point LAB_CALIBRATION_DB at a results.db that holds one to use it as it is.
 _CALIBRATION_DIR = None
 if not os.environ.get("LAB_CALIBRATION_DB"):
     _CALIBRATION_DIR = Path(tempfile.mkdtemp(prefix="lab-test-calibration-"))
     os.environ["LAB_CALIBRATION_DB"] = str(_CALIBRATION_DIR / "calibration.db")
-
-from sqlitelab.core import config  # noqa: E402  (after LAB_CALIBRATION_DB is set)
-from sqlitelab.infra import databases, servers
-from sqlitelab.load import driver as load, wrk
+    config.CALIBRATION_DB = Path(os.environ["LAB_CALIBRATION_DB"])
+    calibrate.copy_calibrations(config.RESULTS_DB, config.CALIBRATION_DB)
 
 
 def pytest_sessionfinish(session, exitstatus):

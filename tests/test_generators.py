@@ -8,13 +8,14 @@ never of speed.
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pandas as pd
 import pytest
 
 from sqlitelab.report import analysis, findings, plots
 from sqlitelab.load import calibrate, driver as load, verdicts, wrk
-from sqlitelab.core import layout, results
+from sqlitelab.core import layout, machine, results
 from sqlitelab.infra import databases, servers
 from sqlitelab.experiments.sweep import sweep
 
@@ -151,6 +152,27 @@ def test_tables_treat_an_influenced_peak_as_a_lower_bound():
     assert "generator-influenced" in findings.health(df.assign(influence="x"))
     fig = plots.throughput_chart(df)
     assert plots.LIMIT_MARKS["generator_influenced"]["label"] in fig.axes[0].get_legend_handles_labels()[1]
+
+
+def test_a_test_session_reuses_the_calibration_the_set_up_stored(tmp_path):
+    """conftest copies the machine's calibrations (data/results.db) into the session's own file:
+    the copy is found as the current one, with its points and numbers unchanged."""
+    src, dst = tmp_path / "results.db", tmp_path / "session.db"
+    assert calibrate.copy_calibrations(src, dst) == 0 and not dst.exists()  # nothing stored yet
+    con = sqlite3.connect(src)
+    con.execute("CREATE TABLE calibrations (calib_id TEXT, generator TEXT, version TEXT, machine TEXT, "
+                "method TEXT, generator_pinning TEXT, started TEXT, onset_util REAL)")
+    con.execute("CREATE TABLE calibration_points (calib_id TEXT, users INTEGER, rps REAL)")
+    con.execute("INSERT INTO calibrations VALUES ('c1', 'loadgen', ?, ?, ?, '1', '2026-11-26', 0.61)",
+                (calibrate.generator_version("loadgen"), machine.machine_label(), calibrate.METHOD))
+    con.executemany("INSERT INTO calibration_points VALUES ('c1', ?, ?)", [(4, 399.5), (6, 598.25)])
+    con.commit()
+    con.close()
+    assert calibrate.copy_calibrations(src, dst) == 1
+    got = calibrate.current("loadgen", "1", dst)
+    assert got["calib_id"] == "c1" and got["onset_util"] == 0.61
+    assert calibrate.load_calibrations(dst)[1]["rps"].tolist() == [399.5, 598.25]
+    assert calibrate.current("loadgen", "0", dst) is None  # another pinning is not this one
 
 
 # --------------------------------------------------------------------------- real runs

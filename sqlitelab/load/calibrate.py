@@ -275,6 +275,24 @@ def load_calibrations(path=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     return cal, pts
 
 
+def copy_calibrations(src, dst) -> int:
+    """Every calibration stored in `src` (a results.db) with its points, added to `dst` (made
+    when missing), as many as were copied: the calibration the set-up measured on this machine
+    (`make setup`: `python -m sqlitelab.calibrate ensure`), reused by a test session that keeps
+    its measurements in a file of its own (tests/conftest.py) instead of measuring it again."""
+    cal, pts = load_calibrations(src)
+    if not len(cal):
+        return 0
+    con = sqlite3.connect(dst)
+    try:
+        cal.to_sql("calibrations", con, if_exists="append", index=False)
+        pts.to_sql("calibration_points", con, if_exists="append", index=False)
+        con.commit()
+    finally:
+        con.close()
+    return len(cal)
+
+
 # --------------------------------------------------------------------------- comparison
 
 def compare(servers_: list[str], *, scenario: str = "mix", users: int = 32,
