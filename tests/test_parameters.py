@@ -69,12 +69,13 @@ def test_settings_refuses_a_name_no_scale_holds():
 def test_every_scale_value_is_one_its_setting_accepts():
     """ACCEPTS refuses bad values, not the scales' own: each passes as an override; and every
     setting but the named strings and 04's `large` dict has a check."""
-    unchecked = {"synchronous", "methods", "variants", "generator", "large"}
+    unchecked = {"synchronous", "methods", "variants", "large"}
     for nb in registry.ids():
         by_scale = registry.study(nb).SCALES
         assert set(scales.names(nb)) - set(scales.ACCEPTS) <= unchecked, nb
         for scale, values in by_scale.items():
-            assert scales.settings(nb, scale, **values) == {**values, "scale": scale}
+            assert scales.settings(nb, scale, **values) == {**values, "scale": scale,
+                                                            "budget_seconds": scales.budget(nb, scale)}
 
 
 @pytest.mark.parametrize("name,value,says", [
@@ -86,6 +87,7 @@ def test_every_scale_value_is_one_its_setting_accepts():
     ("warmup", -1, "warmup must be a number of seconds >= 0, not -1"),
     ("repeats", 0, "repeats must be an integer >= 1 (runs of each level), not 0"),
     ("repeats", 1.5, "repeats must be an integer >= 1 (runs of each level), not 1.5"),
+    ("generator", "wrk", "generator must be one of locust, loadgen, not 'wrk'"),
 ])
 def test_settings_refuses_a_bad_value_in_one_line(name, value, says):
     with pytest.raises(ValueError) as e:

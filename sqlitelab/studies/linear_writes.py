@@ -17,10 +17,15 @@ ID = "01-linear-writes"
 SCALES: dict[str, dict] = {
     # hey, the article's tool, runs at crosscheck_users: at quick one level (past every stack's
     # knee); at seed three, one per stretch of the curve (one user, the rise, the article's peak)
+    # Quick drives load with loadgen: Locust set the pace at almost every quick level of the
+    # compiled stacks (the quick run of 2026-11-26 at 3e90405: 23 of its 24 points), each then
+    # measured again with loadgen, which was what the figures showed; a Go client, as hey is.
     "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.0, "warmup": 0.5, "repeats": 1,
-              "beyond_repeats": 1, "crosscheck_users": [8], "ceiling_seconds": 2.0},
+              "beyond_repeats": 1, "crosscheck_users": [8], "ceiling_seconds": 2.0,
+              "generator": "loadgen"},
     "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 0.0, "repeats": 3,
-             "beyond_repeats": 1, "crosscheck_users": [1, 4, 16], "ceiling_seconds": 2.0},
+             "beyond_repeats": 1, "crosscheck_users": [1, 4, 16], "ceiling_seconds": 2.0,
+             "generator": "locust"},
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch

@@ -13,14 +13,20 @@ from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_
 ID = "03-read-write-mix"
 
 SCALES: dict[str, dict] = {
-    "quick": {"levels": [8, 32, 128], "requests": 10_000, "warmup": 0.5, "repeats": 1,
+    # Quick: the article's lowest, middle and highest stretch of levels (8, 32, 128: each stack's
+    # rise, knee and plateau), 5,000 requests a level (a tenth of the article's; at least a second
+    # of Python's rate), 1,000 for the sweeps beyond it; load from loadgen, as the article's own
+    # client was compiled and async: Locust set the pace at every quick level of Go, Rust and Ruby
+    # (the quick run of 2026-11-26 at 3e90405), each then measured again with loadgen.
+    "quick": {"levels": [8, 32, 128], "requests": 5_000, "warmup": 0.5, "repeats": 1,
               "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
-              "paths_users": 64, "beyond_requests": 2000, "crosscheck_users": 32,
-              "crosscheck_seconds": 2.0},
+              "paths_users": 64, "beyond_requests": 1000, "crosscheck_users": 32,
+              "crosscheck_seconds": 2.0, "generator": "loadgen"},
     "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "warmup": 0.0, "repeats": 1,
              "fine_levels": [],
              "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 64, "paths_users": 128,
-             "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0},
+             "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0,
+             "generator": "locust"},
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch

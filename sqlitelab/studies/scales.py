@@ -15,6 +15,7 @@ on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fi
 """
 from __future__ import annotations
 
+from sqlitelab.load import commands
 from sqlitelab.studies import registry
 
 # The collection's wall time per scale on the reference machine (2 cores, set-up warm): `make run`
@@ -88,6 +89,7 @@ ACCEPTS: dict[str, tuple] = {
               "a non-empty list of numbers > 0 (requests/s), e.g. [100, 200]"),
     "fraction": (lambda v: _number(v) and v > 0, "a number > 0 (share of the open-loop capacity)"),
     "slo_p99_ms": (lambda v: _number(v) and v > 0, "a number of milliseconds > 0"),
+    "generator": (lambda v: v in commands.GENERATORS, f"one of {', '.join(commands.GENERATORS)}"),
 }
 
 

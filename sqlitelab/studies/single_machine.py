@@ -1,10 +1,11 @@
 """Notebook 05, one machine, one file (seed 004): how far do reads, big pages and writes go?
 Everything that is this notebook's, declared once.
 
-The article states no warm-up, repeats or duration: one 10-s run per level, no warm-up. Seed
-scale drives load with loadgen (`generator`): the article states no load tool, and Locust was
-the limit at 45 of the 48 seed levels (2026-11-22), each then measured again with loadgen, which
-is what was reported; `quick` keeps Locust (and its loadgen confirmation).
+The article states no warm-up, repeats or duration: one 10-s run per level, no warm-up. Both
+scales drive load with loadgen (`generator`): the article states no load tool, and Locust was
+the limit at 45 of the 48 seed levels (2026-11-22) and at every quick level of the compiled stacks
+(the quick run of 2026-11-26 at 3e90405), each then measured again with loadgen, which is
+what was reported.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ ID = "05-single-machine"
 
 SCALES: dict[str, dict] = {
     "quick": {"users_rows": 100_000, "user_bytes": 700, "levels": [32], "duration": 2.0,
-              "warmup": 0.5, "repeats": 1, "crosscheck_users": 32, "generator": "locust",
+              "warmup": 0.5, "repeats": 1, "crosscheck_users": 32, "generator": "loadgen",
               "ceiling_seconds": 2.0},
     "seed": {"users_rows": 5_000_000, "user_bytes": 700, "levels": [16, 64, 256],
              "duration": 10.0, "warmup": 0.0, "repeats": 1, "crosscheck_users": 64,
