@@ -2,6 +2,11 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+# Python keeps its compiled bytecode (__pycache__/) for everything make starts: with
+# PYTHONDONTWRITEBYTECODE set (some images set it), every Locust process, kernel and pytest
+# worker would compile its imports again (seconds each; pytest's assertion rewriting too).
+unexport PYTHONDONTWRITEBYTECODE
+
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := .setup
@@ -73,7 +78,7 @@ $(STAMP)/venv: $(LOCK) pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@echo "setup: installing the locked Python dependencies ($(LOCK)) into $(VENV)"
 	@if $(PY) -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)" 2>/dev/null; then \
-	  $(UV) pip install -q --python $(PY) --require-hashes -r $(LOCK) && \
+	  $(UV) pip install -q --python $(PY) --compile-bytecode --require-hashes -r $(LOCK) && \
 	  $(UV) pip install -q --python $(PY) --no-deps -e . ; \
 	else \
 	  echo "setup: uv unavailable, installing with pip"; \
