@@ -432,11 +432,13 @@ def next_level(environment, n: int) -> None:
     global LEVEL
     path = SESSION / f"command-{n}.json"
     deadline = time.monotonic() + SESSION_IDLE_S
-    while not path.exists() and time.monotonic() < deadline:
+    while not path.exists():
+        if time.monotonic() > deadline:
+            logging.warning("lab: no command %s for %.0f s: the session ends", path, SESSION_IDLE_S)
+            environment.runner.quit()
+            return
         gevent.sleep(COMMAND_POLL_S)
-    if not path.exists():
-        logging.warning("lab: no command %s for %.0f s: the session ends", path, SESSION_IDLE_S)
-    command = json.loads(path.read_text()) if path.exists() else {"quit": True}
+    command = json.loads(path.read_text())
     if command.get("quit"):
         environment.runner.quit()
         return
