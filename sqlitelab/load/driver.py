@@ -327,6 +327,8 @@ class Session:
                  cpus: str | None = None, scenario_params: dict | None = None,
                  keepalive: bool = True):
         check_generator_args(server, scenario, keepalive, scenario_params)
+        if server.runner.kind == "ssh":  # its CPU is sampled there, a level at a time (run_level)
+            raise ValueError("a session samples its server on this machine: not a server on an ssh host")
         self.server, self.scenario, self.out_dir = server, scenario, out_dir
         self.cpus, self.scenario_params, self.keepalive = cpus, scenario_params, keepalive
         out_dir.mkdir(parents=True, exist_ok=True)
