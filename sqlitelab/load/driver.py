@@ -357,6 +357,9 @@ class Session:
         check_level(users, 1, duration, warmup)
         if self.ended:
             raise LoadError(f"this session's Locust has ended (its log: {self.log}); start another")
+        if any(out_dir.glob("proc-*.json")) or any(out_dir.glob("window-*.json")):
+            # the same process writes the same names: an old file would end the level at once
+            raise ValueError(f"{out_dir} holds a level's measurements already: give each level a folder of its own")
         out_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.spec, out_dir / "scenario.json")
         log_from = self.log.stat().st_size if self.log.exists() else 0
