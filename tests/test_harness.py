@@ -338,9 +338,11 @@ def test_a_session_steps_one_locust_process_through_its_levels(tmp_path):
     assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
 
 
-def test_a_write_sweep_in_one_locust_process_audits_every_level(lab_dirs, monkeypatch):
-    """A write scenario's levels through one Locust process (the sweep's session): each level's
-    audit is exact, and the levels' acknowledged writes add up to the rows the file gained."""
+@pytest.mark.parametrize("generator", ["locust", "loadgen"])
+def test_a_write_sweep_in_one_generator_process_audits_every_level(lab_dirs, monkeypatch, generator):
+    """A write scenario's levels through one generator process (the sweep's session): each
+    level's audit is exact, and the levels' acknowledged writes add up to the rows the file
+    gained."""
     sc = load.SCENARIOS["rails-writes-noredirect"]
     seen = {}
     real = databases.integrity_check
@@ -352,12 +354,12 @@ def test_a_write_sweep_in_one_locust_process_audits_every_level(lab_dirs, monkey
     monkeypatch.setattr(databases, "integrity_check", checked)
     df = sweep(notebook="test", servers=[STACK], profiles=["rails71"],
                scenario="rails-writes-noredirect", levels=[1, 4, 2], duration=1.5, warmup=0.3,
-               processes=1, progress=False, calibration=False)
+               processes=1, progress=False, calibration=False, generator=generator)
     assert len(df) == 3 and df["audit_ok"].all() and (df["integrity"] == "ok").all()
     assert (df["acked_writes"] > 0).all() and (df["inflight_writes"] == 0).all()
     assert (df["rows_written"] == df["acked_writes"] * sc.rows_per_ack).all()
     assert seen["gained"] == df["acked_writes"].sum() * sc.rows_per_ack
-    assert df["locust_exit"].isna().all()
+    assert (df["generator"] == generator).all() and df["locust_exit"].isna().all()
     run_dir = lab_dirs / "runs" / df["run_id"].iloc[0]
     pids = {p["pid"] for f in run_dir.rglob("proc-*.json") for p in [json.loads(f.read_text())]}
     assert len(pids) == 1 and len(list(run_dir.rglob("proc-*.json"))) == 3

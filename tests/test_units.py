@@ -340,15 +340,14 @@ def test_time_budget_sums_the_phases(tmp_path):
         timing.budget("nope", db)
 
 
-def test_only_one_local_locust_process_in_closed_loop_steps_through_the_levels(tmp_path):
-    """Spec.steps_levels: a sweep's levels share one Locust process (load.Session) only where
+def test_only_one_local_generator_process_in_closed_loop_steps_through_the_levels(tmp_path):
+    """Spec.steps_levels: a sweep's levels share one generator process (load.Session) only where
     run_level would run one local process in closed loop for a window of a duration."""
     def steps(**kw):
         return sweep.spec(notebook="scratch", servers=["go-nethttp"], levels=[1, 2],
                           runs_dir=tmp_path, **{"processes": 1, **kw}).steps_levels
-    assert steps()
+    assert steps() and steps(generator="loadgen")
     assert not steps(processes=2)
-    assert not steps(generator="loadgen")
     assert not steps(requests=100)
     assert not steps(rates=[100.0])
     assert not steps(link_delay_us=0)

@@ -6,9 +6,9 @@ sweep (`sweep(**kw)` is the same), `run(versus.specs(...))` and underload's buil
 each checked before the first starts.
 For each server and profile: a fresh database (copied from one seeded template), the server
 started on its CPU set, a primer, then every level and repeat through `load.run_level` (a
-generator process per level) or, where one local Locust process in closed loop measures them
-(`Spec.steps_levels`), through one `load.Session` per scenario (one process stepping through
-the levels, with no load between them), each audited (rows written == acknowledged writes,
+generator process per level) or, where one local generator process in closed loop measures
+them (`Spec.steps_levels`), through one `load.Session` per scenario (one process stepping
+through the levels, with no load between them), each audited (rows written == acknowledged writes,
 counted from the file: `Counts`) while the server still runs; then the server is stopped by
 its PID and the file checked (`PRAGMA integrity_check`). Several scenarios (`scenario=[...]`) share the copy, each with its own
 server start. Points go to data/results.db; raw Locust output, histograms and server logs
@@ -383,11 +383,11 @@ class Spec:
 
     @property
     def steps_levels(self) -> bool:
-        """Its levels are measured by one Locust process per server and scenario (load.Session)
-        rather than a process each: one local process in closed loop against a server on this
-        machine, each level a window of a duration with nothing run during it. Saves each
-        level Locust's start-up and exit (~1.4 s)."""
-        return (self.generator == "locust" and self.processes == 1 and not self.generator_hosts
+        """Its levels are measured by one generator process per server and scenario
+        (load.Session) rather than a process each: one local process in closed loop against a
+        server on this machine, each level a window of a duration with nothing run during it.
+        Saves each level Locust's start-up and exit (~1.4 s), or loadgen's (~0.25 s)."""
+        return (self.processes == 1 and not self.generator_hosts
                 and self.server_host.same_machine and self.link_delay_us is None
                 and self.rates is None and self.requests is None and self.operation is None)
 
@@ -755,9 +755,9 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
         load.prime(srv)
         st["prime_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        with (load.Session(srv, scenario, run_dir / stack / profile / scenario / "locust-session",
+        with (load.Session(srv, scenario, run_dir / stack / profile / scenario / f"{generator}-session",
                            cpus=spec.generator_cpus, scenario_params=scenario_params,
-                           keepalive=spec.keepalive)
+                           keepalive=spec.keepalive, generator=generator)
               if spec.steps_levels else contextlib.nullcontext()) as session:
             for users in levels:
                 for rate in spec.rates or [None]:

@@ -1,5 +1,5 @@
 """Driving load: one generator subprocess per level (Locust by default; `generator="loadgen"`
-for the lab's Go generator when one Locust core would be the limit), or one Locust process
+for the lab's Go generator when one Locust core would be the limit), or one generator process
 stepping through a scenario's levels (`Session`), an exact measurement window, merged
 HdrHistograms, server and generator CPU, and the audit of every acknowledged write. Both
 generators write the same per-process measurement file.
@@ -11,24 +11,27 @@ generators write the same per-process measurement file.
         for users in (1, 2, 4):
             point = gen.level(users, run_dir / f"u{users}", duration=2, warmup=0.5)
 
-A session (one local Locust process, closed loop, windows of a duration: sweep's
+A session (one local generator process, closed loop, windows of a duration: sweep's
 `Spec.steps_levels`) saves each level Locust's start-up (~1 s of imports) and exit (~0.3 s),
-as long as a short window. Each level is still measured as a process of its own measures it:
-its own folder with its own proc-<pid>.json, window-<pid>.json, locust_stats.csv, share of
-the process's log (locust.log) and spec, the window opening `warmup` s after its users have
-spawned, its own CPU samples, merge and timing. At its end the load stops as at a process's
-exit (each user finishes the request it is in, --stop-timeout at most; what is left is its
-`run_inflight`), the users' connections are closed, the files written, and the process waits
-with nothing in flight, so the sweep's audit counts and page-cache probes between levels read
-a quiet server. The protocol (locustfile.py's docstring): the first `level()` starts the
-process with its level in the environment and LAB_SESSION=<out_dir>; each later one writes
-`<out_dir>/command-<n>.json` ({"users", "out_dir", "warmup", "duration"}) and the end of the
-session {"quit": true}, each written aside and renamed into place. A level's end is its
-`proc-<pid>.json`, awaited while the process lives and for at most the bound run_level gives a
-process (SPAWN_BOUND + warm-up + window + 90 s); a process that exits first, or the bound,
-raises a LoadError with its log's tail and ends the session. Leaving the `with` block however
-it ends (an exception, KeyboardInterrupt) stops the process by its PID (hosts.stop), as
-run_level stops its processes; a normal end tells it to quit first.
+as long as a short window (loadgen's: ~0.25 s). Each level is still measured as a process of
+its own measures it: its own folder with its own proc-<pid>.json (Locust's also its
+window-<pid>.json and locust_stats.csv), share of the process's log (<generator>.log) and
+spec, its window (Locust's opening `warmup` s after its users have spawned; loadgen's fixed
+from the level's start as run_level fixes it), its own CPU samples, merge and timing. At its
+end the load stops as at a process's exit (each user finishes the request it is in,
+--stop-timeout at most; what is left is its `run_inflight`), the users' connections are
+closed, the files written, and the process waits with nothing in flight, so the sweep's audit
+counts and page-cache probes between levels read a quiet server. The protocol (locustfile.py's
+docstring, loadgen's usage): the first `level()` starts the process with its level in the
+environment and LAB_SESSION=<out_dir>; each later one writes `<out_dir>/command-<n>.json`
+(Locust: {"users", "out_dir", "warmup", "duration"}; loadgen: {"users", "out_dir", "t0",
+"t1", "max_seconds"}) and the end of the session {"quit": true}, each written aside and
+renamed into place. A level's end is its `proc-<pid>.json`, awaited while the process lives
+and for at most the bound run_level gives a process (its start-up allowance, warm-up and
+window, and 90 s); a process that exits first, or the bound, raises a LoadError with its
+log's tail and ends the session. Leaving the `with` block however it ends (an exception,
+KeyboardInterrupt) stops the process by its PID (hosts.stop), as run_level stops its
+processes; a normal end tells it to quit first.
 
 Connections (`keepalive`, env LAB_KEEPALIVE): by default each user keeps one connection alive
 (hey, oha, wrk); `keepalive=False` opens a new TCP connection for every request and every hop
@@ -157,7 +160,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     # spawn is then caught by `ramp_in_window`.
     after_spawn = generator == "locust" and startup is None
     if startup is None:
-        startup = commands.SPAWN_BOUND if after_spawn else 0.2 + users / 5000
+        startup = commands.SPAWN_BOUND if after_spawn else spawn_allowance(users)
     if generator == "loadgen":
         commands.build_loadgen()  # seconds the first time, a stat() after
     back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
@@ -289,6 +292,14 @@ def generator_env(out_dir: Path, scenario_params: dict | None, keepalive: bool,
             "LAB_KEEPALIVE": "1" if keepalive else "0"}
 
 
+def spawn_allowance(users: int, running: bool = False) -> float:
+    """How long after its launch a generator that spawns every user at once (loadgen) may take
+    to have them all running, the window fixed from it: its process's start (0.2 s), or a
+    running session's pick-up of its command (0.05 s), and 0.2 ms a user. One later than that
+    is caught by `ramp_in_window`."""
+    return (0.05 if running else 0.2) + users / 5000
+
+
 def spawned_window(out_dir: Path, log: Path, exit_code: int | None) -> tuple[float, float]:
     """The window Locust opened after its users spawned, or a LoadError with its log."""
     window = spawn_window(out_dir)
@@ -318,24 +329,29 @@ QUIT_BOUND_S = 15.0  # a session's process told to quit: longer, and it is stopp
 
 
 class Session:
-    """One Locust process that steps through levels of `scenario` at `server` (see the module's
-    docstring), each measured as run_level measures a level of one Locust process: `level()`
-    returns the same point. Its process starts with the first level and is stopped when the
-    `with` block ends, however it ends; its log, commands and spec are in `out_dir`."""
+    """One generator process (Locust, or loadgen) that steps through levels of `scenario` at
+    `server` (see the module's docstring), each measured as run_level measures a level of one
+    such process: `level()` returns the same point. Its process starts with the first level and
+    is stopped when the `with` block ends, however it ends; its log, commands and spec are in
+    `out_dir`."""
 
     def __init__(self, server: servers.Server, scenario: str, out_dir: Path, *,
                  cpus: str | None = None, scenario_params: dict | None = None,
-                 keepalive: bool = True):
+                 keepalive: bool = True, generator: str = "locust"):
         check_generator_args(server, scenario, keepalive, scenario_params)
+        commands.check_generator(generator)
         if server.runner.kind == "ssh":  # its CPU is sampled there, a level at a time (run_level)
             raise ValueError("a session samples its server on this machine: not a server on an ssh host")
+        if generator == "loadgen":
+            commands.build_loadgen()  # seconds the first time, a stat() after
         self.server, self.scenario, self.out_dir = server, scenario, out_dir
         self.cpus, self.scenario_params, self.keepalive = cpus, scenario_params, keepalive
+        self.generator = generator
         out_dir.mkdir(parents=True, exist_ok=True)
         # what every user sends, compiled once (a bad LAB_* value fails here, before any process)
         self.spec = scenarios.write_spec(scenario, generator_env(out_dir, scenario_params, keepalive),
                                          out_dir / "scenario.json")
-        self.log = out_dir / "locust.log"
+        self.log = out_dir / f"{generator}.log"
         self.started: hosts.Started | None = None
         self.pinned: str | None = None
         self.commands = 0    # command-<n>.json files written
@@ -351,12 +367,13 @@ class Session:
     def level(self, users: int, out_dir: Path, *, duration: float = 10.0,
               warmup: float = 2.0) -> dict:
         """`users` closed-loop users, a window of `duration` s opening `warmup` s after they have
-        spawned, measured into `out_dir` (its own proc-, window- and locust_stats files, its
-        share of the process's log, its CPU samples); run_level's point. Any failure ends
-        the session (its process stopped) and raises."""
+        spawned (Locust; loadgen's: after the start-up it is allowed, as run_level's), measured
+        into `out_dir` (its own proc- and, for Locust, window- and locust_stats files, its share
+        of the process's log, its CPU samples); run_level's point. Any failure ends the
+        session (its process stopped) and raises."""
         check_level(users, 1, duration, warmup)
         if self.ended:
-            raise LoadError(f"this session's Locust has ended (its log: {self.log}); start another")
+            raise LoadError(f"this session's {self.generator} has ended (its log: {self.log}); start another")
         if any(out_dir.glob("proc-*.json")) or any(out_dir.glob("window-*.json")):
             # the same process writes the same names: an old file would end the level at once
             raise ValueError(f"{out_dir} holds a level's measurements already: give each level a folder of its own")
@@ -364,37 +381,54 @@ class Session:
         shutil.copyfile(self.spec, out_dir / "scenario.json")
         log_from = self.log.stat().st_size if self.log.exists() else 0
         launch = time.time()
-        self._begin(users, out_dir, warmup, duration)
-        sampler = Sampler(self.server, [self.started.popen.pid], None, None,
-                          window=lambda: spawn_window(out_dir))
+        fixed = self._begin(users, out_dir, warmup, duration, launch)
+        pids = [self.started.popen.pid]
+        sampler = (Sampler(self.server, pids, *fixed) if fixed else
+                   Sampler(self.server, pids, None, None, window=lambda: spawn_window(out_dir)))
         sampler.start()
         try:
-            # the bound run_level gives a process of its own: spawn, warm-up, window, stop
-            self._await_level(out_dir, commands.SPAWN_BOUND + warmup + duration + 90)
+            # the bound run_level gives a process of its own: start-up, warm-up, window, stop
+            self._await_level(out_dir, (fixed[1] - launch if fixed else
+                                        commands.SPAWN_BOUND + warmup + duration) + 90)
             exited = time.time()
         except BaseException:
             self.close(quit=False)
             raise
         finally:
             sampler.stop()
-        _copy_from(self.log, log_from, out_dir / "locust.log")
-        t0, t1 = spawned_window(out_dir, self.log, None)
+        _copy_from(self.log, log_from, out_dir / f"{self.generator}.log")
+        t0, t1 = fixed or spawned_window(out_dir, self.log, None)
         window = merge_level(out_dir, sampler, self.server, self.scenario, users, 1, self.pinned,
-                             None, (t0, t1), None, "locust", self.keepalive)
+                             None, (t0, t1), None, self.generator, self.keepalive)
         return level_point(window, level_timing(out_dir, launch, t0, warmup, exited, time.time()))
 
-    def _begin(self, users: int, out_dir: Path, warmup: float, duration: float) -> None:
-        """The first level starts the process (its level in the environment); a later one is
-        a command to it."""
+    def _begin(self, users: int, out_dir: Path, warmup: float, duration: float,
+               launch: float) -> tuple[float, float] | None:
+        """Start a level: the first starts the process (its level in the environment), a later
+        one is a command to it. Returns loadgen's window, fixed from `launch` as run_level fixes
+        it (Locust's opens after its users have spawned: None)."""
+        level: dict = {"users": users, "out_dir": str(out_dir)}
+        env = {"LAB_SESSION": str(self.out_dir), "LAB_SPEC": str(self.spec)}
+        fixed = None
+        if self.generator == "locust":
+            level.update({"warmup": warmup, "duration": duration})
+            env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{duration!r}"
+        else:
+            t0 = launch + spawn_allowance(users, self.started is not None) + warmup
+            fixed = (t0, t0 + duration)
+            level.update({"t0": t0, "t1": t0 + duration,
+                          "max_seconds": t0 + duration - launch + 5 + commands.STOP_TIMEOUT})
+            env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t0 + duration)})
         if self.started is not None:
-            self._send({"users": users, "out_dir": str(out_dir), "warmup": warmup,
-                        "duration": duration})
-            return
-        env = {**generator_env(out_dir, self.scenario_params, self.keepalive),
-               "LAB_SPEC": str(self.spec), "LAB_WINDOW_AFTER_SPAWN": f"{warmup!r},{duration!r}",
-               "LAB_SESSION": str(self.out_dir)}
-        cmd, self.pinned = commands.locust_session_command(users, self.server.url, self.cpus)
-        self.started = hosts.start(hosts.Host("local"), cmd, env, self.log)
+            self._send(level)
+            return fixed
+        cmd, self.pinned = (
+            commands.locust_session_command(users, self.server.url, self.cpus) if fixed is None
+            else commands.loadgen_command(self.spec, users, self.server.url, level["max_seconds"], self.cpus))
+        self.started = hosts.start(hosts.Host("local"), cmd,
+                                   {**generator_env(out_dir, self.scenario_params, self.keepalive), **env},
+                                   self.log)
+        return fixed
 
     def _send(self, command: dict) -> None:
         """The next command, whole: written aside, then renamed into place."""
@@ -412,11 +446,11 @@ class Session:
         deadline = time.monotonic() + bound
         while not done.exists():
             if popen.poll() is not None and not done.exists():
-                raise LoadError(f"locust exited mid-session (exit {popen.returncode}) before its level "
-                                f"in {out_dir} ended; its log:\n{log_tail(self.log)}")
+                raise LoadError(f"{self.generator} exited mid-session (exit {popen.returncode}) before "
+                                f"its level in {out_dir} ended; its log:\n{log_tail(self.log)}")
             if time.monotonic() > deadline:
-                raise LoadError(f"locust ended no level in {out_dir} within {bound:.0f} s; its log:\n"
-                                f"{log_tail(self.log)}")
+                raise LoadError(f"{self.generator} ended no level in {out_dir} within {bound:.0f} s; "
+                                f"its log:\n{log_tail(self.log)}")
             time.sleep(LEVEL_POLL_S)
 
     def close(self, quit: bool = True) -> None:

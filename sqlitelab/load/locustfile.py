@@ -43,7 +43,7 @@ requests and an HdrHistogram of each second, by the second the request finished 
 
 LAB_SESSION=<folder> (with LAB_WINDOW_AFTER_SPAWN; one process, closed loop, no LAB_TARGET): a
 session, one process stepping through levels (sqlitelab.load.driver.Session), which saves a
-Locust start-up and exit per level. Its first level is the environment's (`-u` users, spawned
+Locust start-up and exit per level (loadgen keeps the same protocol, its windows fixed by t0/t1). Its first level is the environment's (`-u` users, spawned
 at once, LAB_OUT_DIR). At each level's end the process stops its users as a quit does (each
 finishes the request it is in, --stop-timeout at most; what is still unanswered is the level's
 `run_inflight`), closes their connections, writes the level's locust_stats.csv (Locust's own
