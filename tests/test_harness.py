@@ -285,6 +285,161 @@ def test_locust_processes_are_merged(tmp_path):
     assert len(list((tmp_path / "level").glob("window-*.json"))) == 1 and not p["ramp_in_window"]
 
 
+def level_files(level_dir: Path, kind: str) -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted(level_dir.glob(f"{kind}-*.json"))]
+
+
+def test_a_session_steps_one_locust_process_through_its_levels(tmp_path):
+    """Levels [1, 4, 2] from one Locust process (load.Session): each level measured as a process
+    of its own measures it — its own files, window after its spawn, self-consistent counts —
+    with no load between levels (the next starts after the last request of the one before
+    ended) and no connection left open into the next."""
+    db = databases.prepare_database(tmp_path / "s.db")
+    levels = (1, 4, 2)
+    with servers.start_server(STACK, db, profile="rails71", cpus="0") as srv:
+        load.prime(srv)
+        with load.Session(srv, "hello", tmp_path / "session", cpus="1") as gen:
+            points = []
+            for users in levels:
+                points.append(gen.level(users, tmp_path / f"u{users}", duration=1.5, warmup=0.3))
+                pid = gen.started.popen.pid
+                left = [c for c in psutil.Process(pid).net_connections("tcp")
+                        if c.raddr and c.raddr.port == srv.port]
+                assert not left, left
+            with pytest.raises(ValueError, match="a folder of its own"):  # its old files would end it at once
+                gen.level(1, tmp_path / "u1", duration=1.5, warmup=0.3)
+        assert gen.exit_s > 0
+    assert not psutil.pid_exists(pid), "the session's Locust outlived it"
+    procs = [level_files(tmp_path / f"u{u}", "proc") for u in levels]
+    windows = [level_files(tmp_path / f"u{u}", "window") for u in levels]
+    assert [len(p) for p in procs] == [len(w) for w in windows] == [1, 1, 1]
+    assert {p[0]["pid"] for p in procs} == {pid}
+    for before, after in zip(procs, procs[1:]):  # one level's load ended before the next began
+        assert before[0]["run_last_end"] < after[0]["run_first_start"]
+    for users, p, (w,) in zip(levels, points, windows):
+        level_dir = tmp_path / f"u{users}"
+        assert p["users"] == users and p["requests"] > 0 and p["errors"] == 0, p
+        assert w["t1"] == pytest.approx(w["t0"] + 1.5) and w["t0"] == pytest.approx(w["spawned_at"] + 0.3)
+        assert verdicts.counts_agree(p), p
+        assert p["hist_mean_ms"] == pytest.approx(p["mean_ms"], rel=0.002)
+        assert p["locust_window_requests"] == pytest.approx(p["requests"], rel=0.01)
+        assert p["hist_mean_ms"] == pytest.approx(p["locust_window_avg_ms"], rel=0.02), p
+        assert p["locust_avg_ms"] is not None  # the level's own locust_stats.csv
+        assert json.loads(p["status_counts"]) == {"200": p["requests"]}
+        assert not p["ramp_in_window"] and p["overran_window"] <= users
+        assert p["locust_exit"] is None  # the process ran on
+        assert_hey_accounting(p, level_dir)
+        assert (level_dir / "scenario.json").read_text() == (tmp_path / "session" / "scenario.json").read_text()
+        assert p["time_startup_s"] == pytest.approx(p["time_spawn_s"])
+        assert p["time_window_s"] == pytest.approx(1.5, abs=0.05) and 0 <= p["time_shutdown_s"] < 1
+    # the process started once, in the first level; a later level only asks it
+    assert all(p["time_startup_s"] < 0.5 for p in points[1:]), [p["time_startup_s"] for p in points]
+    spans = sorted((w[0]["t0"], w[0]["t1"]) for w in windows)
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+
+
+@pytest.mark.parametrize("generator", ["locust", "loadgen"])
+def test_a_write_sweep_in_one_generator_process_audits_every_level(lab_dirs, monkeypatch, generator):
+    """A write scenario's levels through one generator process (the sweep's session): each
+    level's audit is exact, and the levels' acknowledged writes add up to the rows the file
+    gained."""
+    sc = load.SCENARIOS["rails-writes-noredirect"]
+    seen = {}
+    real = databases.integrity_check
+
+    def checked(db):  # the file after its last level, beside its template, before both are removed
+        seen["gained"] = (databases.count_rows(db, sc.counter)
+                          - databases.count_rows(db.parent / "template.db", sc.counter))
+        return real(db)
+    monkeypatch.setattr(databases, "integrity_check", checked)
+    df = sweep(notebook="test", servers=[STACK], profiles=["rails71"],
+               scenario="rails-writes-noredirect", levels=[1, 4, 2], duration=1.5, warmup=0.3,
+               processes=1, progress=False, calibration=False, generator=generator)
+    assert len(df) == 3 and df["audit_ok"].all() and (df["integrity"] == "ok").all()
+    assert (df["acked_writes"] > 0).all() and (df["inflight_writes"] == 0).all()
+    assert (df["rows_written"] == df["acked_writes"] * sc.rows_per_ack).all()
+    assert seen["gained"] == df["acked_writes"].sum() * sc.rows_per_ack
+    assert (df["generator"] == generator).all() and df["locust_exit"].isna().all()
+    run_dir = lab_dirs / "runs" / df["run_id"].iloc[0]
+    pids = {p["pid"] for f in run_dir.rglob("proc-*.json") for p in [json.loads(f.read_text())]}
+    assert len(pids) == 1 and len(list(run_dir.rglob("proc-*.json"))) == 3
+    assert not processes.descendants(), "a process outlived the sweep"
+
+
+def test_a_session_whose_locust_dies_raises_with_its_log(tmp_path):
+    """A Locust killed in the middle of a session's level: a LoadError with its log's tail at
+    once (not after the level's bound), and the session refuses further levels."""
+    db = databases.prepare_database(tmp_path / "d.db")
+    with servers.start_server(STACK, db, profile="rails71", cpus="0") as srv:
+        with load.Session(srv, "hello", tmp_path / "session", cpus="1") as gen:
+            gen.level(2, tmp_path / "first", duration=0.5, warmup=0)
+            pid = gen.started.popen.pid
+            killer = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
+            killer.start()
+            t = time.monotonic()
+            with pytest.raises(load.LoadError, match="exited mid-session") as err:
+                gen.level(2, tmp_path / "killed", duration=60, warmup=0)
+            assert time.monotonic() - t < 10
+            assert processes.log_tail(gen.log) in str(err.value)
+            with pytest.raises(load.LoadError, match="has ended"):
+                gen.level(1, tmp_path / "after", duration=0.5, warmup=0)
+        killer.join()
+    assert not psutil.pid_exists(pid)
+
+
+def test_an_interrupted_session_leaves_nothing_running(tmp_path):
+    """SIGINT (a notebook cell's interrupt) in the middle of a session's second level: the
+    server and the session's Locust are stopped."""
+    marker = f"session-{os.getpid()}-{time.time_ns()}"
+    root = tmp_path / marker
+    root.mkdir()
+    script = textwrap.dedent(f"""
+        import faulthandler, signal
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a Jupyter kernel
+        from pathlib import Path
+        from sqlitelab.infra import databases, servers
+        from sqlitelab.load import driver as load
+        root = Path({str(root)!r})
+        db = databases.prepare_database(root / "i.db")
+        with servers.start_server("{STACK}", db, profile="rails71", cpus="0") as srv:
+            with load.Session(srv, "hello", root / "session", cpus="1") as gen:
+                gen.level(1, root / "u1", duration=0.5, warmup=0)
+                gen.level(2, root / "u2", duration=30, warmup=0)
+    """)
+    err_path = tmp_path / "interrupted-session.stderr"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", script], cwd=config.PROJ_ROOT, stderr=err)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not list((root / "u2").glob("window-*.json")):
+            time.sleep(0.1)
+        assert list((root / "u2").glob("window-*.json")), err_path.read_text(errors="replace")[-3000:]
+        assert any("locust" in command_line(p) for p in processes_mentioning(marker))
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            pytest.fail("the interrupted session did not exit within 60 s; its stacks:\n"
+                        + err_path.read_text(errors="replace")[-6000:])
+        assert proc.returncode != 0
+        time.sleep(0.5)
+        left = processes_mentioning(marker)
+        assert not left, [command_line(p) for p in left]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for p in processes_mentioning(marker):
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+
+
 def test_write_sweep_audits_and_stores(lab_dirs):
     df = sweep(notebook="test", servers=[STACK], profiles=["rails71"], scenario="rails-writes",
                levels=[1, 4], duration=2, warmup=0.5, progress=False)

@@ -8,8 +8,9 @@ import os
 import sqlite3
 import subprocess
 
+import psutil
 import pytest
-from test_harness import assert_hey_accounting
+from test_harness import assert_hey_accounting, level_files
 
 from sqlitelab.core import config, processes
 from sqlitelab.infra import databases, servers
@@ -44,6 +45,33 @@ def test_window_count_matches_server_count_and_means_agree(tmp_path, stack):
     assert_hey_accounting(p, tmp_path / "level")
     (proc,) = [json.loads(f.read_text()) for f in (tmp_path / "level").glob("proc-*.json")]
     assert proc["run_max_us"] >= max(v for v, _ in proc["hist_values"])  # exact values here
+
+
+def test_a_session_steps_one_loadgen_process_through_its_levels(tmp_path):
+    """Levels [1, 4, 2] from one loadgen process (load.Session, generator="loadgen"): each its
+    own file, log and self-consistent counts, no load between levels, the process started once."""
+    db = databases.prepare_database(tmp_path / "s.db")
+    levels = (1, 4, 2)
+    with servers.start_server("go-nethttp", db, profile="rails71", cpus="0") as srv:
+        load.prime(srv)
+        with load.Session(srv, "hello", tmp_path / "session", cpus="1", generator="loadgen") as gen:
+            points = [gen.level(u, tmp_path / f"u{u}", duration=1.5, warmup=0.3) for u in levels]
+            pid = gen.started.popen.pid
+    assert not psutil.pid_exists(pid), "the session's loadgen outlived it"
+    procs = [level_files(tmp_path / f"u{u}", "proc") for u in levels]
+    assert [len(p) for p in procs] == [1, 1, 1] and {p[0]["pid"] for p in procs} == {pid}
+    for before, after in zip(procs, procs[1:]):  # one level's load ended before the next began
+        assert before[0]["run_last_end"] < after[0]["run_first_start"]
+    for users, p in zip(levels, points):
+        level_dir = tmp_path / f"u{users}"
+        assert p["generator"] == "loadgen" and p["users"] == users and (level_dir / "loadgen.log").exists()
+        assert p["requests"] > 0 and p["errors"] == 0 and verdicts.counts_agree(p), p
+        assert p["hist_mean_ms"] == pytest.approx(p["mean_ms"], rel=0.002)
+        assert json.loads(p["status_counts"]) == {"200": p["requests"]}
+        assert not p["ramp_in_window"] and p["overran_window"] <= users and p["locust_exit"] is None
+        assert p["time_window_s"] == pytest.approx(1.5, abs=0.05)
+        assert_hey_accounting(p, level_dir)
+    assert all(p["time_startup_s"] < 0.1 for p in points[1:]), [p["time_startup_s"] for p in points]
 
 
 def test_level_by_request_count_is_exact_and_writes_are_audited(tmp_path):

@@ -340,6 +340,20 @@ def test_timing_phases_sum_to_the_wall_time(tmp_path):
         timing.phases("nope", db)
 
 
+def test_only_one_local_generator_process_in_closed_loop_steps_through_the_levels(tmp_path):
+    """Spec.steps_levels: a sweep's levels share one generator process (load.Session) only where
+    run_level would run one local process in closed loop for a window of a duration."""
+    def steps(**kw):
+        return sweep.spec(notebook="scratch", servers=["go-nethttp"], levels=[1, 2],
+                          runs_dir=tmp_path, **{"processes": 1, **kw}).steps_levels
+    assert steps() and steps(generator="loadgen")
+    assert not steps(processes=2)
+    assert not steps(requests=100)
+    assert not steps(rates=[100.0])
+    assert not steps(link_delay_us=0)
+    assert not steps(operation={"name": "checkpoint", "at_s": 0.5})
+
+
 def test_an_experiment_is_checked_whole_before_any_sweep_starts(tmp_path):
     """spec() refuses what sweep would, naming it; versus.specs checks every workload's sweep
     before returning, so a bad one stops the experiment before its first sweep; run() takes

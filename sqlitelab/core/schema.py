@@ -269,7 +269,8 @@ TABLES: dict[str, dict] = {
             "locust_window_requests": "Locust's own request count over the window.",
             "histogram": "The merged HdrHistogram of the window's latencies in µs (base64, "
                          "HdrHistogram.decode).",
-            "locust_exit": "The generator process's exit code.",
+            "locust_exit": "The generator process's exit code (None for a level of a session "
+                           "of levels, whose process ran on: driver.Session).",
             "keepalive": "1: each user kept one connection; 0: a new connection per request "
                          "(oha --disable-keepalive).",
             "hey_seconds": "hey's Total: from the run's first request start to its last end, s.",

@@ -5,10 +5,12 @@ The one way a notebook runs an experiment is `run(...)` of such specs: `run(spec
 sweep (`sweep(**kw)` is the same), `run(versus.specs(...))` and underload's builders for several,
 each checked before the first starts.
 For each server and profile: a fresh database (copied from one seeded template), the server
-started on its CPU set, a primer, then every level and repeat through `load.run_level`, each
-audited (rows written == acknowledged writes, counted from the file: `Counts`) while the
-server still runs; then the server is stopped by its PID and the file checked (`PRAGMA
-integrity_check`). Several scenarios (`scenario=[...]`) share the copy, each with its own
+started on its CPU set, a primer, then every level and repeat through `load.run_level` (a
+generator process per level) or, where one local generator process in closed loop measures
+them (`Spec.steps_levels`), through one `load.Session` per scenario (one process stepping
+through the levels, with no load between them), each audited (rows written == acknowledged writes,
+counted from the file: `Counts`) while the server still runs; then the server is stopped by
+its PID and the file checked (`PRAGMA integrity_check`). Several scenarios (`scenario=[...]`) share the copy, each with its own
 server start. Points go to data/results.db; raw Locust output, histograms and server logs
 stay in data/runs/<run_id>/. Where the wall time went is kept too: `time_*` columns per point,
 `server_timing` and `*_seconds` per run (sqlitelab.report.timing.phases sums them).
@@ -379,6 +381,16 @@ class Spec:
     def tmp_dir(self) -> Path:
         return config.TMP_DIR / results.sweep_id(self.notebook_run, self.experiment)
 
+    @property
+    def steps_levels(self) -> bool:
+        """Its levels are measured by one generator process per server and scenario
+        (load.Session) rather than a process each: one local process in closed loop against a
+        server on this machine, each level a window of a duration with nothing run during it.
+        Saves each level Locust's start-up and exit (~1.4 s), or loadgen's (~0.25 s)."""
+        return (self.processes == 1 and not self.generator_hosts
+                and self.server_host.same_machine and self.link_delay_us is None
+                and self.rates is None and self.requests is None and self.operation is None)
+
     def repeats_of(self, stack: str) -> int:
         return self.server_repeats.get(stack, self.repeats)
 
@@ -678,7 +690,8 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
             "write_path": knobs.get("write_path"), "txn_mode": knobs.get("txn_mode"),
             "busy": knobs.get("busy")}
 
-        def measure(users: int, rep: int, gen: str, rate: float | None = None) -> dict:
+        def measure(users: int, rep: int, gen: str, rate: float | None = None,
+                    session: "load.Session | None" = None) -> dict:
             bar.set_postfix_str(f"{stack}/{profile}: {users} users"
                                 + (f", {rate:g}/s" if rate is not None else "") + f", repeat {rep}"
                                 + (f" ({gen})" if gen != generator else ""))
@@ -693,15 +706,18 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
             level_dir = run_dir / stack / profile / scenario / f"u{users:04d}{at}-r{rep}{tail}"
             during = (operations.during(spec.operation, db, srv.pinned, level_dir / "operation")
                       if spec.operation else None)
-            window = load.run_level(srv, scenario, users, level_dir, duration=spec.duration,
-                                    warmup=spec.warmup, requests=spec.requests,
-                                    max_duration=spec.max_duration,
-                                    processes=spec.processes if gen == "locust" else 1,
-                                    cpus=spec.generator_cpus, scenario_params=scenario_params,
-                                    generator=gen, keepalive=spec.keepalive,
-                                    workers=list(spec.generator_hosts),
-                                    link_delay_us=spec.link_delay_us, rate=rate,
-                                    arrivals=spec.arrivals, during=during)
+            if session is not None:  # the same level, from the session's one process
+                window = session.level(users, level_dir, duration=spec.duration, warmup=spec.warmup)
+            else:
+                window = load.run_level(srv, scenario, users, level_dir, duration=spec.duration,
+                                        warmup=spec.warmup, requests=spec.requests,
+                                        max_duration=spec.max_duration,
+                                        processes=spec.processes if gen == "locust" else 1,
+                                        cpus=spec.generator_cpus, scenario_params=scenario_params,
+                                        generator=gen, keepalive=spec.keepalive,
+                                        workers=list(spec.generator_hosts),
+                                        link_delay_us=spec.link_delay_us, rate=rate,
+                                        arrivals=spec.arrivals, during=during)
             written = counts.settled(sc.counter, before, window.get("inflight_writes") or 0, sc.rows_per_ack)
             done = window.pop("during", None) or {}
             t = time.perf_counter()
@@ -739,11 +755,16 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
         load.prime(srv)
         st["prime_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        for users in levels:
-            for rate in spec.rates or [None]:
-                for rep in range(1, repeats + 1):
-                    out.append(measure(users, rep, generator, rate))
-        st["levels_s"] = time.perf_counter() - t
+        with (load.Session(srv, scenario, run_dir / stack / profile / scenario / f"{generator}-session",
+                           cpus=spec.generator_cpus, scenario_params=scenario_params,
+                           keepalive=spec.keepalive, generator=generator)
+              if spec.steps_levels else contextlib.nullcontext()) as session:
+            for users in levels:
+                for rate in spec.rates or [None]:
+                    for rep in range(1, repeats + 1):
+                        out.append(measure(users, rep, generator, rate, session))
+            st["levels_s"] = time.perf_counter() - t
+        st["generator_exit_s"] = session.exit_s if session is not None else 0.0
         t = time.perf_counter()
         for users in spec.crosscheck or ():  # before the confirmation: a level short of the client's rate is confirmed too
             check = _crosscheck(srv, counts, sc, scenario, users, scenario_params, spec,

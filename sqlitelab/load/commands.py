@@ -27,16 +27,27 @@ STOP_TIMEOUT = 30
 SPAWN_BOUND = 30.0
 
 
+def _locust(users: int, url: str) -> list[str]:
+    """Headless Locust running locustfile.py, its `users` spawned at once."""
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            "-u", str(users), "-r", str(max(users, 1)), "--stop-timeout", str(STOP_TIMEOUT),
+            "--host", url, "--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
+
+
 def locust_command(scenario: str, users: int, url: str, run_time: float, processes: int,
                    out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-           "-u", str(users), "-r", str(max(users, 1)), "--run-time", f"{math.ceil(run_time)}s",
-           "--stop-timeout", str(STOP_TIMEOUT), "--host", url, "--csv", str(out_dir / "locust"),
-           "--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
+    cmd = _locust(users, url) + ["--run-time", f"{math.ceil(run_time)}s",
+                                 "--csv", str(out_dir / "locust")]
     if processes > 1:
         cmd += ["--processes", str(processes)]
     cmd.append("LabScenario")  # locustfile.py's one user class: it sends what LAB_SPEC says
     return pin_command(cmd, cpus)
+
+
+def locust_session_command(users: int, url: str, cpus: str | None) -> tuple[list[str], str | None]:
+    """One Locust process for a session of levels (driver.Session), `users` its first level's:
+    no --run-time (it quits when told) and no --csv (it writes each level's own stats)."""
+    return pin_command(_locust(users, url) + ["LabScenario"], cpus)
 
 
 def locust_master_command(users: int, url: str, run_time: float, workers: int, bind: str,

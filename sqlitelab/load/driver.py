@@ -1,10 +1,37 @@
 """Driving load: one generator subprocess per level (Locust by default; `generator="loadgen"`
-for the lab's Go generator when one Locust core would be the limit), an exact measurement
-window, merged HdrHistograms, server and generator CPU, and the audit of every acknowledged
-write. Both generators write the same per-process measurement file.
+for the lab's Go generator when one Locust core would be the limit), or one generator process
+stepping through a scenario's levels (`Session`), an exact measurement window, merged
+HdrHistograms, server and generator CPU, and the audit of every acknowledged write. Both
+generators write the same per-process measurement file.
 
     df = sweep(notebook=NOTEBOOK, servers=["python-fastapi"], profiles=["rails71"],
                scenario="rails-writes", levels=[1, 2, 4], duration=10, repeats=3)
+
+    with Session(server, "hello", run_dir / "locust-session", cpus="1") as gen:
+        for users in (1, 2, 4):
+            point = gen.level(users, run_dir / f"u{users}", duration=2, warmup=0.5)
+
+A session (one local generator process, closed loop, windows of a duration: sweep's
+`Spec.steps_levels`) saves each level Locust's start-up (~1 s of imports) and exit (~0.3 s),
+as long as a short window (loadgen's: ~0.25 s). Each level is still measured as a process of
+its own measures it: its own folder with its own proc-<pid>.json (Locust's also its
+window-<pid>.json and locust_stats.csv), share of the process's log (<generator>.log) and
+spec, its window (Locust's opening `warmup` s after its users have spawned; loadgen's fixed
+from the level's start as run_level fixes it), its own CPU samples, merge and timing. At its
+end the load stops as at a process's exit (each user finishes the request it is in,
+--stop-timeout at most; what is left is its `run_inflight`), the users' connections are
+closed, the files written, and the process waits with nothing in flight, so the sweep's audit
+counts and page-cache probes between levels read a quiet server. The protocol (locustfile.py's
+docstring, loadgen's usage): the first `level()` starts the process with its level in the
+environment and LAB_SESSION=<out_dir>; each later one writes `<out_dir>/command-<n>.json`
+(Locust: {"users", "out_dir", "warmup", "duration"}; loadgen: {"users", "out_dir", "t0",
+"t1", "max_seconds"}) and the end of the session {"quit": true}, each written aside and
+renamed into place. A level's end is its `proc-<pid>.json`, awaited while the process lives
+and for at most the bound run_level gives a process (its start-up allowance, warm-up and
+window, and 90 s); a process that exits first, or the bound, raises a LoadError with its
+log's tail and ends the session. Leaving the `with` block however it ends (an exception,
+KeyboardInterrupt) stops the process by its PID (hosts.stop), as run_level stops its
+processes; a normal end tells it to quit first.
 
 Connections (`keepalive`, env LAB_KEEPALIVE): by default each user keeps one connection alive
 (hey, oha, wrk); `keepalive=False` opens a new TCP connection for every request and every hop
@@ -53,6 +80,8 @@ import urllib.request
 import json
 import math
 import os
+import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -107,18 +136,10 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     operation at a marked second, sqlitelab.infra.operations); what it returns is the point's
     `during`, and it must end by itself (it is joined after the level).
     """
-    if scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
-    if users < 1 or processes < 1 or duration <= 0 or warmup < 0:
-        raise ValueError("users and processes must be >= 1, duration > 0, warmup >= 0")
+    check_generator_args(server, scenario, keepalive, scenario_params)
+    check_level(users, processes, duration, warmup)
     commands.check_generator(generator, processes)
     check_rate(rate, arrivals, requests)
-    if not isinstance(keepalive, bool):
-        raise ValueError(f"keepalive must be True or False, not {keepalive!r}")
-    scenario_params = scenario_params or {}
-    if any(k.lower() == "keepalive" for k in scenario_params):
-        raise ValueError("pass keepalive=True/False, not scenario_params['keepalive']")
-    hosts.check_target(server.host, server.runner)
     workers = [hosts.Host.parse(h) for h in (workers or [])]
     if workers and generator != "locust":
         raise ValueError("generator hosts run Locust workers: use generator='locust'")
@@ -139,7 +160,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     # spawn is then caught by `ramp_in_window`.
     after_spawn = generator == "locust" and startup is None
     if startup is None:
-        startup = commands.SPAWN_BOUND if after_spawn else 0.2 + users / 5000
+        startup = commands.SPAWN_BOUND if after_spawn else spawn_allowance(users)
     if generator == "loadgen":
         commands.build_loadgen()  # seconds the first time, a stat() after
     back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
@@ -148,23 +169,16 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     launch = time.time()
     t0 = launch + startup + warmup   # after_spawn: the latest it can open
     t1 = t0 + length
-    env = {**os.environ, "LAB_OUT_DIR": str(out_dir),
-           "LAB_TARGET": str(math.ceil(requests / total)) if requests else "0",
-           **scenarios.lab_env(scenario_params),
-           "LAB_KEEPALIVE": "1" if keepalive else "0"}
-    for k in ("LAB_ARRIVAL_RATE", "LAB_ARRIVALS", "LAB_ARRIVAL_SEED"):
-        env.pop(k, None)
+    env = generator_env(out_dir, scenario_params, keepalive,
+                        str(math.ceil(requests / total)) if requests else "0")
     if rate is not None:  # each process offers its share
         env.update({"LAB_ARRIVAL_RATE": repr(rate / total), "LAB_ARRIVALS": arrivals})
         if arrival_seed is not None:
             env["LAB_ARRIVAL_SEED"] = str(arrival_seed)
     if after_spawn:
         env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{length!r}"
-        for k in ("LAB_T0", "LAB_T1"):
-            env.pop(k, None)
     else:
         env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t1)})
-        env.pop("LAB_WINDOW_AFTER_SPAWN", None)
     # what every user sends, compiled once for both generators (a bad LAB_* value fails here)
     try:
         spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
@@ -236,23 +250,234 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         elif remote is not None:
             remote.stop()
     if after_spawn:
-        window = spawn_window(out_dir)
-        if window is None:
-            raise LoadError(f"locust never spawned its users (exit {proc.returncode}); its log:\n"
-                            + log_tail(out_dir / "locust.log"))
-        t0, t1 = window
+        t0, t1 = spawned_window(out_dir, out_dir / "locust.log", proc.returncode)
     if "error" in during_out:
         raise during_out["error"]
     window = merge_level(out_dir, sampler, server, scenario, users, total, pinned,
                          requests, (t0, t1), proc.returncode, generator, keepalive)
-    stats = ln.stats() if ln else {}
+    return level_point(window, level_timing(out_dir, launch, t0, warmup, exited, time.time()),
+                       during=during_out.get("result"), workers=workers,
+                       link_delay_us=link_delay_us, link_stats=ln.stats() if ln else {})
+
+
+def check_generator_args(server: servers.Server, scenario: str, keepalive: bool,
+                         scenario_params: dict | None) -> None:
+    """What a generator is told for every level, refused in one line before anything starts."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    if not isinstance(keepalive, bool):
+        raise ValueError(f"keepalive must be True or False, not {keepalive!r}")
+    if any(k.lower() == "keepalive" for k in scenario_params or {}):
+        raise ValueError("pass keepalive=True/False, not scenario_params['keepalive']")
+    hosts.check_target(server.host, server.runner)
+
+
+def check_level(users: int, processes: int, duration: float, warmup: float) -> None:
+    if users < 1 or processes < 1 or duration <= 0 or warmup < 0:
+        raise ValueError("users and processes must be >= 1, duration > 0, warmup >= 0")
+
+
+# What a level sets in its generator's environment: never inherited from the caller's.
+LEVEL_VARS = ("LAB_OUT_DIR", "LAB_TARGET", "LAB_ARRIVAL_RATE", "LAB_ARRIVALS", "LAB_ARRIVAL_SEED",
+              "LAB_T0", "LAB_T1", "LAB_WINDOW_AFTER_SPAWN", "LAB_SESSION", "LAB_SPEC")
+
+
+def generator_env(out_dir: Path, scenario_params: dict | None, keepalive: bool,
+                  target: str = "0") -> dict[str, str]:
+    """A generator's environment for a level in `out_dir`: this process's, without any variable
+    a level sets, with the scenario's parameters, keep-alive and the count per process
+    (`target`, LAB_TARGET: "0" for a window of a duration)."""
+    return {**{k: v for k, v in os.environ.items() if k not in LEVEL_VARS},
+            "LAB_OUT_DIR": str(out_dir), "LAB_TARGET": target, **scenarios.lab_env(scenario_params),
+            "LAB_KEEPALIVE": "1" if keepalive else "0"}
+
+
+def spawn_allowance(users: int, running: bool = False) -> float:
+    """How long after its launch a generator that spawns every user at once (loadgen) may take
+    to have them all running, the window fixed from it: its process's start (0.2 s), or a
+    running session's pick-up of its command (0.05 s), and 0.2 ms a user. One later than that
+    is caught by `ramp_in_window`."""
+    return (0.05 if running else 0.2) + users / 5000
+
+
+def spawned_window(out_dir: Path, log: Path, exit_code: int | None) -> tuple[float, float]:
+    """The window Locust opened after its users spawned, or a LoadError with its log."""
+    window = spawn_window(out_dir)
+    if window is None:
+        raise LoadError(f"locust never spawned its users (exit {exit_code}); its log:\n" + log_tail(log))
+    return window
+
+
+def level_point(window: dict, timing: dict, *, during=None, workers=(),
+                link_delay_us: int | None = None, link_stats: dict | None = None) -> dict:
+    """A level's point: the generator's merged window, what ran around it (an operation, the
+    generator hosts, a link and what it applied) and where its wall time went."""
+    stats = link_stats or {}
     return schema.assemble(
         window,
-        {"during": during_out.get("result"), "generator_hosts": ",".join(map(str, workers)) or None},
+        {"during": during, "generator_hosts": ",".join(map(str, workers)) or None},
         {"link_delay_us": link_delay_us, "link_connections": stats.get("connections"),
          "link_chunks": stats.get("chunks"), "link_late_mean_us": stats.get("late_mean_us"),
          "link_late_max_us": stats.get("late_max_us")},
-        level_timing(out_dir, launch, t0, warmup, exited, time.time()))
+        timing)
+
+
+# --------------------------------------------------------------------------- a session of levels
+
+LEVEL_POLL_S = 0.01  # how often a session looks for its level's file (and at its process)
+QUIT_BOUND_S = 15.0  # a session's process told to quit: longer, and it is stopped
+
+
+class Session:
+    """One generator process (Locust, or loadgen) that steps through levels of `scenario` at
+    `server` (see the module's docstring), each measured as run_level measures a level of one
+    such process: `level()` returns the same point. Its process starts with the first level and
+    is stopped when the `with` block ends, however it ends; its log, commands and spec are in
+    `out_dir`."""
+
+    def __init__(self, server: servers.Server, scenario: str, out_dir: Path, *,
+                 cpus: str | None = None, scenario_params: dict | None = None,
+                 keepalive: bool = True, generator: str = "locust"):
+        check_generator_args(server, scenario, keepalive, scenario_params)
+        commands.check_generator(generator)
+        if server.runner.kind == "ssh":  # its CPU is sampled there, a level at a time (run_level)
+            raise ValueError("a session samples its server on this machine: not a server on an ssh host")
+        if generator == "loadgen":
+            commands.build_loadgen()  # seconds the first time, a stat() after
+        self.server, self.scenario, self.out_dir = server, scenario, out_dir
+        self.cpus, self.scenario_params, self.keepalive = cpus, scenario_params, keepalive
+        self.generator = generator
+        out_dir.mkdir(parents=True, exist_ok=True)
+        # what every user sends, compiled once (a bad LAB_* value fails here, before any process)
+        self.spec = scenarios.write_spec(scenario, generator_env(out_dir, scenario_params, keepalive),
+                                         out_dir / "scenario.json")
+        self.log = out_dir / f"{generator}.log"
+        self.started: hosts.Started | None = None
+        self.pinned: str | None = None
+        self.commands = 0    # command-<n>.json files written
+        self.ended = False   # its process is gone: no more levels
+        self.exit_s = 0.0    # how long its process took to end (the exit no level waited for)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        self.close(quit=kind is None)
+
+    def level(self, users: int, out_dir: Path, *, duration: float = 10.0,
+              warmup: float = 2.0) -> dict:
+        """`users` closed-loop users, a window of `duration` s opening `warmup` s after they have
+        spawned (Locust; loadgen's: after the start-up it is allowed, as run_level's), measured
+        into `out_dir` (its own proc- and, for Locust, window- and locust_stats files, its share
+        of the process's log, its CPU samples); run_level's point. Any failure ends the
+        session (its process stopped) and raises."""
+        check_level(users, 1, duration, warmup)
+        if self.ended:
+            raise LoadError(f"this session's {self.generator} has ended (its log: {self.log}); start another")
+        if any(out_dir.glob("proc-*.json")) or any(out_dir.glob("window-*.json")):
+            # the same process writes the same names: an old file would end the level at once
+            raise ValueError(f"{out_dir} holds a level's measurements already: give each level a folder of its own")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.spec, out_dir / "scenario.json")
+        log_from = self.log.stat().st_size if self.log.exists() else 0
+        launch = time.time()
+        fixed = self._begin(users, out_dir, warmup, duration, launch)
+        pids = [self.started.popen.pid]
+        sampler = (Sampler(self.server, pids, *fixed) if fixed else
+                   Sampler(self.server, pids, None, None, window=lambda: spawn_window(out_dir)))
+        sampler.start()
+        try:
+            # the bound run_level gives a process of its own: start-up, warm-up, window, stop
+            self._await_level(out_dir, (fixed[1] - launch if fixed else
+                                        commands.SPAWN_BOUND + warmup + duration) + 90)
+            exited = time.time()
+        except BaseException:
+            self.close(quit=False)
+            raise
+        finally:
+            sampler.stop()
+        _copy_from(self.log, log_from, out_dir / f"{self.generator}.log")
+        t0, t1 = fixed or spawned_window(out_dir, self.log, None)
+        window = merge_level(out_dir, sampler, self.server, self.scenario, users, 1, self.pinned,
+                             None, (t0, t1), None, self.generator, self.keepalive)
+        return level_point(window, level_timing(out_dir, launch, t0, warmup, exited, time.time()))
+
+    def _begin(self, users: int, out_dir: Path, warmup: float, duration: float,
+               launch: float) -> tuple[float, float] | None:
+        """Start a level: the first starts the process (its level in the environment), a later
+        one is a command to it. Returns loadgen's window, fixed from `launch` as run_level fixes
+        it (Locust's opens after its users have spawned: None)."""
+        level: dict = {"users": users, "out_dir": str(out_dir)}
+        env = {"LAB_SESSION": str(self.out_dir), "LAB_SPEC": str(self.spec)}
+        fixed = None
+        if self.generator == "locust":
+            level.update({"warmup": warmup, "duration": duration})
+            env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{duration!r}"
+        else:
+            t0 = launch + spawn_allowance(users, self.started is not None) + warmup
+            fixed = (t0, t0 + duration)
+            level.update({"t0": t0, "t1": t0 + duration,
+                          "max_seconds": t0 + duration - launch + 5 + commands.STOP_TIMEOUT})
+            env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t0 + duration)})
+        if self.started is not None:
+            self._send(level)
+            return fixed
+        cmd, self.pinned = (
+            commands.locust_session_command(users, self.server.url, self.cpus) if fixed is None
+            else commands.loadgen_command(self.spec, users, self.server.url, level["max_seconds"], self.cpus))
+        self.started = hosts.start(hosts.Host("local"), cmd,
+                                   {**generator_env(out_dir, self.scenario_params, self.keepalive), **env},
+                                   self.log)
+        return fixed
+
+    def _send(self, command: dict) -> None:
+        """The next command, whole: written aside, then renamed into place."""
+        self.commands += 1
+        path = self.out_dir / f"command-{self.commands}.json"
+        tmp = self.out_dir / f".command-{self.commands}.tmp"
+        tmp.write_text(json.dumps(command))
+        os.replace(tmp, path)
+
+    def _await_level(self, out_dir: Path, bound: float) -> None:
+        """Until the process has written the level's file: a LoadError with its log's tail if it
+        exits first or `bound` s pass."""
+        popen = self.started.popen
+        done = out_dir / f"proc-{popen.pid}.json"
+        deadline = time.monotonic() + bound
+        while not done.exists():
+            if popen.poll() is not None and not done.exists():
+                raise LoadError(f"{self.generator} exited mid-session (exit {popen.returncode}) before "
+                                f"its level in {out_dir} ended; its log:\n{log_tail(self.log)}")
+            if time.monotonic() > deadline:
+                raise LoadError(f"{self.generator} ended no level in {out_dir} within {bound:.0f} s; "
+                                f"its log:\n{log_tail(self.log)}")
+            time.sleep(LEVEL_POLL_S)
+
+    def close(self, quit: bool = True) -> None:
+        """End the session: its process told to quit (`quit`: after levels that went well) and
+        given QUIT_BOUND_S, then stopped by its PID whatever it did (hosts.stop)."""
+        self.ended = True
+        if self.started is None:
+            return
+        t = time.perf_counter()
+        try:
+            if quit:
+                self._send({"quit": True})
+                try:
+                    self.started.popen.wait(QUIT_BOUND_S)
+                except subprocess.TimeoutExpired:
+                    pass  # stopped below
+        finally:
+            hosts.stop(self.started)
+            self.started = None
+            self.exit_s = time.perf_counter() - t
+
+
+def _copy_from(log: Path, offset: int, dst: Path) -> None:
+    """What a session's process logged from `offset` on: one level's share of its log."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        dst.write_bytes(f.read())
 
 
 ARRIVALS = ("constant", "poisson")
@@ -294,7 +519,12 @@ def level_timing(out_dir: Path, launch: float, t0: float, warmup: float, exited:
     """Where a level's wall time went (`time_*` columns, seconds; sqlitelab.report.timing sums them):
     the generator's start-up until its last user ran (`time_spawn_s`) within the allowance the
     window waited for (`time_startup_s`), the warm-up, the window, the generator's exit after
-    the window closed (`time_shutdown_s`), and reading its files (`time_merge_s`)."""
+    the window closed (`time_shutdown_s`), and reading its files (`time_merge_s`).
+    In a Session, `launch` is when the level was asked for and `exited` when its file was
+    there: the first level's start-up holds the process's start (imports, once per session), a
+    later one's only the command's pick-up and its users' spawn; each level's shutdown is its
+    users' stop and its files' writing, the process running on. The process's exit after the
+    last level belongs to no level: the session's `exit_s`."""
     procs = [json.loads(f.read_text()) for f in out_dir.glob("proc-*.json")]
     spawned = [p["spawned_at"] for p in procs if p.get("spawned_at")]
     closed = max((p["t1"] for p in procs), default=t0)

@@ -8,7 +8,8 @@
 Sweeps record it as they go: per point the `time_*` columns (load.level_timing: the
 generator's start-up, warm-up, window, shutdown, merge; sweep: counts, page-cache probes,
 pause, the whole point), per server and profile (and scenario) `runs.server_timing` (copy,
-start, prime, levels, cross-check, confirmation, stop, integrity check), per sweep
+start, prime, levels, the exit of a session's generator, cross-check, confirmation, stop,
+integrity check), per sweep
 `calibration_seconds`, `seed_seconds` and `wall_seconds`. Buffer points record
 `generate_seconds`, `seconds` (the timed part), `audit_seconds`, `consume_seconds`, the point
 process's start and end (`process_*`), the files' removal and the whole point
@@ -27,8 +28,10 @@ from sqlitelab.core import config, results
 POINT_PHASES = [
     ("window", "time_window_s", "the measurement window (or the N requests)"),
     ("warm-up", "time_warmup_s", "requests before the window"),
-    ("generator start-up", "time_startup_s", "launch until the window's warm-up began"),
-    ("generator shutdown", "time_shutdown_s", "window closed until the generator exited"),
+    ("generator start-up", "time_startup_s",
+     "launch (a session's later level: its command) until the window's warm-up began"),
+    ("generator shutdown", "time_shutdown_s",
+     "window closed until the generator exited (a session: until its level's file was written)"),
     ("merge", "time_merge_s", "reading the generator's files"),
     ("row counts", "time_counts_s", "the audit's counts"),
     ("page-cache probes", "time_cache_s", "fincore before and after"),
@@ -36,6 +39,7 @@ POINT_PHASES = [
 ]
 SERVER_PHASES = [
     ("database copy", "copy_s"), ("server start", "start_s"), ("primer", "prime_s"),
+    ("generator session exit", "generator_exit_s"),  # load.Session's process, after its levels
     ("cross-check (wrk)", "crosscheck_s"), ("server stop", "stop_s"),
     ("integrity check", "integrity_s"),
 ]

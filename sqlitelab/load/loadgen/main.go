@@ -55,6 +55,9 @@ LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT, LAB_KEEPALIVE (1: one kept-alive connect
 (requests/s of this process; 0: closed loop), LAB_ARRIVALS (constant | poisson) and
 LAB_ARRIVAL_SEED (an integer: a reproducible Poisson schedule).
 Writes LAB_OUT_DIR/proc-<pid>.json and exits 0; a usage error prints one line and exits 2.
+LAB_SESSION=DIR (closed loop, no LAB_TARGET): after that file, wait for DIR/command-<n>.json
+(n = 1, 2, ...): {"users": N, "out_dir": D, "t0": T0, "t1": T1, "max_seconds": S} runs the
+next level as these flags and LAB_* would, {"quit": true} exits 0.
 `
 
 // ------------------------------------------------------------------------------ requests
@@ -169,7 +172,8 @@ type config struct {
 	poisson     bool
 	seed        int64
 	seeded      bool
-	keepalive   bool // LAB_KEEPALIVE: false = a new connection per request, Connection: close
+	keepalive   bool   // LAB_KEEPALIVE: false = a new connection per request, Connection: close
+	session     string // LAB_SESSION: the folder of a session's commands ("": one level)
 }
 
 func parseConfig(args []string, getenv func(string) string) (*config, error) {
@@ -231,7 +235,10 @@ func parseConfig(args []string, getenv func(string) string) (*config, error) {
 		return nil, errors.New("open loop (LAB_ARRIVAL_RATE) takes neither LAB_RATE_PER_USER nor LAB_TARGET")
 	}
 	cfg.poisson = arrivals == "poisson"
+	cfg.session = getenv("LAB_SESSION")
 	switch {
+	case cfg.session != "" && (cfg.arrivalRate > 0 || cfg.target > 0):
+		return nil, errors.New("LAB_SESSION steps closed-loop levels of a duration: no LAB_TARGET, no LAB_ARRIVAL_RATE")
 	case math.IsInf(cfg.t0, 0) || math.IsInf(cfg.t1, 0):
 		return nil, errors.New("LAB_T0 and LAB_T1 must be finite epoch seconds")
 	case cfg.target < 0:
@@ -760,8 +767,9 @@ func (g *run) inflight() []int64 {
 func epoch(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // execute runs the load until the window closes (or the target, a signal, the hard bound)
-// and returns the file's content.
-func execute(cfg *config, signals <-chan os.Signal) *output {
+// and returns the file's content, and whether every user had finished by then (no signal,
+// no hard bound: a session may run its next level).
+func execute(cfg *config, signals <-chan os.Signal) (*output, bool) {
 	g := newRun(cfg)
 	hard := time.NewTimer(time.Duration(cfg.maxSeconds * float64(time.Second)))
 	defer hard.Stop()
@@ -772,8 +780,10 @@ func execute(cfg *config, signals <-chan os.Signal) *output {
 	}
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
+	finished := false
 	select {
 	case <-done:
+		finished = true
 	case <-hard.C:
 	case <-signals:
 		g.stop()
@@ -806,7 +816,7 @@ func execute(cfg *config, signals <-chan os.Signal) *output {
 		}
 		out.OpenLoop, out.ArrivalRate, out.Arrivals, out.Offered = true, &rate, &kind, g.sched.offered
 	}
-	return out
+	return out, finished
 }
 
 func writeOutput(dir string, out *output) (string, error) {
@@ -840,7 +850,31 @@ func realMain(args []string) int {
 	debug.SetGCPercent(400)
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	out := execute(cfg, signals)
+	return levels(cfg, signals)
+}
+
+// levels runs cfg's level and, in a session, each level its commands start, until one says
+// quit; a level that a signal or the hard bound ended is the session's last.
+func levels(cfg *config, signals <-chan os.Signal) int {
+	for n := 1; ; n++ {
+		out, finished := execute(cfg, signals)
+		if code := report(cfg, out); code != 0 || cfg.session == "" || !finished {
+			return code
+		}
+		next, err := awaitCommand(cfg, n, signals)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
+			return 2
+		}
+		if next == nil {
+			return 0
+		}
+		cfg = next
+	}
+}
+
+// report writes a level's file and says what it measured.
+func report(cfg *config, out *output) int {
 	path, err := writeOutput(cfg.outDir, out)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "loadgen: writing the measurements: %v\n", err)
@@ -857,6 +891,80 @@ func realMain(args []string) int {
 	fmt.Printf("loadgen %s users=%d (%s): %d requests in the window (%.0f/s), %d in the run, %d overran -> %s\n",
 		cfg.spec.Scenario, cfg.users, conns, out.Count, rps, out.RunResults, out.Overran, path)
 	return 0
+}
+
+// ------------------------------------------------------------------------------ a session
+
+// A session (LAB_SESSION, sqlitelab.load.driver.Session) runs level after level in one process,
+// as Locust's does (sqlitelab/load/locustfile.py documents the protocol): between levels no
+// user runs (each closed its connection as it stopped), and the process waits for its next
+// command. Told nothing for sessionIdle it ends itself: whoever drove it is gone.
+const (
+	sessionIdle = 600 * time.Second
+	commandPoll = 5 * time.Millisecond
+)
+
+// command is a session's next step: a level (its window fixed in advance, as LAB_T0/LAB_T1
+// fix the first one's), or quit.
+type command struct {
+	Quit       bool    `json:"quit"`
+	Users      int     `json:"users"`
+	OutDir     string  `json:"out_dir"`
+	T0         float64 `json:"t0"`
+	T1         float64 `json:"t1"`
+	MaxSeconds float64 `json:"max_seconds"`
+}
+
+// awaitCommand waits for command n of cfg's session and returns the configuration of the level
+// it starts; nil to end the session (quit, a signal, or nothing for sessionIdle).
+func awaitCommand(cfg *config, n int, signals <-chan os.Signal) (*config, error) {
+	path := filepath.Join(cfg.session, fmt.Sprintf("command-%d.json", n))
+	deadline := time.Now().Add(sessionIdle)
+	tick := time.NewTicker(commandPoll)
+	defer tick.Stop()
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			return nextLevel(cfg, data)
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "loadgen: no command %s for %v: the session ends\n", path, sessionIdle)
+			return nil, nil
+		}
+		select {
+		case <-signals:
+			return nil, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// nextLevel is cfg with a command's level (nil for quit), refused as parseConfig refuses flags.
+func nextLevel(cfg *config, data []byte) (*config, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var c command
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("session command: %v", err)
+	}
+	switch {
+	case c.Quit:
+		return nil, nil
+	case c.Users < 1:
+		return nil, fmt.Errorf("session command: users must be >= 1, not %d", c.Users)
+	case c.OutDir == "":
+		return nil, errors.New("session command: out_dir is required")
+	case !(c.MaxSeconds > 0 && c.MaxSeconds <= 1e9):
+		return nil, fmt.Errorf("session command: max_seconds must be > 0, not %v", c.MaxSeconds)
+	case !(c.T0 < c.T1) || math.IsInf(c.T1, 0):
+		return nil, fmt.Errorf("session command: t0 < t1 must be finite epoch seconds, not %v, %v", c.T0, c.T1)
+	}
+	next := *cfg
+	next.users, next.outDir, next.t0, next.t1, next.maxSeconds = c.Users, c.OutDir, c.T0, c.T1, c.MaxSeconds
+	return &next, nil
 }
 
 // ------------------------------------------------------------------------------ one user

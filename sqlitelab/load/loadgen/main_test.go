@@ -440,7 +440,7 @@ func TestExecuteMixWritesTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := execute(cfg, nil)
+	out, _ := execute(cfg, nil)
 	path, err := writeOutput(dir, out)
 	if err != nil {
 		t.Fatal(err)
@@ -495,7 +495,7 @@ func TestExecuteWithoutKeepAliveOneConnectionPerRequest(t *testing.T) {
 	srv, conns, _, closes := testServer(t)
 	cfg, _ := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
 		env(map[string]string{"LAB_TARGET": "300", "LAB_KEEPALIVE": "0"}))
-	out := execute(cfg, nil)
+	out, _ := execute(cfg, nil)
 	if out.Count != 300 || out.RunResults < 300 || out.RunOK != out.RunResults || out.Resent != 0 {
 		t.Fatalf("count %d run results %d ok %d resent %d", out.Count, out.RunResults, out.RunOK, out.Resent)
 	}
@@ -508,7 +508,7 @@ func TestExecuteExactTarget(t *testing.T) {
 	srv, _, _, _ := testServer(t)
 	cfg, _ := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "8", "-host", srv.URL, "-max-seconds", "10"},
 		env(map[string]string{"LAB_TARGET": "500"}))
-	out := execute(cfg, nil)
+	out, _ := execute(cfg, nil)
 	if out.Count != 500 || out.Status["200"] != 500 || out.T1 < *out.FirstStart || out.T1 > 1e11 {
 		t.Fatalf("count %d status %v t1 %v", out.Count, out.Status, out.T1)
 	}
@@ -580,7 +580,7 @@ func TestOpenLoopQueuesBehindASlowServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := execute(cfg, make(chan os.Signal))
+	out, _ := execute(cfg, make(chan os.Signal))
 	if !out.OpenLoop || out.Backlog == 0 || out.Late == 0 || out.Offered < 550 || out.Offered > 610 {
 		t.Errorf("open %v backlog %d late %d offered %d", out.OpenLoop, out.Backlog, out.Late, out.Offered)
 	}
@@ -607,5 +607,95 @@ func TestOpenLoopQueuesBehindASlowServer(t *testing.T) {
 	firstP50, lastP50 := p50(out.Seconds[0].HistValues), p50(out.Seconds[len(out.Seconds)-1].HistValues)
 	if lastP50 < firstP50+300_000 {
 		t.Errorf("p50 from due time %d µs then %d µs: the queue did not grow", firstP50, lastP50)
+	}
+}
+
+// A session: two levels of one process, each its own file, users and connections, the second
+// started by a command once the first's file is written; then quit.
+func TestSessionRunsLevelAfterLevel(t *testing.T) {
+	srv, conns, _, _ := testServer(t)
+	dir, session := t.TempDir(), t.TempDir()
+	now := float64(time.Now().UnixNano()) / 1e9
+	cfg, err := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
+		env(map[string]string{"LAB_T0": fmt.Sprint(now + 0.1), "LAB_T1": fmt.Sprint(now + 0.4),
+			"LAB_OUT_DIR": filepath.Join(dir, "l1"), "LAB_SESSION": session}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := make(chan int, 1)
+	go func() { code <- levels(cfg, nil) }()
+	first := awaitFile(t, filepath.Join(dir, "l1", fmt.Sprintf("proc-%d.json", os.Getpid())))
+	if conns.Load() != 4 {
+		t.Fatalf("level 1: %d connections for 4 users", conns.Load())
+	}
+	now = float64(time.Now().UnixNano()) / 1e9
+	writeCommand(t, session, 1, fmt.Sprintf(`{"users": 2, "out_dir": %q, "t0": %v, "t1": %v, "max_seconds": 10}`,
+		filepath.Join(dir, "l2"), now+0.1, now+0.4))
+	second := awaitFile(t, filepath.Join(dir, "l2", fmt.Sprintf("proc-%d.json", os.Getpid())))
+	writeCommand(t, session, 2, `{"quit": true}`)
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session did not quit")
+	}
+	if first.Count == 0 || second.Count == 0 || *second.RunFirstStart <= *first.RunLastEnd {
+		t.Fatalf("level 1: %d requests, last end %v; level 2: %d, first start %v",
+			first.Count, *first.RunLastEnd, second.Count, *second.RunFirstStart)
+	}
+	if conns.Load() != 6 { // each level's users dial their own
+		t.Fatalf("%d connections for 4 then 2 users", conns.Load())
+	}
+}
+
+func TestSessionCommandsAreChecked(t *testing.T) {
+	cfg := &config{users: 4, outDir: "a", t0: 1, t1: 2, maxSeconds: 10}
+	if next, err := nextLevel(cfg, []byte(`{"quit": true}`)); next != nil || err != nil {
+		t.Fatalf("quit: %v %v", next, err)
+	}
+	next, err := nextLevel(cfg, []byte(`{"users": 2, "out_dir": "b", "t0": 5, "t1": 6, "max_seconds": 3}`))
+	if err != nil || next.users != 2 || next.outDir != "b" || next.t0 != 5 || next.t1 != 6 || next.maxSeconds != 3 || cfg.users != 4 {
+		t.Fatalf("level: %+v %v (was %+v)", next, err, cfg)
+	}
+	for _, bad := range []string{`{"users": 0, "out_dir": "b", "t0": 5, "t1": 6, "max_seconds": 3}`,
+		`{"users": 2, "t0": 5, "t1": 6, "max_seconds": 3}`, `{"users": 2, "out_dir": "b", "t0": 6, "t1": 5, "max_seconds": 3}`,
+		`{"users": 2, "out_dir": "b", "t0": 5, "t1": 6, "max_seconds": 0}`, `{"users": 2, "rate": 1}`, `not json`} {
+		if _, err := nextLevel(cfg, []byte(bad)); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	if _, err := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "2", "-host", "http://127.0.0.1:8001", "-max-seconds", "5"},
+		env(map[string]string{"LAB_SESSION": t.TempDir(), "LAB_TARGET": "100"})); err == nil {
+		t.Error("a session with LAB_TARGET accepted")
+	}
+}
+
+func awaitFile(t *testing.T, path string) *output {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(path); err == nil {
+			var out output
+			if err := json.Unmarshal(data, &out); err != nil {
+				t.Fatal(err)
+			}
+			return &out
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no %s", path)
+	return nil
+}
+
+func writeCommand(t *testing.T, session string, n int, text string) {
+	t.Helper()
+	tmp := filepath.Join(session, fmt.Sprintf(".command-%d.tmp", n))
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(session, fmt.Sprintf("command-%d.json", n))); err != nil {
+		t.Fatal(err)
 	}
 }
