@@ -40,7 +40,7 @@ POINT_PHASES = [
 SERVER_PHASES = [
     ("database copy", "copy_s"), ("server start", "start_s"), ("primer", "prime_s"),
     ("generator session exit", "generator_exit_s"),  # load.Session's process, after its levels
-    ("cross-check (wrk)", "crosscheck_s"), ("server stop", "stop_s"),
+    ("cross-check (reference client)", "crosscheck_s"), ("server stop", "stop_s"),
     ("integrity check", "integrity_s"),
 ]
 RUN_PHASES = [("calibration lookup", "calibration_seconds"), ("seeded template", "seed_seconds")]
