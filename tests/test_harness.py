@@ -56,6 +56,37 @@ def processes_mentioning(marker: str) -> list[psutil.Process]:
     return found
 
 
+def interrupt_and_check(proc: subprocess.Popen, marker: str, err_path: Path, what: str) -> None:
+    """SIGINT to `proc` (what interrupting a notebook cell sends): it must exit within 60 s (else
+    every thread's stack, from its faulthandler, fails the test) with an error status, leaving
+    no process that mentions `marker`."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)       # every thread's stack into its stderr
+        time.sleep(2)
+        pytest.fail(f"the interrupted {what} did not exit within 60 s; its stacks:\n"
+                    + err_path.read_text(errors="replace")[-6000:])
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    left = processes_mentioning(marker)
+    assert not left, [command_line(p) for p in left]
+
+
+def reap(proc: subprocess.Popen, marker: str) -> None:
+    """Never leave the interrupted process behind (nor a zombie for the next test to trip on),
+    nor anything that mentions `marker`."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for p in processes_mentioning(marker):
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 class CountingRelay:
     """A TCP relay in front of a real server that counts the connections a generator opens:
     each accepted connection gets its own upstream connection to the server, bytes pass
@@ -417,27 +448,9 @@ def test_an_interrupted_session_leaves_nothing_running(tmp_path):
         assert list((root / "u2").glob("window-*.json")), err_path.read_text(errors="replace")[-3000:]
         assert any("locust" in command_line(p) for p in processes_mentioning(marker))
         time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGUSR1)
-            time.sleep(2)
-            pytest.fail("the interrupted session did not exit within 60 s; its stacks:\n"
-                        + err_path.read_text(errors="replace")[-6000:])
-        assert proc.returncode != 0
-        time.sleep(0.5)
-        left = processes_mentioning(marker)
-        assert not left, [command_line(p) for p in left]
+        interrupt_and_check(proc, marker, err_path, "session")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for p in processes_mentioning(marker):
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        reap(proc, marker)
 
 
 def test_write_sweep_audits_and_stores(lab_dirs):
@@ -528,27 +541,9 @@ def test_interrupted_sweep_leaves_nothing_running(lab_dirs):
             time.sleep(0.2)
         assert processes_mentioning(marker), "the sweep never started its generator"
         time.sleep(1)
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGUSR1)       # every thread's stack into its stderr
-            time.sleep(2)
-            pytest.fail("the interrupted sweep did not exit within 60 s; its stacks:\n"
-                        + err_path.read_text(errors="replace")[-6000:])
-        assert proc.returncode != 0
-        time.sleep(0.5)
-        left = processes_mentioning(marker)
-        assert not left, [command_line(p) for p in left]
-    finally:  # never leave the sweep behind (nor a zombie for the next test to trip on)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for p in processes_mentioning(marker):
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        interrupt_and_check(proc, marker, err_path, "sweep")
+    finally:
+        reap(proc, marker)
 
 
 def test_server_that_will_not_start_shows_its_log(tmp_path):
