@@ -47,18 +47,13 @@ def main(argv: list[str] | None = None) -> int:
             print()
             print(comparison_table(df).T.to_string(header=False))
         return 0
-    if args.command == "ensure":  # a set-up step: one line per generator it measures, else nothing
-        for g in args.generator:
-            if not current(g, generator_cpus):
-                print(f"setup: calibrating {g} against wrk on this machine (a minute or two, once)",
-                      flush=True)
-                calibrate(g, server_cpus=server_cpus, generator_cpus=generator_cpus)
-        return 0
-    if args.command == "calibrate":
+    if args.command in ("calibrate", "ensure"):
         for g in args.generator:
             if args.force or not current(g, generator_cpus):
                 print(f"calibrating {g} against wrk ({METHOD})…", flush=True)
                 calibrate(g, server_cpus=server_cpus, generator_cpus=generator_cpus)
+    if args.command == "ensure":  # a set-up step: a line per generator it measures, else nothing
+        return 0
     cal, pts = load_calibrations()
     if not len(cal):
         print("no calibration stored yet: python -m sqlitelab.calibrate")
