@@ -210,8 +210,12 @@ def test_a_variant_beyond_the_article_runs_on_the_stacks_it_changes():
                       profiles=["go-seed004"], scenario=["hello"], levels=[4])
     (beyond,) = main.beyond("go-seed004-fixed-pool")
     assert beyond.servers == ("go-nethttp",) and beyond.profiles == ("go-seed004-fixed-pool",)
-    assert beyond.levels == main.levels and beyond.run_id("hello") == main.run_id("hello")
+    assert beyond.levels == main.levels
+    # its own runs row beside the sweep's, never in its place
+    assert beyond.run_id("hello") == main.run_id("hello").replace("/hello", "/go-seed004-fixed-pool/hello")
     assert main.beyond("rails71") == [] and main.beyond(None) == []
+    with pytest.raises(ValueError, match="sweeps 1 and 2 of this run share the run id"):
+        sweep.run(main, main)  # refused before anything starts: the second would replace its runs rows
     with pytest.raises(ValueError, match="is ruby-puma's only"):
         sweep.spec(notebook="01-linear-writes", servers=["python-fastapi"], profiles=["rails71"],
                    scenario="hello", levels=[1], knobs={"yjit": "on"})

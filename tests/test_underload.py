@@ -157,3 +157,8 @@ def test_operation_specs_pass_keep_copies_to_the_operations_that_make_copies():
     assert [s.operation.get("keep_copies") for s in specs] == [True, None, False]
     with pytest.raises(ValueError, match="rows_per_txn|no parameter|unknown"):  # checked before anything runs
         underload.operation_specs(**{**args, "op_params": {"backup": {"rows_per_txn": 5}}})
+    two = pd.DataFrame([{"server": "go-nethttp", "steady_rate": 2000.0},
+                        {"server": "rust-axum", "steady_rate": 4000.0}])
+    specs = underload.operation_specs(**{**args, "steady": two, "operations": ["backup"]})
+    # each stack's sweep its own runs row (one shared id: the second replaced the first's)
+    assert [s.experiment for s in specs] == ["op/backup/go-nethttp", "op/backup/rust-axum"]

@@ -170,6 +170,14 @@ def run(*specs: "Spec | list[Spec]") -> pd.DataFrame:
     for s in flat:
         if not isinstance(s, Spec):
             raise TypeError(f"run takes sweeps checked by spec(...), not {type(s).__name__}")
+    seen: dict[str, int] = {}
+    for i, s in enumerate(flat):  # each sweep its own runs rows: a shared one is replaced
+        for name in s.scenarios:
+            key = s.run_id(name)
+            if key in seen:
+                raise ValueError(f"sweeps {seen[key] + 1} and {i + 1} of this run share the run id "
+                                 f"{key!r}: give each its own experiment")
+            seen[key] = i
     for line in reap_orphans():  # what a killed kernel left: its owner is dead
         print(f"sweep: stopped and removed what a dead run left: {line}", flush=True)
     frames = [_run(s, time.perf_counter()) for s in flat]
@@ -356,11 +364,14 @@ class Spec:
     def beyond(self, profile: str | None) -> "list[Spec]":
         """The same sweep with `profile`, on those of its stacks that take one of the profile's
         stack-only knobs (servers.taking): a variant beyond the article, run where it changes
-        something; [] for None or where no stack takes it."""
+        something; [] for None or where no stack takes it. Its own experiment,
+        `<experiment>/<profile>` (so its own runs rows, wall time and timing: with the same run
+        ids its rows replaced the sweep's own)."""
         taking = stacks.taking(profile, self.servers)
         if not taking:
             return []
         return [dataclasses.replace(self, servers=tuple(taking), profiles=(profile,),
+                                    experiment="/".join(e for e in (self.experiment, profile) if e),
                                     server_repeats={s: n for s, n in self.server_repeats.items()
                                                     if s in taking})]
 

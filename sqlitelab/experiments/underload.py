@@ -21,8 +21,10 @@ from sqlitelab.infra import operations as ops
 from sqlitelab.studies.operations_under_load import WORKLOAD
 
 
-def experiment(operation: str | None) -> str:
-    return "open" if operation is None else f"op/{operation}"
+def experiment(operation: str | None, server: str | None = None) -> str:
+    """The open-loop sweep's experiment, or an operation's on one server (`op/<operation>/<server>`:
+    each stack's sweep its own runs row)."""
+    return "open" if operation is None else "/".join(e for e in ("op", operation, server) if e)
 
 
 def _workload_args(users_rows: int) -> dict:
@@ -62,7 +64,7 @@ def operation_specs(*, notebook: str, steady: pd.DataFrame, operations: list[str
     for row in steady.dropna(subset=["steady_rate"]).itertuples():
         for name in operations:
             sweeps.append(spec(
-                notebook=notebook, experiment=experiment(name), servers=[row.server],
+                notebook=notebook, experiment=experiment(name, row.server), servers=[row.server],
                 **_workload_args(users_rows), levels=[open_users],
                 rates=[round(float(row.steady_rate), 1)], duration=duration, warmup=warmup,
                 operation={"name": name, "at_s": at_s, **keep.get(name, {}),
