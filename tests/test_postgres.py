@@ -14,7 +14,7 @@ import psutil
 import pytest
 from conftest import command_line
 
-from sqlitelab.report import capacity
+from sqlitelab.report import capacity, findings
 from sqlitelab import batch
 from sqlitelab.infra import databases, postgres, servers
 from sqlitelab.load import verdicts
@@ -121,6 +121,12 @@ def test_versus_ratios_compare_each_ones_best_level():
     r = capacity.versus_ratios(table).iloc[0]
     assert r.rps_ratio == pytest.approx(1200 / 700) and r.p99_ratio == pytest.approx(20 / 6)
     assert r.sqlite_slo_rps == 1200.0 and r.audit_ok and not r.generator_bound
+    assert sorted(table["levels"]) == [1, 2, 2]  # the link ran one level
+    assert "at each one's best level" in findings.versus(capacity.versus_ratios(table), table)
+    one = pts[pts["users"] == 8]  # one level: no "best" of it
+    table = capacity.versus_table(one, slo_p99_ms=100.0)
+    text = findings.versus(capacity.versus_ratios(table), table)
+    assert "at the one level measured (8 users)" in text and "best" not in text
 
 
 # ---------------------------------------------------------------------------- a real Postgres

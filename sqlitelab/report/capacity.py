@@ -299,7 +299,7 @@ def active_users_table(table: pd.DataFrame, seconds_between_requests: float = 10
 
 def versus_table(df: pd.DataFrame, slo_p99_ms: float = 100.0) -> pd.DataFrame:
     """Notebook 07: per workload, endpoint (scenario), stack and store (sqlite, postgres, postgres
-    behind a link): the best level's throughput and that level's p99 (repeats averaged, p99 the
+    behind a link): how many levels it ran (`levels`), the best level's throughput and that level's p99 (repeats averaged, p99 the
     worst repeat), how it must be read (generator-bound...), and the capacity at the SLO (the
     best level with p99 ≤ SLO and no errors, capacity.capacity_at_slo)."""
     if df.empty:
@@ -310,13 +310,14 @@ def versus_table(df: pd.DataFrame, slo_p99_ms: float = 100.0) -> pd.DataFrame:
     keys = ["workload", "scenario", "server", "store"]
     lv = over_repeats(d, keys + ["users"], ["rps", "p99_ms", "errors", "server_cpu_pct"], p99_ms="max")
     best = lv.loc[lv.groupby(keys)["rps"].idxmax()].copy()
+    best = best.merge(lv.groupby(keys)["users"].nunique().rename("levels").reset_index(), on=keys)
     best["limit"] = [limit_note(r) for r in best.to_dict("records")]
     best["generator_bound"] = best["limit"] == "generator-bound"
     best["generator_influenced"] = best["limit"] == "generator-influenced"
     cap = capacity_at_slo(d, slo_p99_ms, by=tuple(keys))[keys + ["slo_rps", "slo_users"]]
     out = best.merge(cap, on=keys, how="left")
     out = out.rename(columns={"users": "best_users", "rps": "best_rps", "p99_ms": "best_p99_ms"})
-    return out[keys + ["best_users", "best_rps", "best_p99_ms", "errors", "server_cpu_pct", "limit",
+    return out[keys + ["levels", "best_users", "best_rps", "best_p99_ms", "errors", "server_cpu_pct", "limit",
                        "generator_bound", "generator_influenced", "slo_rps", "slo_users",
                        "audit_ok"]].sort_values(keys).reset_index(drop=True)
 

@@ -13,12 +13,13 @@ ID = "08-operations-under-load"
 
 SCALES: dict[str, dict] = {
     # Quick: six rates from well under the quick closed-loop peaks to past them (the hockey
-    # stick's flat part, its knee and its wall), and 6-s windows with the operation at second 2:
-    # every operation but Litestream's replication ended within 1.2 s of its start at quick
-    # (2026-11-26 at 3e90405), so the window still shows the load before, during and after it.
+    # stick's flat part, its knee and its wall) in 1.5-s windows, and 4-s windows with the
+    # operation at second 1.5: every operation but Litestream's replication ended within 1.2 s
+    # of its start at quick (2026-11-26 at 3e90405), so the window still shows the load before,
+    # during and after it.
     "quick": {"levels": [8, 64], "rates": [2000, 4000, 8000, 12000, 16000, 20000],
               "open_users": 64,
-              "duration": 2.0, "warmup": 0.5, "op_duration": 6.0, "at_s": 2.0,
+              "duration": 1.5, "warmup": 0.3, "op_duration": 4.0, "at_s": 1.5,
               "users_rows": 1_000_000, "fraction": 0.5},
     "seed": {"levels": [8, 16, 64], "rates": [2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, 18000, 20000, 24000],
              "open_users": 64, "duration": 5.0, "warmup": 1.0, "op_duration": 30.0, "at_s": 10.0,
