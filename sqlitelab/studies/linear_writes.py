@@ -44,8 +44,8 @@ SUMMARY: str | None = "linear_writes"
 
 SMOKE: dict = {"servers": ["ruby-puma", "go-nethttp"],
                "levels": [1, 2],
-               "duration": 1.0,
-               "warmup": 0.3,
+               "duration": 0.5,
+               "warmup": 0.2,
                "repeats": 1}
 STORES: str | None = "points"
 

@@ -28,7 +28,7 @@ SCALES: dict[str, dict] = {
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget).
-BUDGET_SECONDS: dict[str, float] = {"quick": 100, "seed": 360}
+BUDGET_SECONDS: dict[str, float] = {"quick": 125, "seed": 360}
 
 SERVER_SPLIT: int | None = None
 
@@ -52,10 +52,10 @@ SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "levels": [4],
                "rates": [100, 400],
                "open_users": 16,
-               "duration": 1.0,
-               "warmup": 0.3,
-               "op_duration": 3.0,
-               "at_s": 1.0,
+               "duration": 0.5,
+               "warmup": 0.2,
+               "op_duration": 2.0,
+               "at_s": 0.7,
                "users_rows": 20000,
                "fraction": 0.5,
                "operations_run": ["checkpoint"]}

@@ -29,7 +29,7 @@ SCALES: dict[str, dict] = {
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget).
-BUDGET_SECONDS: dict[str, float] = {"quick": 120, "seed": 600}
+BUDGET_SECONDS: dict[str, float] = {"quick": 80, "seed": 600}
 
 SERVER_SPLIT: int | None = None
 
@@ -44,8 +44,8 @@ SUMMARY: str | None = "single_machine"
 SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "users_rows": 2000,
                "levels": [4],
-               "duration": 1.0,
-               "warmup": 0.3,
+               "duration": 0.5,
+               "warmup": 0.2,
                "repeats": 1}
 STORES: str | None = "points"
 
