@@ -729,6 +729,57 @@ def storable(v: str, field: str) -> str:
     return v
 
 
+# ----------------------------------------------------------------------------- start-up checks
+
+def check_postgres(cfg: dict) -> None:
+    """LAB_DATABASE=postgres: the database answers and has the four tables (each worker then
+    opens its own pool)."""
+    import psycopg
+    try:
+        con = psycopg.connect(cfg["database_url"], autocommit=True)
+    except psycopg.Error as e:
+        raise ConfigError(f"LAB_DATABASE_URL: cannot connect: {one_line(e)}")
+    try:
+        found = {r[0] for r in con.execute(
+            "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL", (list(TABLES),))}
+    except psycopg.Error as e:
+        raise ConfigError(f"LAB_DATABASE_URL: cannot read the schema: {one_line(e)}")
+    finally:
+        con.close()
+    missing = set(TABLES) - found
+    if missing:
+        raise ConfigError(f"LAB_DATABASE_URL: the database lacks tables {sorted(missing)} "
+                          "of servers/schema.postgres.sql")
+
+
+def checked_config() -> dict:
+    """The LAB_* configuration with everything a start can refuse checked: the knobs, the
+    templates, and the database (each pragma applied once on SQLite; Postgres reachable with
+    the lab's tables). ConfigError or sqlite3.Error otherwise."""
+    cfg = parse_config()
+    for name in ("request", "user", "user_page"):
+        if not (cfg["templates"] / f"{name}.html").is_file():
+            raise ConfigError(f"LAB_TEMPLATES={str(cfg['templates'])!r} lacks {name}.html")
+    if cfg["database"] == "postgres":
+        check_postgres(cfg)
+    else:
+        con = sqlite3.connect(cfg["db"])  # check every pragma really applies
+        for name, value in cfg["pragmas"]:
+            con.execute(f"PRAGMA {name} = {value}")
+        con.close()
+        if cfg["sql_log"] == "on":  # each worker opens its own descriptor in Database
+            SqlLog(f"{cfg['db']}.sql.log").close()
+    return cfg
+
+
+if __name__ == "__main__":  # the server's own process refuses a bad start before importing FastAPI
+    try:                    # (about 0.6 s): the worker processes import this module as `app`
+        CHECKED = checked_config()
+    except (ConfigError, sqlite3.Error) as e:
+        print(f"lab: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 # ----------------------------------------------------------------------------- the app
 
 from fastapi import FastAPI, Request  # noqa: E402
@@ -1024,45 +1075,9 @@ async def update_user(uid: str, request: Request):
 
 # ----------------------------------------------------------------------------- main
 
-def check_postgres(cfg: dict) -> None:
-    """LAB_DATABASE=postgres: the database answers and has the four tables (each worker then
-    opens its own pool)."""
-    import psycopg
-    try:
-        con = psycopg.connect(cfg["database_url"], autocommit=True)
-    except psycopg.Error as e:
-        raise ConfigError(f"LAB_DATABASE_URL: cannot connect: {one_line(e)}")
-    try:
-        found = {r[0] for r in con.execute(
-            "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL", (list(TABLES),))}
-    except psycopg.Error as e:
-        raise ConfigError(f"LAB_DATABASE_URL: cannot read the schema: {one_line(e)}")
-    finally:
-        con.close()
-    missing = set(TABLES) - found
-    if missing:
-        raise ConfigError(f"LAB_DATABASE_URL: the database lacks tables {sorted(missing)} "
-                          "of servers/schema.postgres.sql")
-
-
-def main() -> int:
-    try:
-        cfg = parse_config()
-        for name in ("request", "user", "user_page"):
-            if not (cfg["templates"] / f"{name}.html").is_file():
-                raise ConfigError(f"LAB_TEMPLATES={str(cfg['templates'])!r} lacks {name}.html")
-        if cfg["database"] == "postgres":
-            check_postgres(cfg)
-        else:
-            con = sqlite3.connect(cfg["db"])  # check every pragma really applies
-            for name, value in cfg["pragmas"]:
-                con.execute(f"PRAGMA {name} = {value}")
-            con.close()
-            if cfg["sql_log"] == "on":  # each worker opens its own descriptor in Database
-                SqlLog(f"{cfg['db']}.sql.log").close()
-    except (ConfigError, sqlite3.Error) as e:
-        print(f"lab: {e}", file=sys.stderr)
-        return 2
+def main(cfg: dict) -> int:
+    """The server: uvicorn's workers, each importing this module as `app`, on a configuration
+    already checked (checked_config)."""
     import uvicorn
     # uvicorn (0.54) re-raises SIGTERM/SIGINT once its graceful shutdown is done: exit 0 then, as
     # the contract says, through the `finally` below (the default action would exit 143 and
@@ -1084,4 +1099,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(CHECKED))
