@@ -285,7 +285,7 @@ def test_the_next_sweep_cleans_what_a_dead_run_left_and_two_sweeps_leave_each_ot
         assert alive(left), "an orphaned run left nothing to clean"
 
         # the next sweep (another kernel) reaps them at its start, and says so
-        first = start_sweep(tmp_path, levels=[2], duration=30, run_id="first")
+        first = start_sweep(tmp_path, levels=[2], duration=15, run_id="first")  # still running when second ends
         frec = wait_for(lambda: level_running(tmp_path, first), 120, "the next sweep's level")
         said = (tmp_path / "first.log").read_text()
         print(said)
