@@ -234,3 +234,12 @@ def test_buffer_table_names_the_writers_large_totals_and_the_consumer():
     row = t.set_index("aspect").loc["consumer"]
     assert row["this run"] == "after the lab's writer, up to 10,000,000 records"
     assert "lab's generator" in t.set_index("aspect").loc["records", "this run"]
+
+
+def test_the_cross_check_row_says_when_a_run_had_none():
+    run = methods.RunView(points(), {"crosscheck_users": [1, 3], "crosscheck_tool": "oha"})
+    assert method.crosscheck_client(run) == "oha at 1, 3 users"
+    run = methods.RunView(points(), {"crosscheck_users": None, "crosscheck_tool": "oha"})
+    assert method.crosscheck_client(run).startswith("not run (crosscheck_users None)")
+    with pytest.raises(method.NotRecorded):  # an older run that stored no such parameter
+        method.crosscheck_client(methods.RunView(points(), {}))

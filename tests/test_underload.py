@@ -122,6 +122,11 @@ def test_cost_table_compares_the_seconds_before_with_the_worst_while_it_ran():
     text = findings.operations(capacity.three_ways(POINTS, 100.0), analysis.cost_table(OP_POINTS, SECONDS))
     assert "Hurt most**: backup on go-nethttp" in text and "×15.0" in text
     assert "open-loop capacity 4,000 req/s" in text and "closed-loop capacity 6,000" in text
+    # an operation started within the window's first second: no second before it to compare
+    early = analysis.cost_table(OP_POINTS.assign(operation_started_s=0.5), SECONDS)
+    assert early["p99_before_ms"].isna().all()
+    text = findings.operations(capacity.three_ways(POINTS, 100.0), early)
+    assert "no whole second before it to compare" in text and "Hurt most" not in text
 
 
 def test_steady_rates_take_a_fraction_of_each_stacks_open_loop_capacity():

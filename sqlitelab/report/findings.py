@@ -426,9 +426,14 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
         return "\n".join(lines)
     for r in cost.itertuples():
         cost_x = f" (×{r.p99_cost_x:.1f})" if pd.notna(r.p99_cost_x) else ""
+        # no whole second before it (an operation started within the window's first second) or
+        # none while it ran: said so, not a number
+        before = (f"p99 {r.p99_before_ms:.1f} ms in the seconds before" if pd.notna(r.p99_before_ms)
+                  else "no whole second before it to compare")
+        during = (f"{r.worst_p99_during_ms:.1f} ms" if pd.notna(r.worst_p99_during_ms) else "not measured")
         lines.append(f"- {r.server} · **{r.operation}**: {r.op_seconds:.2f} s at {r.rate:,.0f} req/s offered; "
-                     f"p99 {r.p99_before_ms:.1f} ms in the seconds before, worst second while it ran "
-                     f"{r.worst_p99_during_ms:.1f} ms{cost_x}; {r.errors_during} errors and {r.late_during} "
+                     f"{before}, worst second while it ran "
+                     f"{during}{cost_x}; {r.errors_during} errors and {r.late_during} "
                      f"late sends then; backlog at the close {r.backlog}; audit "
                      f"{'ok' if r.audit_ok else 'FAILED'}.")
     ranked = cost.dropna(subset=["p99_cost_x"]).sort_values("p99_cost_x", ascending=False)

@@ -174,7 +174,10 @@ def software(stack: str, keys: tuple[str, ...]) -> Callable:
 
 
 def crosscheck_client(run: RunView) -> str:
-    """The cross-check's client and levels, from the run's parameters: "hey at 1, 4, 16 users"."""
+    """The cross-check's client and levels, from the run's parameters: "hey at 1, 4, 16 users";
+    "not run" when the run had none (crosscheck_users None, as at quick scale in some notebooks)."""
+    if "crosscheck_users" in run.parameters and not run.parameters["crosscheck_users"]:
+        return f"not run (crosscheck_users {run.parameters['crosscheck_users']!r}): no cross-check points"
     levels = run.param("crosscheck_users")
     levels = [levels] if isinstance(levels, int) else levels
     return f"{run.param('crosscheck_tool')} at {', '.join(map(str, levels))} users"

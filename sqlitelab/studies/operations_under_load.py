@@ -55,7 +55,7 @@ SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "duration": 0.5,
                "warmup": 0.2,
                "op_duration": 2.0,
-               "at_s": 0.7,
+               "at_s": 1.0,
                "users_rows": 20000,
                "fraction": 0.5,
                "operations_run": ["checkpoint"]}
