@@ -35,13 +35,15 @@ APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium 
 HEY_VERSION := $(shell sed -n 's/^VERSION = "\(v[0-9.]*\)".*/\1/p' sqlitelab/load/hey.py)
 OHA_VERSION := $(shell sed -n 's/^VERSION = "\([0-9.]*\)".*/\1/p' sqlitelab/load/oha.py)
 
-.PHONY: help setup calibrated test test-fast test-contract test-harness test-notebooks run seed report lab browse lock servers calibrate clean distclean
+.PHONY: help setup oha calibrated test test-fast test-contract test-harness test-notebooks run seed report lab browse lock servers calibrate clean distclean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel $(STAMP)/bin/litestream $(STAMP)/hey-$(HEY_VERSION) $(STAMP)/oha-$(OHA_VERSION) servers calibrated ## install everything the lab needs (idempotent; quick the second time)
+setup: $(STAMP)/apt $(STAMP)/sshd $(STAMP)/venv $(STAMP)/kernel $(STAMP)/bin/litestream $(STAMP)/hey-$(HEY_VERSION) servers calibrated ## install everything the lab needs but oha (idempotent; quick the second time)
+
+oha: $(STAMP)/oha-$(OHA_VERSION) ## build oha, seed 001's load tool (minutes of compiling, once): make seed and make test build it, make run needs none
 
 $(STAMP)/apt: Makefile
 	@mkdir -p $(STAMP)
@@ -100,9 +102,10 @@ $(STAMP)/bin/litestream:
 	@cd $(STAMP) && GOBIN=$(CURDIR)/$(STAMP)/bin go install github.com/benbjohnson/litestream/cmd/litestream@$(LITESTREAM_VERSION)
 
 # The articles' own load tools, run as the cross-checks of notebooks 01 and 02 (issue 30): hey
-# (seed 000) from its Go module, oha (seed 001) from its crate on crates.io (several minutes of
-# compiling, once), each at the version its module in sqlitelab/load/ names (a stamp per
-# version: a new version is built again, an edit of the module is not).
+# (seed 000) from its Go module, oha (seed 001) from its crate on crates.io (about ten minutes of
+# compiling on 2 cores, once: its own target, `oha`, which the targets that use it depend on —
+# quick scale cross-checks no level with it), each at the version its module in sqlitelab/load/
+# names (a stamp per version: a new version is built again, an edit of the module is not).
 $(STAMP)/hey-$(HEY_VERSION):
 	@mkdir -p $(STAMP)/bin
 	@echo "setup: building hey $(HEY_VERSION) from its Go module (seconds, once)"
@@ -125,7 +128,7 @@ servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load g
 calibrated: servers
 	@$(PY) -m sqlitelab.calibrate ensure
 
-test: setup ## run the whole test suite: fast, contract, harness and notebook tiers
+test: setup oha ## run the whole test suite: fast, contract, harness and notebook tiers
 	$(PY) -m pytest -q
 
 test-fast: setup ## the fast tier: no server, no load (tests/conftest.py keeps it so), on up to 4 CPUs
@@ -134,16 +137,16 @@ test-fast: setup ## the fast tier: no server, no load (tests/conftest.py keeps i
 test-contract: setup ## the contract tier: every stack started against the contract, no load
 	$(PY) -m pytest -q -m contract
 
-test-harness: setup ## the harness tier: levels, sweeps, generators and calibrations under load
+test-harness: setup oha ## the harness tier: levels, sweeps, generators and calibrations under load
 	$(PY) -m pytest -q -m harness
 
-test-notebooks: setup ## the notebook tier: papermill smoke runs and JupyterLab in a browser
+test-notebooks: setup oha ## the notebook tier: papermill smoke runs and JupyterLab in a browser
 	$(PY) -m pytest -q -m notebook
 
 run: setup ## run every notebook in the quick scale with papermill, then summarise
 	$(PY) -m sqlitelab.batch --scale quick
 
-seed: setup ## run every notebook in the seed scale (the articles' own settings)
+seed: setup oha ## run every notebook in the seed scale (the articles' own settings)
 	$(PY) -m sqlitelab.batch --scale seed
 
 calibrate: setup ## measure Locust and loadgen against wrk on this machine again (sweeps reuse it)

@@ -151,7 +151,10 @@ def legends(fig) -> list:
 
 @pytest.mark.parametrize("name", list(charts()))
 def test_every_legend_lies_inside_the_canvas(name):
+    """Every chart: its legends inside the canvas, and no problem plots.problems finds (each
+    stack's artists in its colour and no other artist in it, ...)."""
     fig = charts()[name]()
+    assert plots.problems(fig) == [], name
     fig.canvas.draw()
     found = legends(fig)
     assert found, f"{name}: no legend"
@@ -211,10 +214,7 @@ def test_a_stack_has_the_same_colour_in_every_figure():
     fig = plots.bar_chart(bars, category="path", value="rps", series="server", title="t", ylabel="y")
     patches = {p.get_label(): p.get_facecolor() for p in fig.axes[0].get_legend().legend_handles}
     assert {s: patches[servers.stack_title(s)] for s in STACKS} == want
-    for name, draw in charts().items():  # every chart: each stack's artists in its colour, no other in it
-        fig = draw()
-        assert plots.problems(fig) == [], name
-        plt.close(fig)
+    # every chart's artists checked by plots.problems: test_every_legend_lies_inside_the_canvas
     fig = charts()["capacity"]()
     drawn = {ln.get_gid()[6:]: _rgba(ln.get_color()) for ax in fig.axes for ln in ax.get_lines()
              if (ln.get_gid() or "").startswith("stack:")}
@@ -320,17 +320,26 @@ def test_save_figure_refuses_a_clipped_legend(tmp_path):
     assert paths[0].exists() and ax.get_legend()._ncols < 8
 
 
-def test_panel_figures_are_deterministic_and_fixed_in_size(tmp_path):
+def test_figures_are_deterministic_and_fixed_in_size(tmp_path):
+    """The same data draws the same bytes (PNG and SVG, no date in the SVG), panels or not, and a
+    figure's size does not follow its title or caption (1200 × 675; small multiples have a size
+    of their own)."""
     from PIL import Image
     digests, sizes = [], set()
     for i in range(2):
-        paths = plots.save_figure(charts()["capacity"](), "c", notebook="unit", figures_dir=tmp_path / str(i))
-        paths += plots.save_figure(charts()["latency"](), "l", notebook="unit", figures_dir=tmp_path / str(i))
+        paths = []
+        for name in ("throughput", "capacity", "latency"):  # one panel or several, long captions
+            paths += plots.save_figure(charts()[name](), name, notebook="unit", figures_dir=tmp_path / str(i))
         digests.append([p.read_bytes() for p in paths])
-        sizes.add(Image.open(paths[2]).size)
+        sizes |= {Image.open(p).size for p in paths if p.suffix == ".png" and p.stem != "capacity"}
         plt.close("all")
+    fig = plots.throughput_chart(_points(), title="a much longer title that could change a tight bounding box",
+                                 caption="x" * 200)
+    sizes.add(Image.open(plots.save_figure(fig, "long", notebook="unit", figures_dir=tmp_path)[0]).size)
     assert digests[0] == digests[1]
     assert sizes == {(1200, 675)}
+    assert (tmp_path / "0" / "unit" / "throughput.png").stat().st_size > 10_000
+    assert "<dc:date>" not in (tmp_path / "0" / "unit" / "throughput.svg").read_text()
 
 
 def test_dau_table_scales_every_row_the_same_way():

@@ -100,34 +100,6 @@ def test_reference_data_has_its_source():
     assert "M1 Max" in meta["hardware"] and meta["source"]
 
 
-def test_figures_are_deterministic(tmp_path):
-    df = synthetic_points()
-    digests = []
-    for i in range(2):
-        fig = plots.throughput_chart(df, caption=plots.caption_for(df))
-        paths = plots.save_figure(fig, "t", notebook="unit", figures_dir=tmp_path / str(i))
-        fig2 = plots.latency_chart(df, caption="c")
-        paths += plots.save_figure(fig2, "l", notebook="unit", figures_dir=tmp_path / str(i))
-        digests.append([p.read_bytes() for p in paths])
-        import matplotlib.pyplot as plt
-        plt.close("all")
-    assert digests[0] == digests[1]
-    assert (tmp_path / "0" / "unit" / "t.png").stat().st_size > 10_000
-    svg = (tmp_path / "0" / "unit" / "t.svg").read_text()
-    assert "<dc:date>" not in svg
-
-
-def test_figures_have_fixed_size(tmp_path):
-    df = synthetic_points()
-    from PIL import Image
-    sizes = set()
-    for title in ("short", "a much longer title that could change a tight bounding box"):
-        fig = plots.throughput_chart(df, title=title, caption="x" * 200)
-        p = plots.save_figure(fig, "s", notebook="unit", figures_dir=tmp_path / title[:5])[0]
-        sizes.add(Image.open(p).size)
-    assert sizes == {(1200, 675)}
-
-
 def test_a_level_with_no_completions_is_a_stall_not_a_success():
     df = synthetic_points()
     df.loc[(df.server == "python-fastapi") & (df.users == 8), ["rps", "errors"]] = [0.0, 0]

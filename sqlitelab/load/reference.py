@@ -84,7 +84,7 @@ def run_fixed(name: str, binary: Path, command, server: servers.Server, scenario
     built, sane arguments, a scenario it can send, a target the lab made. `command(url, request,
     users, seconds, keepalive)` is its command line. Returns the run and its seconds."""
     if not binary.exists():
-        raise load.LoadError(f"{name} is not built ({binary}): run make setup")
+        raise load.LoadError(f"{name} is not built ({binary}): run " + ("make oha" if name == "oha" else "make setup"))
     if users < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users must be >= 1, duration > 0, warmup >= 0")
     r, why = fixed_request(scenario, scenario_params)
