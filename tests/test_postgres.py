@@ -147,8 +147,13 @@ def test_a_postgres_is_started_pinned_seeded_and_stopped_by_pid(tmp_path):
             assert con.execute("SHOW synchronous_commit").fetchone() == ("on",)
         assert pg.integrity_check() == "ok"
         assert databases.integrity_check(pg) == "ok" and databases.page_cache(pg) is None
+        pg.prepare(items=2)  # a database already used is made afresh: nothing of the first seeding
+        assert pg.counts() == {"requests": 0, "metrics": 0, "items": 2, "users": 0, "user_updates": 0}
     assert not psutil.pid_exists(pid) and pid not in postgres.our_processes()
     assert not pg.socket_dir.exists()
+    with postgres.Postgres(tmp_path / "pg2") as second:  # the next cluster: a fresh copy, database lab empty
+        with second.connect() as con:
+            assert con.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace").fetchone() == (0,)
 
 
 @pytest.mark.contract
