@@ -1,6 +1,6 @@
 """The clients a sweep's cross-check can run (`sweep(crosscheck=…, crosscheck_tool=…)`), by name:
 wrk, the lab's reference (Debian's package), and the articles' own tools, hey (seed 000) and oha
-(seed 001), built by `make setup` (oha: `make oha`). Each module has `available()`, `COUNTED_AS` (the lab's column
+(seed 001), each installed by its module's `INSTALL` target. Each module has `available()`, `COUNTED_AS` (the lab's column
 whose rate is counted as the client counts its own), `expressible(scenario, scenario_params,
 keepalive)` (None, or why it cannot send the scenario) and `run_point(server, scenario, users,
 out_dir, *, duration, warmup, cpus, scenario_params, keepalive)`, which returns a row of the
@@ -19,7 +19,5 @@ def tool(name: str) -> ModuleType:
     if name not in TOOLS:
         raise ValueError(f"crosscheck_tool must be one of {', '.join(TOOLS)}, not {name!r}")
     if not TOOLS[name].available():
-        raise load.LoadError(f"the cross-check needs {name}: run "
-                             + ("make oha (it builds oha; make seed and make test do too)" if name == "oha"
-                                else "make setup (it installs wrk and builds hey)"))
+        raise load.LoadError(f"the cross-check needs {name}: run {TOOLS[name].INSTALL}")
     return TOOLS[name]

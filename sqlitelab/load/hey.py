@@ -31,6 +31,7 @@ from sqlitelab.load import commands, driver as load, reference
 
 VERSION = "v0.1.5"  # the Makefile builds it: go install github.com/rakyll/hey@VERSION
 BINARY = config.PROJ_ROOT / ".setup" / "bin" / "hey"
+INSTALL = "make setup"  # what builds it
 # The lab's column that counts a point as hey counts (driver's whole-run accounting): a lab
 # generator's rate is compared with hey's in it (sweep's cross-check, analysis.crosscheck_table).
 COUNTED_AS = "hey_rps"
@@ -104,7 +105,7 @@ def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, 
               scenario_params: dict | None = None, keepalive: bool = True) -> dict:
     """One hey run of `users` workers for `warmup + duration` seconds, in the lab's point
     vocabulary where the meaning is the same (the crosschecks table's columns)."""
-    run, seconds = reference.run_fixed("hey", BINARY, command, server, scenario, users, out_dir,
+    run, seconds = reference.run_fixed("hey", BINARY, INSTALL, command, server, scenario, users, out_dir,
                                        duration=duration, warmup=warmup, cpus=cpus,
                                        scenario_params=scenario_params, keepalive=keepalive,
                                        timeout_s=TIMEOUT_S)

@@ -30,6 +30,7 @@ from sqlitelab.load import commands, driver as load, reference
 
 VERSION = "1.16.0"  # the Makefile builds it: cargo install oha --version VERSION --locked
 BINARY = config.PROJ_ROOT / ".setup" / "bin" / "oha"
+INSTALL = "make oha"  # what builds it (make test and make seed do too; make run needs none)
 COUNTED_AS = "rps"  # the lab's column comparable with oha's rate (the exact window's)
 TIMEOUT_S = commands.STOP_TIMEOUT  # oha's -t: each request's timeout, as the lab generators'
 DEADLINE = "aborted due to deadline"  # oha's error for a request in flight at -z's end
@@ -63,7 +64,7 @@ def run_point(server: servers.Server, scenario: str, users: int, out_dir: Path, 
               scenario_params: dict | None = None, keepalive: bool = True) -> dict:
     """One oha run of `users` connections for `warmup + duration` seconds, in the lab's point
     vocabulary where the meaning is the same (the crosschecks table's columns)."""
-    run, seconds = reference.run_fixed("oha", BINARY, command, server, scenario, users, out_dir,
+    run, seconds = reference.run_fixed("oha", BINARY, INSTALL, command, server, scenario, users, out_dir,
                                        duration=duration, warmup=warmup, cpus=cpus,
                                        scenario_params=scenario_params, keepalive=keepalive,
                                        timeout_s=TIMEOUT_S)

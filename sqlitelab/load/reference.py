@@ -76,15 +76,16 @@ def run_columns(run: ClientRun, cpus: str | None, seconds: float) -> dict:
             "duration_s": seconds, "warmup_s": 0}
 
 
-def run_fixed(name: str, binary: Path, command, server: servers.Server, scenario: str, users: int,
+def run_fixed(name: str, binary: Path, install: str, command, server: servers.Server, scenario: str, users: int,
               out_dir: Path, *, duration: float, warmup: float, cpus: str | None,
               scenario_params: dict | None, keepalive: bool, timeout_s: float) -> tuple[ClientRun, float]:
     """One run of a client that sends one fixed request (hey, oha) for `warmup + duration`
     seconds — the articles' tools have no warm-up of their own — after the checks they share:
     built, sane arguments, a scenario it can send, a target the lab made. `command(url, request,
-    users, seconds, keepalive)` is its command line. Returns the run and its seconds."""
+    users, seconds, keepalive)` is its command line; `install`, the make target that builds it (its
+    error when missing names it). Returns the run and its seconds."""
     if not binary.exists():
-        raise load.LoadError(f"{name} is not built ({binary}): run " + ("make oha" if name == "oha" else "make setup"))
+        raise load.LoadError(f"{name} is not built ({binary}): run {install}")
     if users < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users must be >= 1, duration > 0, warmup >= 0")
     r, why = fixed_request(scenario, scenario_params)

@@ -34,6 +34,7 @@ from sqlitelab.core import layout, processes
 from sqlitelab.load import commands, driver as load, reference, scenarios
 
 BINARY = "wrk"
+INSTALL = "make setup"  # what installs it (Debian's package)
 COUNTED_AS = "rps"  # the lab's column comparable with wrk's rate (the exact window's)
 TIMEOUT_S = commands.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
 
