@@ -160,37 +160,46 @@ def _initdb(data_dir: Path, prefix: list[str], pg_bin: Path) -> None:
         raise PostgresError(f"initdb failed ({init.returncode}):\n{(init.stdout + init.stderr)[-2000:]}")
 
 
+def _once_accepting(proc: subprocess.Popen, connect, log_path: Path, timeout: float):
+    """`connect()`'s result once the postmaster `proc` accepts connections (polled every 20 ms);
+    a PostgresError with its log's tail if it exits first or `timeout` s pass."""
+    import psycopg  # lazy: only where a Postgres runs (psycopg loads libpq)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise PostgresError(f"postgres exited with status {proc.returncode} "
+                                f"(log {log_path}):\n{log_tail(log_path)}")
+        try:
+            return connect()
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise PostgresError(f"postgres did not accept connections within {timeout:.0f} s "
+                                    f"(log {log_path}):\n{log_tail(log_path)}") from None
+        time.sleep(0.02)
+
+
 def _with_lab_database(data_dir: Path, socket_dir: Path, prefix: list[str], pg_bin: Path) -> None:
     """Start a postmaster on the fresh cluster in `data_dir` (no TCP, its socket in `socket_dir`),
     create the empty database `lab`, and stop it cleanly (a fast shutdown: a checkpoint)."""
     port = free_port()
-    with open(socket_dir / "boot.log", "ab") as log:
+    log_path = socket_dir / "boot.log"
+    with open(log_path, "ab") as log:
         proc = processes.spawn([*prefix, str(pg_bin / "postgres"), "-D", str(data_dir), "-k", str(socket_dir),
                                 "-p", str(port), "-c", "listen_addresses="],
                                "Postgres making the pristine cluster", stop_signal=signal.SIGINT,
                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
+    def create() -> None:
         import psycopg  # lazy: only where a Postgres runs (psycopg loads libpq)
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise PostgresError(f"postgres exited with status {proc.returncode} making the pristine "
-                                    f"cluster:\n{log_tail(socket_dir / 'boot.log')}")
-            try:
-                with psycopg.connect(host=str(socket_dir), port=port, user=USER, dbname="postgres",
-                                     autocommit=True, connect_timeout=5) as con:
-                    con.execute(f"CREATE DATABASE {DBNAME}")
-                break
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise PostgresError(f"postgres did not accept connections within 60 s making the "
-                                        f"pristine cluster:\n{log_tail(socket_dir / 'boot.log')}") from None
-                time.sleep(0.02)
+        with psycopg.connect(host=str(socket_dir), port=port, user=USER, dbname="postgres",
+                             autocommit=True, connect_timeout=5) as con:
+            con.execute(f"CREATE DATABASE {DBNAME}")
+    try:
+        _once_accepting(proc, create, log_path, 60.0)
         os.kill(proc.pid, signal.SIGINT)
         proc.wait(60)
         if proc.returncode != 0:
             raise PostgresError(f"postgres stopped with status {proc.returncode} making the pristine "
-                                f"cluster:\n{log_tail(socket_dir / 'boot.log')}")
+                                f"cluster (log {log_path}):\n{log_tail(log_path)}")
     finally:
         processes.stop(proc, 5)
 
@@ -305,24 +314,11 @@ class Postgres:
                                         stop_signal=signal.SIGINT, stdout=log,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         _LIVE[self.proc.pid] = self
-        deadline = time.monotonic() + timeout
+        def version() -> str:  # the pristine copy holds the database `lab`
+            with self.connect() as con:
+                return con.execute("SHOW server_version").fetchone()[0]
         try:
-            while True:
-                if self.proc.poll() is not None:
-                    raise PostgresError(f"postgres exited with status {self.proc.returncode} "
-                                        f"(log {self.log_path}):\n{log_tail(self.log_path)}")
-                try:
-                    with self.connect() as con:  # the pristine copy holds the database `lab`
-                        self.version = con.execute("SHOW server_version").fetchone()[0]
-                    break
-                except Exception as e:  # noqa: BLE001 (not up yet)
-                    import psycopg  # lazy: only where a Postgres runs (psycopg loads libpq)
-                    if not isinstance(e, psycopg.OperationalError):
-                        raise
-                if time.monotonic() > deadline:
-                    raise PostgresError(f"postgres did not accept connections within {timeout:.0f} s "
-                                        f"(log {self.log_path}):\n{log_tail(self.log_path)}")
-                time.sleep(0.02)
+            self.version = _once_accepting(self.proc, version, self.log_path, timeout)
         except BaseException:
             self.stop()
             raise
