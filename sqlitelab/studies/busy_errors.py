@@ -96,7 +96,8 @@ ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
     Detail("the article's tool, here", "oha -c N -z 5s -m POST --latency-correction "
            "--disable-keepalive --redirect 0", crosscheck_client, expect=None,
            why="oha 1.16.0, built from its crate, with the article's flags, runs the cross-check "
-               "levels for `warmup + duration` s with no warm-up of its own; its error shares "
+               "levels, where a run has them (seed: the article's 1 and 3 users; quick: none), for "
+               "`warmup + duration` s with no warm-up of its own; its error shares "
                "beside the lab's generators' in the cross-check table"),
     Detail("keep-alive", "off: a new TCP connection per request (--disable-keepalive)",
            "col:keepalive", expect=False, why="the run kept connections alive"),
