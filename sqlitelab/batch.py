@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from sqlitelab.core import config, machine, results
-from sqlitelab.lab import kernel_transport
+from sqlitelab.lab import kernel_ipc_prefix, kernel_transport
 from sqlitelab.report import timing
 from sqlitelab.studies import registry, scales
 
@@ -59,13 +59,17 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
 
 def execute(path: Path | str, out: Path | str, parameters: dict, log_output: bool = False) -> None:
     """papermill with the lab's kernel, the notebook's folder as the working directory, and the
-    kernel on IPC sockets (no TCP port, no "running over TCP without encryption" warning).
+    kernel on IPC sockets of its own (no TCP port, no "running over TCP without encryption"
+    warning; several batches or tests at once do not share them: lab.kernel_ipc_prefix).
     A parameter the notebook does not declare is refused (check_overrides)."""
     import papermill as pm  # lazy: papermill takes ~3 s to import; --help and what only lists notebooks need none of it
     check_overrides([Path(path)], parameters)
     from traitlets.config import Config  # lazy: with papermill
     kernel = Config()
     kernel.KernelManager.transport = kernel_transport()
+    if (prefix := kernel_ipc_prefix()) is not None:
+        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+        kernel.KernelManager.ip = prefix
     pm.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=config.KERNEL_NAME,
                         cwd=str(Path(path).parent), log_output=log_output, progress_bar=False,
                         config=kernel)

@@ -29,6 +29,17 @@ def kernel_transport() -> str:
     return config.KERNEL_TRANSPORT if len(jupyter_runtime_dir()) <= 56 else "tcp"
 
 
+def kernel_ipc_prefix() -> str | None:
+    """A path of its own for one kernel's IPC sockets (<prefix>-1 … -5), in Jupyter's runtime
+    folder; None on TCP. Left to itself, a kernel manager with no connection file yet names them
+    `kernel-ipc-<n>` in its working directory, counting n from 1: two kernels started at once from
+    the same folder (papermill runs in the notebooks' folder) then share sockets and reject each
+    other's messages ("Invalid Signature")."""
+    if kernel_transport() != "ipc":
+        return None
+    return os.path.join(jupyter_runtime_dir(), f"kernel-{secrets.token_hex(6)}-ipc")
+
+
 def lab_command(port: int, token: str, root_dir: Path | None = None) -> list[str]:
     """The `jupyter lab` command line: loopback only, fixed port, given token, no browser."""
     cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser",

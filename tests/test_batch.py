@@ -175,6 +175,21 @@ def test_a_batch_that_ran_clean_exits_0(lab, capsys):
 
 
 @pytest.mark.notebook
+def test_two_notebooks_run_at_once_from_one_folder(lab):
+    """Two papermill runs started together from the same folder (two `make run`s, or the notebook
+    tier on two workers) each get their own kernel sockets: neither kernel answers the other's
+    client (which papermill reports as "Invalid Signature" and a dead kernel)."""
+    from concurrent.futures import ThreadPoolExecutor
+    nbs = lab / "notebooks"
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(batch.execute, nbs / f"0{i}-{n}.ipynb", lab / f"out-{i}.ipynb",
+                            {"run_id": f"at-once-{i}"}) for i, n in ((1, "fine"), (4, "after"))]
+        for run in runs:
+            run.result(timeout=120)
+    assert sorted(results.load_points()["run_id"]) == ["at-once-1", "at-once-4"]
+
+
+@pytest.mark.notebook
 def test_a_notebook_that_errors_fails_the_batch_and_the_others_still_run(lab, capsys):
     assert batch.main([]) == 1
     out = capsys.readouterr().out
