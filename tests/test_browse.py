@@ -7,7 +7,6 @@ import json
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import pytest
 from sqlitelab.experiments import baseline, sweep
 from sqlitelab import browse
 from sqlitelab.report import capacity
-from sqlitelab.core import config, results, schema
+from sqlitelab.core import config, processes, results, schema
 from sqlitelab.load import driver as load
 
 T = "2026-01-01T0{}:00:00+00:00"
@@ -119,17 +118,11 @@ def lab_db(tmp_path_factory):
     return make_results_db(tmp_path_factory.mktemp("browse") / "results.db")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(lab_db):
     """`python -m sqlitelab.browse` on a free loopback port; stopped by its PID afterwards, and
     its Datasette checked gone (stopped by its PID too if it were not)."""
-    port = _free_port()
+    port = processes.free_port()
     log = lab_db.with_name("browse.log")  # Datasette's access log: a file, not a pipe that fills
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "sqlitelab.browse", "--port", str(port),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -95,6 +96,20 @@ def kill_all(procs: list[psutil.Process]) -> None:
 
 
 # --------------------------------------------------------------------------- no server, no load
+
+def test_a_free_port_is_free_and_outside_the_ephemeral_range():
+    """Listeners take ports below the range outgoing connections draw from, free when drawn, and
+    not the same one time after time (two lab processes at once rarely draw one port)."""
+    lo, hi = processes.listen_ports()
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert hi <= ephemeral and hi - lo >= 1000
+    ports = [processes.free_port() for _ in range(20)]
+    assert all(lo <= p < hi for p in ports) and len(set(ports)) > 15
+    with socket.socket() as taken:  # a port in use is never handed out
+        taken.bind(("127.0.0.1", ports[0]))
+        taken.listen()
+        assert ports[0] not in {processes.free_port() for _ in range(200)}
+
 
 def test_a_process_is_named_by_pid_and_start_time():
     me = processes.started_at(os.getpid())

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import select
 import shutil
 import signal
@@ -84,7 +85,40 @@ def group_alive(pgid: int) -> bool:
 
 # --------------------------------------------------------------------------- starting
 
+# Ports the lab's listeners take are drawn at random from below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768-60999 by default), where the outgoing connections of every
+# client and generator take theirs, and tried by binding them. A port the kernel hands out for
+# bind(0) is an ephemeral one, free only until the next connect() or the next process's bind(0)
+# takes it in the second before the server binds it: two lab processes at once (two test workers,
+# a batch beside a test) then start on one port. A random draw from ~20 K ports two processes
+# share rarely meets another's port in that second, and never a client's.
+LISTEN_PORTS = (10_000, 32_768)
+
+
+def listen_ports() -> tuple[int, int]:
+    """The range free_port draws from: LISTEN_PORTS, ending where this machine's ephemeral range
+    begins (if it begins lower)."""
+    lo, hi = LISTEN_PORTS
+    try:
+        hi = min(hi, int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]))
+    except (OSError, ValueError, IndexError):
+        pass
+    return lo, hi
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing on `host` listens on, outside the ephemeral range (LISTEN_PORTS); the
+    kernel's own choice (an ephemeral port) when that range is too small or full."""
+    lo, hi = listen_ports()
+    draw = random.SystemRandom()
+    for _ in range(64 if hi - lo >= 1000 else 0):
+        port = draw.randrange(lo, hi)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
