@@ -128,8 +128,11 @@ servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load g
 calibrated: servers
 	@$(PY) -m sqlitelab.calibrate ensure
 
+# The whole suite: the fast tier on FAST_WORKERS CPUs first (it needs nothing running), then the
+# other three in one process (they pin servers and generators to CPUs), the 25 slowest named.
 test: setup oha ## run the whole test suite: fast, contract, harness and notebook tiers
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(FAST_WORKERS) -m "not contract and not harness and not notebook"
+	$(PY) -m pytest -q -m "contract or harness or notebook" --durations=25
 
 test-fast: setup ## the fast tier: no server, no load (tests/conftest.py keeps it so), on up to 4 CPUs
 	$(PY) -m pytest -q -n $(FAST_WORKERS) -m "not contract and not harness and not notebook"

@@ -44,10 +44,14 @@ READS_THE_OTHERS = False
 # its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
 SUMMARY: str | None = "sqlite_as_buffer"
 
+# the smoke run: every table and figure of the notebook, the variants and the slow-disk run at
+# its largest total (quick's 100,000 would be most of its time: 40 ms a sync)
 SMOKE: dict = {"totals": [1000, 5000],
                "rows_per_txn": [2, 5],
                "synchronous": ["normal"],
-               "records_per_row": 100}
+               "records_per_row": 100,
+               "variant_totals": [5000],
+               "slow_sync_total": 5000}
 STORES: str | None = "buffer_points"
 
 READING: dict[str, str] = {
