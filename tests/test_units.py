@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 
 import matplotlib
 import pandas as pd
@@ -16,7 +17,7 @@ from sqlitelab.core import layout, processes
 from sqlitelab.core import machine as machines
 from sqlitelab.load import calibrate
 from sqlitelab.studies import registry, scales
-from sqlitelab.core.failures import failure_kind
+from sqlitelab.core.failures import CONTRACT, LockRule, failure_kind
 from sqlitelab.experiments import sweep, versus
 
 
@@ -59,6 +60,78 @@ def test_scales():
     (200, None, None), (302, None, None)])
 def test_failure_kinds(status, exc, kind):
     assert failure_kind(status, exc) == kind
+
+
+def _live_lock_texts(tmp_path) -> dict[str, str]:
+    """SQLITE_BUSY's text as drivers here raise it, recorded live: Python's sqlite3 and Ruby's
+    sqlite3 gem (a second writer's BEGIN IMMEDIATE while the first holds the write lock)."""
+    db = tmp_path / "busy.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        sqlite3.connect(db, timeout=0, isolation_level=None).execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as e:
+        python = f"sqlite3.OperationalError: {e}"
+    holder.execute("ROLLBACK")
+    ruby = subprocess.run(["ruby", "-e", f"""
+        require "sqlite3"
+        a = SQLite3::Database.new({str(db)!r}); a.execute("BEGIN IMMEDIATE")
+        b = SQLite3::Database.new({str(db)!r})
+        begin; b.execute("BEGIN IMMEDIATE"); rescue => e; puts "#{{e.class}}: #{{e.message}}"; end"""],
+        capture_output=True, text=True, timeout=30).stdout.strip()
+    return {"Python sqlite3": python, "Ruby sqlite3 gem": ruby}
+
+
+# Error bodies as apps send them when SQLite's lock reaches the request, from the libraries'
+# own texts (each library's message for SQLITE_BUSY, wrapped as its framework shows an error).
+RECORDED_LOCK_BODIES = {
+    "the lab's servers (503)": '{"error": "database is locked"}',
+    "Rails (ActiveRecord on the sqlite3 gem)":
+        "<h1>ActiveRecord::StatementInvalid</h1><p>SQLite3::BusyException: database is locked</p>",
+    "Django (debug page)": "<title>OperationalError at /orders/</title><pre>database is locked</pre>",
+    "Laravel (PDO)": "SQLSTATE[HY000]: General error: 5 database is locked (Connection: sqlite)",
+    "Go mattn/go-sqlite3": "insert failed: database is locked",
+    "Go modernc.org/sqlite": "database is locked (5) (SQLITE_BUSY)",
+    "Rust sqlx": '{"detail": "error returned from database: (code: 5) database is locked"}',
+    "Java xerial sqlite-jdbc": "[SQLITE_BUSY] The database file is locked (database is locked)",
+    ".NET Microsoft.Data.Sqlite": "SQLite Error 5: 'database is locked'.",
+    "Elixir exqlite": "** (Exqlite.Error) Database busy",
+    "Node better-sqlite3": "SqliteError: database is locked",
+    "shared cache (SQLITE_LOCKED)": "database table is locked: orders",
+}
+NOT_LOCKS = {
+    "another server error": '{"error": "division by zero"}',
+    "a timeout of the app's own": "upstream request timeout",
+    "empty": "",
+}
+
+
+def test_lock_errors_are_recognised_by_status_and_body_and_nothing_else(tmp_path):
+    """The default rule (any 5xx whose body matches LOCK_PATTERN) on bodies recorded from the
+    drivers here and from the texts of others; an unmatched 5xx is another error, never a lock;
+    the lab's own servers' rule is a 503, body or not."""
+    rule = LockRule()
+    bodies = {**_live_lock_texts(tmp_path), **RECORDED_LOCK_BODIES}
+    assert bodies["Python sqlite3"].endswith("database is locked")
+    assert bodies["Ruby sqlite3 gem"] == "SQLite3::BusyException: database is locked"
+    for origin, body in bodies.items():
+        assert failure_kind(500, None, body, rule) == "busy", origin
+        assert failure_kind(503, None, body, rule) == "busy", origin
+        assert failure_kind(200, None, body, rule) is None, origin  # a page about locks is no lock
+        assert failure_kind(409, None, body, rule) == "client_error", origin
+    for origin, body in NOT_LOCKS.items():
+        assert failure_kind(500, None, body, rule) == "server_error", origin
+        assert failure_kind(503, None, body, rule) == "server_error", origin
+    assert failure_kind(503, None, None, rule) == "server_error"
+    assert failure_kind(503) == "busy" and failure_kind(500, None, bodies["Ruby sqlite3 gem"]) == "server_error"
+    narrow = LockRule(503, 503, "locked")
+    assert failure_kind(500, None, "database is locked", narrow) == "server_error"
+    assert LockRule.from_env(narrow.env()) == narrow and LockRule.from_env({}) == CONTRACT
+    assert LockRule.from_env(LockRule(500, 599, None).env()) == LockRule(500, 599, None)
+    for bad in [dict(low=99), dict(low=503, high=500), dict(high=600), dict(pattern="(")]:
+        with pytest.raises(ValueError):
+            LockRule(**bad)
 
 
 def synthetic_points() -> pd.DataFrame:

@@ -17,6 +17,7 @@ import os
 import subprocess
 import time
 import tomllib
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -281,6 +282,14 @@ def build_server(stack: str, timeout: float = 900) -> None:
         raise ServerStartError(f"{stack}: build failed (exit {proc.returncode}):\n{tail}")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kw):
+        return None  # the 3xx comes back as an HTTPError: an answer, and no request elsewhere
+
+
+_NOT_FOLLOWING = urllib.request.build_opener(_NoRedirect)
+
+
 @dataclass
 class Server:
     """One running server process, started by `start_server`; `db` is a SQLite file or a
@@ -299,6 +308,10 @@ class Server:
     started: "hosts.Started | None" = field(default=None, repr=False)
     bind: str | None = None  # LAB_HOST when it is not `host` (an ssh host named by its name)
     host_cpus: int | None = None  # CPUs of an ssh host (`nproc` there)
+    # an app of the user's (sqlitelab.infra.apps): its own command line instead of the stack's
+    # `run`, started once any HTTP answer comes on `ready_path` (it has no /health of the lab's)
+    command: list[str] | None = None
+    ready_path: str | None = None
 
     @property
     def url(self) -> str:
@@ -329,13 +342,16 @@ class Server:
 
     def start(self, timeout: float = 60.0) -> "Server":
         run = stack_dir(self.stack) / "run"
-        if not run.exists():
+        if self.command is None and not run.exists():
             raise ServerStartError(f"unknown stack {self.stack!r}: {run} does not exist")
-        cmd, self.pinned = pin_command([str(run)], self.cpus)
+        cmd, self.pinned = pin_command(self.command or [str(run)], self.cpus)
         env = {**os.environ, **self.env, "LAB_HOST": self.bind or self.host, "LAB_PORT": str(self.port)}
         for name in ("LAB_BUILD_ONLY", "LAB_DB", "LAB_DATABASE_URL"):
             env.pop(name, None)
-        if self.database == "postgres":
+        if self.command is not None:  # an app: its port and file only where its command puts them
+            env = {k: v for k, v in env.items() if k not in ("LAB_HOST", "LAB_PORT")}
+            env.update(self.env)
+        elif self.database == "postgres":
             env["LAB_DATABASE_URL"] = self.db.server_dsn
         else:
             env["LAB_DB"] = os.fspath(self.db)  # on an ssh host: the same path there
@@ -360,21 +376,33 @@ class Server:
         with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
             return json.loads(r.read())
 
+    def answers(self, path: str, timeout: float = 2.0) -> dict:
+        """Any HTTP answer on `path` (an error status too: the app is up), as {"status": n};
+        OSError while nothing answers."""
+        try:
+            with _NOT_FOLLOWING.open(self.url + path, timeout=timeout) as r:
+                return {"status": r.status}
+        except urllib.error.HTTPError as e:  # a redirect (never followed off this host) or an error
+            e.close()
+            return {"status": e.code}
+
     def wait_healthy(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
         while True:
             code = self.proc.poll()
             if code is not None:
                 raise ServerStartError(
-                    f"{self.stack} exited with status {code} before answering /health "
+                    f"{self.stack} exited with status {code} before answering {self.ready_path or '/health'} "
                     f"(log {self.log_path}):\n{log_tail(self.log_path)}")
             try:
+                if self.ready_path is not None:
+                    return self.answers(self.ready_path)
                 return self.get_json("/health", timeout=2.0)
             except (OSError, ValueError):
                 pass
             if time.monotonic() > deadline:
                 raise ServerStartError(
-                    f"{self.stack} did not answer /health within {timeout:.0f} s "
+                    f"{self.stack} did not answer {self.ready_path or '/health'} within {timeout:.0f} s "
                     f"(log {self.log_path}):\n{log_tail(self.log_path)}")
             time.sleep(0.05)
 

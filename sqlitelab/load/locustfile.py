@@ -79,7 +79,7 @@ from locust.exception import StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from sqlitelab.core.failures import failure_kind
+from sqlitelab.core.failures import LockRule, failure_kind
 
 UNKNOWN = 1e12  # a window's edges before its users have spawned (LAB_WINDOW_AFTER_SPAWN)
 TARGET = int(os.environ.get("LAB_TARGET", "0"))
@@ -121,6 +121,9 @@ try:
     ARRIVAL_SEED = int(_seed) if _seed else None
 except ValueError:
     raise ValueError(f"LAB_ARRIVAL_SEED={_seed!r} must be an integer") from None
+# which responses are lock errors ('busy'): the lab's servers' 503, or an app's rule
+# (LAB_LOCK_STATUS, LAB_LOCK_PATTERN: sqlitelab.core.failures.LockRule)
+LOCK_RULE = LockRule.from_env(os.environ)
 TIMEOUT = float(os.environ.get("LAB_REQUEST_TIMEOUT", "30"))
 _keepalive = os.environ.get("LAB_KEEPALIVE", "").strip() or "1"  # 0: a new connection per request
 if _keepalive not in ("0", "1"):
@@ -228,7 +231,8 @@ class Level:
             raise ValueError(f"LAB_WINDOW_AFTER_SPAWN={rule!r} must be '<warm-up>,<length>' in seconds")
         return cls(out_dir, after_spawn=_window_rule(*map(float, parts)))
 
-    def record(self, request_type, name, response_time, response_length, status, exception, start_time):
+    def record(self, request_type, name, response_time, response_length, status, exception, start_time,
+               body=None):
         """One finished request: in the run's counts always, in the window's if it started at or
         after t0 and ended by t1 (and before a count-based level ended)."""
         state, run = self.state, self.run
@@ -273,7 +277,7 @@ class Level:
         state["first_start"] = start_time if state["first_start"] is None else min(state["first_start"], start_time)
         state["last_end"] = end if state["last_end"] is None else max(state["last_end"], end)
         self.window_status[str(status)] += 1
-        kind = failure_kind(status, exception)
+        kind = failure_kind(status, exception, body, LOCK_RULE)
         if kind:
             self.window_failures[kind] += 1
             sec["failures"][kind] += 1
@@ -348,8 +352,17 @@ RUNNER: dict = {}  # this process's Locust runner (events.init)
 @events.request.add_listener
 def record(request_type, name, response_time, response_length, response=None, exception=None,
            start_time=None, **kw):
-    LEVEL.record(request_type, name, response_time, response_length,
-                 getattr(response, "status_code", 0) or 0, exception, start_time)
+    status = getattr(response, "status_code", 0) or 0
+    LEVEL.record(request_type, name, response_time, response_length, status, exception, start_time,
+                 _body(response) if LOCK_RULE.needs_body(status) else None)
+
+
+def _body(response) -> str | None:
+    """A response's text, read only where the lock rule needs it (an app's 5xx)."""
+    try:
+        return response.text
+    except (ValueError, AttributeError, OSError):  # undecodable, or unread: no lock read from it
+        return None
 
 
 @events.init.add_listener

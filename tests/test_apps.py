@@ -1,0 +1,159 @@
+"""Your own app (sqlitelab.infra.apps): what the lab is given for it is checked before any load,
+and each refusal is one line that says what to change. Real SQLite files and real programs."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+
+import httpx
+import psutil
+import pytest
+
+from sqlitelab.core import config
+from sqlitelab.infra import apps, databases, servers
+from sqlitelab.infra.apps import AppError
+
+
+@pytest.fixture
+def app_db(tmp_path):
+    """A SQLite file like an app's own: a table of orders, three rows, in WAL mode."""
+    path = tmp_path / "app.db"
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=wal")
+    con.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)")
+    con.executemany("INSERT INTO orders (item) VALUES (?)", [("a",), ("b",), ("c",)])
+    con.commit()
+    con.close()
+    return path
+
+
+def one_line(excinfo) -> str:
+    text = str(excinfo.value)
+    assert "\n" not in text and text
+    return text
+
+
+def test_an_app_by_command_or_by_url(app_db):
+    app = apps.App.of(command=f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1",
+                      db=app_db, count_query="SELECT count(*) FROM orders")
+    assert app.command[0] == sys.executable and app.db == app_db.resolve() and app.url is None
+    assert apps.App.of(url="http://127.0.0.1:8123/").url == "http://127.0.0.1:8123"
+    assert apps.App.of(url="http://localhost:8123").url == "http://localhost:8123"
+    assert apps.App.of(url="http://[::1]:8123").url == "http://[::1]:8123"
+
+
+@pytest.mark.parametrize("kw,says", [
+    ({}, "not both and not neither"),
+    ({"command": "x {port}", "url": "http://127.0.0.1:1"}, "not both and not neither"),
+    ({"command": ""}, "with {port} where its port goes"),
+    ({"command": "python3 -m http.server"}, "has no {port}"),
+    ({"command": "python3 -m http.server {port} --directory {db}"}, "no database was given"),
+    ({"command": "no-such-program-here --port {port}"}, "is not an executable program here"),
+    ({"command": "/no/such/dir/app {port}"}, "is not an executable program here"),
+    ({"command": "python3 'unclosed {port}"}, "cannot be split into words"),
+    ({"url": "http://10.0.0.1:80"}, "loopback only"),
+    ({"url": "http://example.com:80"}, "loopback only"),
+    ({"url": "http://198.18.0.1:80"}, "loopback only"),
+    ({"url": "https://127.0.0.1:8443"}, "plain http"),
+    ({"url": "http://127.0.0.1"}, "names no port"),
+    ({"url": "http://127.0.0.1:8000/api?x=1"}, "give the app's root"),
+    ({"url": "http://127.0.0.1:99999"}, "is not a URL"),
+    ({"url": "http://127.0.0.1:1", "ready_path": "health"}, "must be a path starting with /"),
+    ({"url": "http://127.0.0.1:1", "env": {"A": 1}}, "env must map names to strings"),
+    ({"url": "http://127.0.0.1:1", "count_query": "SELECT 1"}, "give db= too"),
+])
+def test_bad_app_parameters_are_refused_in_one_line(kw, says):
+    with pytest.raises(AppError) as e:
+        apps.App.of(**kw)
+    assert says in one_line(e)
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for path, says in [(text, "is not a SQLite database"), (empty, "the file is empty"),
+                       (tmp_path / "missing.db", "is not a file"), (tmp_path, "is not a file")]:
+        with pytest.raises(AppError) as e:
+            apps.App.of(url="http://127.0.0.1:1", db=path)
+        assert says in one_line(e)
+    assert not (tmp_path / "missing.db").exists(), "checking a missing file created it"
+
+
+@pytest.mark.parametrize("query,says", [
+    ("DELETE FROM orders", "must only read"),
+    ("INSERT INTO orders (item) VALUES ('x')", "must only read"),
+    ("PRAGMA journal_mode=delete", "must only read"),
+    ("ATTACH DATABASE ':memory:' AS x", "must only read"),
+    ("SELECT count(*) FROM orders; DELETE FROM orders", "must be one statement"),
+    ("SELECT count(*) FROM no_such_table", "no such table"),
+    ("SELECT id FROM orders", "one row of one integer"),
+    ("SELECT count(*), 1 FROM orders", "one row of one integer"),
+    ("SELECT 'three'", "one row of one integer"),
+    ("SELECT count(* FROM orders", "syntax error"),
+    ("", "must be a SELECT"),
+])
+def test_a_count_query_that_is_not_one_read_only_select_of_a_number_is_refused(app_db, query, says):
+    before = app_db.read_bytes(), (app_db.with_name("app.db-wal").read_bytes()
+                                   if app_db.with_name("app.db-wal").exists() else None)
+    with pytest.raises(AppError) as e:
+        apps.App.of(url="http://127.0.0.1:1", db=app_db, count_query=query)
+    assert says in one_line(e)
+    con = sqlite3.connect(app_db)
+    assert con.execute("SELECT count(*) FROM orders").fetchone()[0] == 3
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+    assert before[0] == app_db.read_bytes() or before[1] is not None  # nothing written to the file
+
+
+def test_the_count_is_read_on_a_read_only_connection(app_db):
+    query = "WITH o AS (SELECT * FROM orders) SELECT count(*) FROM o"
+    assert apps.check_count_query(app_db, query) == 3
+    with apps.read_only(app_db) as con:
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            con.execute("INSERT INTO orders (item) VALUES ('x')")
+    assert apps.count(app_db, query) == 3
+
+
+def test_the_command_gets_its_port_and_database_and_nothing_else_in_braces(app_db):
+    argv = apps.check_command("sh -c 'echo {\"port\": {port}}' {db}", app_db)
+    assert apps.command_line(argv, 18080, app_db) == [
+        "sh", "-c", 'echo {"port": 18080}', os.fspath(app_db)]
+
+
+# ------------------------------------------------------------------ contract: started by the lab
+
+@pytest.mark.contract
+def test_a_bundled_server_started_through_the_command_path_as_a_users_app(tmp_path):
+    """go-nethttp started the way a user's app is: its own command line with {port} and {db}
+    (the lab sets no LAB_* variable for an app), up once / answers, stopped with its group."""
+    db = databases.prepare_database(tmp_path / "lab.db", users=10, items=10)
+    run = config.SERVERS_DIR / "go-nethttp" / "run"
+    app = apps.App.of(name="Go through a command", command=f"env LAB_PORT={{port}} LAB_DB={{db}} {run}",
+                      db=db, count_query="SELECT count(*) FROM items")
+    before = apps.count(app.db, app.count_query)
+    with apps.start_app(app, app.db, cpus="0", log_path=tmp_path / "app.log") as srv:
+        assert srv.health == {"status": 404} and srv.pinned == "0"
+        assert httpx.post(srv.url + "/items", json={"payload": "x"}).status_code == 201
+        assert apps.count(app.db, app.count_query) == before + 1
+        pid = srv.pid
+    assert not srv.alive() and not psutil.pid_exists(pid)
+
+
+@pytest.mark.contract
+def test_a_command_that_exits_or_never_listens_is_refused_with_its_log(tmp_path):
+    exits = apps.App.of(command=f"{sys.executable} -c \"import sys; print('boom: no config', flush=True); "
+                                f"sys.exit(3)\" {{port}}")
+    with pytest.raises(servers.ServerStartError) as e:
+        apps.start_app(exits, None, cpus=None, log_path=tmp_path / "exits.log")
+    first, *tail = str(e.value).splitlines()
+    assert "exited with status 3 before answering /" in first and "boom: no config" in tail
+    silent = apps.App.of(command=f"{sys.executable} -c \"import time; print('listening soon', flush=True); "
+                                 f"time.sleep(60)\" {{port}}")
+    with pytest.raises(servers.ServerStartError) as e:
+        apps.start_app(silent, None, cpus=None, log_path=tmp_path / "silent.log", timeout=1.0)
+    first, *tail = str(e.value).splitlines()
+    assert "did not answer / within 1 s" in first and "listening soon" in tail
+    assert not servers.our_processes()
