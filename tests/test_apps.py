@@ -10,7 +10,8 @@ import httpx
 import psutil
 import pytest
 
-from sqlitelab.core import config
+from sqlitelab.core import config, results
+from sqlitelab.experiments import your_app
 from sqlitelab.infra import apps, databases, servers
 from sqlitelab.infra.apps import AppError
 
@@ -157,3 +158,127 @@ def test_a_command_that_exits_or_never_listens_is_refused_with_its_log(tmp_path)
     first, *tail = str(e.value).splitlines()
     assert "did not answer / within 1 s" in first and "listening soon" in tail
     assert not servers.our_processes()
+
+
+# ------------------------------------------------------------------ harness: measured by the lab
+
+# A locustfile as Locust's documentation writes one (HttpUser, @task with weights, wait_time).
+SHOP_LOCUSTFILE = '''
+from locust import HttpUser, between, task
+
+
+class ShopUser(HttpUser):
+    wait_time = between(0, 0.002)
+
+    @task(9)
+    def read_item(self):
+        self.client.get("/items/1")
+
+    @task
+    def add_item(self):
+        self.client.post("/items", json={"payload": "a basket"})
+'''
+ADDS_ITEMS = {"method": "POST", "path": "^/items$", "status": [201]}
+COUNTS_ITEMS = "SELECT count(*) FROM items"
+
+
+def command_of(stack_dir, **env) -> str:
+    """A stack's `run` started as a user's app: its port and file where the command puts them."""
+    pairs = " ".join(f"{k}={v}" for k, v in {"LAB_PORT": "{port}", "LAB_DB": "{db}", **env}.items())
+    return f"env {pairs} {stack_dir / 'run'}"
+
+
+def measured(tmp_path, app, **plan):
+    p = your_app.plan(app=app, duration=plan.pop("duration", 0.8), warmup=plan.pop("warmup", 0.2),
+                      **plan)
+    return your_app.measure(p, notebook="10-your-app", run_id=f"app-{tmp_path.name}",
+                            results_db=tmp_path / "results.db", runs_dir=tmp_path / "runs",
+                            progress=False, calibration=False)
+
+
+@pytest.fixture
+def shop_locustfile(tmp_path):
+    path = tmp_path / "locustfile.py"
+    path.write_text(SHOP_LOCUSTFILE)
+    return path
+
+
+@pytest.mark.harness
+def test_a_users_locustfile_against_an_app_started_by_its_command(tmp_path, shop_locustfile):
+    """go-nethttp started as a user's app, loaded by a user's locustfile: every acknowledged write
+    is in the copy of the file (the user's own untouched), the WAL recorded second by second,
+    the page cache's share and the integrity check stored with each level."""
+    db = databases.prepare_database(tmp_path / "shop.db", items=100)
+    app = apps.App.of(name="a shop", command=command_of(config.SERVERS_DIR / "go-nethttp"), db=db,
+                      count_query=COUNTS_ITEMS, env=servers.knob_env("rails71", stack="go-nethttp"))
+    pts = measured(tmp_path, app, levels=[1, 4], locustfile=shop_locustfile, writes=ADDS_ITEMS)
+    assert list(pts["users"]) == [1, 4] and (pts["requests"] > 0).all()
+    assert pts["audit_ok"].all() and (pts["acked_writes"] > 0).all()
+    assert (pts["rows_written"] >= pts["acked_writes"]).all()
+    assert (pts["integrity"] == "ok").all() and pts["db_cached_before"].notna().all()
+    assert apps.count(db, COUNTS_ITEMS) == 100, "the user's own file was written"
+    seconds = results.read_sql("SELECT * FROM seconds", (), tmp_path / "results.db")
+    assert len(seconds) >= 2 and seconds["wal_bytes"].max() > 0
+    assert set(results.load_points(tmp_path / "results.db")["notebook"]) == {"10-your-app"}
+
+
+@pytest.mark.harness
+def test_the_audit_catches_the_lossy_server_started_as_a_users_app(tmp_path, shop_locustfile):
+    db = databases.prepare_database(tmp_path / "lossy.db", items=100)
+    lossy = config.PROJ_ROOT / "tests" / "stacks" / "lossy-python"
+    app = apps.App.of(name="a lossy app", db=db, count_query=COUNTS_ITEMS,
+                      command=command_of(lossy, LAB_LOSSY_DROP="0.2", LAB_LOSSY_SEED="7"))
+    pts = measured(tmp_path, app, levels=[4], locustfile=shop_locustfile, writes=ADDS_ITEMS)
+    assert not pts["audit_ok"].any()
+    assert (pts["rows_written"] < pts["acked_writes"]).all()
+
+
+@pytest.mark.harness
+def test_lock_errors_of_an_app_by_its_rule(tmp_path):
+    """ruby-puma with Rails 7.1's retries (the misconfiguration of seed 001) started through the
+    command path: its 503s with "database is locked" are lock errors by the default rule; a rule
+    whose pattern its bodies do not match counts the same responses as other server errors."""
+    env = {**servers.knob_env("rails71-retries", stack="ruby-puma"), "LAB_PROCESSES": "2"}
+    db = databases.prepare_database(tmp_path / "metrics.db")
+    app = apps.App.of(name="Puma with retries", db=db, env=env,
+                      command=command_of(config.SERVERS_DIR / "ruby-puma"))
+    pts = measured(tmp_path, app, levels=[16], scenario="metrics-writes", duration=1.5)
+    assert pts["busy_errors"].iloc[0] > 0 and pts["server_errors"].iloc[0] == 0
+    other = measured(tmp_path / "other", app, levels=[16], scenario="metrics-writes", duration=1.5,
+                     lock={"pattern": "no such words in any body"})
+    assert other["busy_errors"].iloc[0] == 0 and other["server_errors"].iloc[0] > 0
+
+
+@pytest.mark.harness
+def test_requests_off_the_app_are_refused_unsent_and_fail_the_audit(tmp_path, shop_locustfile):
+    off = tmp_path / "off.py"
+    off.write_text(SHOP_LOCUSTFILE + '''
+
+class Elsewhere(HttpUser):
+    wait_time = between(0.05, 0.1)
+
+    @task
+    def away(self):
+        self.client.get("http://127.0.0.1:9/not-the-app")
+''')
+    db = databases.prepare_database(tmp_path / "shop.db", items=100)
+    app = apps.App.of(command=command_of(config.SERVERS_DIR / "go-nethttp"), db=db,
+                      count_query=COUNTS_ITEMS)
+    pts = measured(tmp_path, app, levels=[4], locustfile=off, writes=ADDS_ITEMS)
+    assert pts["off_host"].iloc[0] > 0 and not pts["audit_ok"].iloc[0]
+    assert "off the app refused" in pts["audit_rule"].iloc[0]
+
+
+@pytest.mark.harness
+def test_an_app_already_listening_is_reached_by_its_url(tmp_path, shop_locustfile):
+    db = databases.prepare_database(tmp_path / "shop.db", items=100)
+    with servers.start_server("go-nethttp", db, profile="rails71", cpus="0") as srv:
+        app = apps.App.of(url=srv.url, db=db, count_query=COUNTS_ITEMS)
+        pts = measured(tmp_path, app, levels=[2], locustfile=shop_locustfile, writes=ADDS_ITEMS)
+        assert srv.alive(), "the lab stopped an app it did not start"
+    assert pts["audit_ok"].all() and pts["server_cpu_pct"].iloc[0] > 0
+    with pytest.raises(AppError, match="nothing listens at"):
+        your_app.measure(your_app.plan(app=app, levels=[1], duration=0.5, warmup=0.1,
+                                       locustfile=shop_locustfile, writes=ADDS_ITEMS),
+                         notebook="10-your-app", run_id="nothing", runs_dir=tmp_path / "none",
+                         results_db=tmp_path / "none.db", progress=False)

@@ -157,16 +157,16 @@ def _point(acked: int, counts: dict) -> dict:
 def test_audit_is_exact_unless_records_commit_separately():
     sc = load.SCENARIOS["metrics-writes"]
     ok = {"POST POST /metrics 201": 10, "POST POST /metrics 503": 2}
-    exact = audit(sc, _point(10, ok), 50, {"metrics_txn": "request"})
+    exact = audit(sc.writes, _point(10, ok), 50, {"metrics_txn": "request"})
     assert exact["audit_ok"] and exact["audit_rule"] == "exact"
-    assert not audit(sc, _point(10, ok), 51, {"metrics_txn": "request"})["audit_ok"]
+    assert not audit(sc.writes, _point(10, ok), 51, {"metrics_txn": "request"})["audit_ok"]
     # one transaction per record: two failed requests may have left up to 4 rows each
     for written, good in ((50, True), (58, True), (59, False), (49, False)):
-        a = audit(sc, _point(10, ok), written, {"metrics_txn": "record"})
+        a = audit(sc.writes, _point(10, ok), written, {"metrics_txn": "record"})
         assert a["audit_ok"] is good and a["audit_rule"] == "partial", written
     # a single-row scenario stays exact whatever the knob says
     items = load.SCENARIOS["mix"]
-    assert not audit(items, _point(3, {"POST POST /items 503": 1}), 4, {"metrics_txn": "record"})["audit_ok"]
+    assert not audit(items.writes, _point(3, {"POST POST /items 503": 1}), 4, {"metrics_txn": "record"})["audit_ok"]
 
 
 def test_audit_allows_each_write_of_unknown_outcome_its_rows_and_no_more():
@@ -176,16 +176,16 @@ def test_audit_allows_each_write_of_unknown_outcome_its_rows_and_no_more():
     items = load.SCENARIOS["mix"]
     counts = {"POST POST /items 201": 719, "POST POST /items 0": 6, "GET GET /items/[id] 0": 9}
     for written, good in ((719, True), (720, True), (725, True), (726, False), (718, False)):
-        a = audit(items, _point(719, counts), written, {})
+        a = audit(items.writes, _point(719, counts), written, {})
         assert a["audit_ok"] is good and a["audit_rule"] == "exact, 6 unknown", written
     sc = load.SCENARIOS["metrics-writes"]  # 5 rows a request, one transaction per record
     counts = {"POST POST /metrics 201": 10, "POST POST /metrics 503": 2, "POST POST /metrics 0": 1}
     for written, good in ((50, True), (63, True), (64, False)):
-        a = audit(sc, _point(10, counts), written, {"metrics_txn": "record"})
+        a = audit(sc.writes, _point(10, counts), written, {"metrics_txn": "record"})
         assert a["audit_ok"] is good and a["audit_rule"] == "partial, 1 unknown", written
     # one transaction per request: a 503 added nothing, the unknown one all or nothing
-    assert audit(sc, _point(10, counts), 55, {"metrics_txn": "request"})["audit_ok"]
-    assert not audit(sc, _point(10, counts), 56, {"metrics_txn": "request"})["audit_ok"]
+    assert audit(sc.writes, _point(10, counts), 55, {"metrics_txn": "request"})["audit_ok"]
+    assert not audit(sc.writes, _point(10, counts), 56, {"metrics_txn": "request"})["audit_ok"]
 
 
 def test_seed_scale_keeps_the_articles_settings_and_says_what_it_leaves_out():

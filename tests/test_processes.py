@@ -322,3 +322,51 @@ def test_the_next_sweep_cleans_what_a_dead_run_left_and_two_sweeps_leave_each_ot
                 p.kill()
                 p.wait()
         processes.reap_orphans(tmp_path / "tmp" / "owners")
+
+
+APP_THAT_FORKS = """
+from pathlib import Path
+from sqlitelab.infra import apps
+marker = {marker!r}
+# the user's command: a shell that forks a child in its group and one that leaves it (setsid),
+# then becomes the app itself
+command = (f"sh -c \\"python3 -c 'import time; time.sleep(600)' {{marker}}-child & "
+           f"setsid python3 -c 'import time; time.sleep(600)' {{marker}}-escaped & "
+           f"exec python3 -m http.server {{{{port}}}} --bind 127.0.0.1 --directory {{marker}}\\"")
+app = apps.App.of(name="an app that forks", command=command)
+srv = apps.start_app(app, None, cpus=None, log_path=Path(marker) / "app.log")
+print("app started", srv.pid, flush=True)
+import time
+time.sleep(600)
+"""
+
+
+@pytest.mark.contract
+def test_a_killed_kernel_leaves_nothing_of_a_users_app_that_forks(tmp_path):
+    """Notebook 10 starts a user's command: a shell that forks a child and a setsid'd child
+    (a daemon leaving its group) before exec'ing the app. SIGKILL of its owner (the kernel)
+    leaves none of the three running: the watchdog stops the group and the stray it noted."""
+    marker = str(tmp_path / "app-root")
+    Path(marker).mkdir()
+    log = open(tmp_path / "owner.log", "wb")
+    owner = subprocess.Popen(owner_script(tmp_path, APP_THAT_FORKS.format(marker=marker)),
+                             stdout=log, stderr=subprocess.STDOUT, env=env_for(tmp_path),
+                             cwd=config.PROJ_ROOT)
+
+    def ours() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline"])
+                if marker in " ".join(p.info["cmdline"] or []) and p.pid != owner.pid]
+    try:
+        wait_for(lambda: "app started" in (tmp_path / "owner.log").read_text(), 60, "the app to start")
+        wait_for(lambda: len(alive(ours())) >= 3, 20, "the app and its two children")
+        time.sleep(processes.WATCH_EVERY_S * 1.5)  # the watchdog notes the child that left its group
+        during = ours()
+        print(f"\nthe app's processes (owner {owner.pid}):\n{table(during)}")
+        owner.kill()
+        owner.wait()
+        wait_for(lambda: not alive(during), 20, "every process of the app to end")
+        assert not alive(ours())
+    finally:
+        owner.kill()
+        owner.wait()
+        kill_all(ours())

@@ -245,6 +245,8 @@ TABLES: dict[str, dict] = {
             "client_errors": "4xx responses.",
             "connection_errors": "Requests that failed on the connection (refused, reset…).",
             "overran_window": "Requests started in the window but unfinished at its close (not counted).",
+            "off_host": "Requests of a user's own locustfile (notebook 10) to a host other than the "
+                        "app's, refused before they were sent; any fails the point's audit.",
             "max_overrun_ms": "How long the longest of those ran past the close, ms (from "
                               f"vocabulary.STALL_MS = {vocabulary.STALL_MS:g} ms: a stall).",
             "server_rss_mb": "Peak resident memory of the server's process tree, MiB.",

@@ -537,7 +537,7 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
 SECOND_KEYS = schema.SECOND_KEYS
 
 
-def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
+def audit(writes: "scenarios.Writes | None", point: dict, written: int, knobs: dict) -> dict:
     """Rows written against acknowledged writes. Exact (rows == acks × rows per ack) unless
     some writes' outcome is unknown: a write that ended in a transport error (status 0: the
     connection was reset or timed out, so the server may have committed it before the client
@@ -547,21 +547,17 @@ def audit(sc: load.Scenario, point: dict, written: int, knobs: dict) -> dict:
     cross-check uses, acked ≤ rows ≤ acked + unknown). And when the server saves a
     request's rows in separate transactions (`metrics_txn=record`, as ActiveRecord does), a
     request that failed may have committed some of its rows first: at most rows_per_ack − 1
-    more per failed request. Every acknowledged row must be there in every case."""
-    expected = point["acked_writes"] * sc.rows_per_ack
-    partial = sc.rows_per_ack > 1 and knobs.get("metrics_txn") == "record"
+    more per failed request. Every acknowledged row must be there in every case. `writes`: the
+    scenario's (Scenario.writes) or an app's rule; None for a scenario that writes nothing."""
+    per_ack = writes.rows_per_ack if writes is not None else 1
+    expected = point["acked_writes"] * per_ack
+    partial = per_ack > 1 and knobs.get("metrics_txn") == "record"
     unknown = failed = 0
-    if sc.write is not None:
-        for key, n in json.loads(point["run_counts"] or "{}").items():
-            name, status = key.rsplit(" ", 1)
-            if name != sc.write or int(status) in sc.acked:
-                continue
-            if int(status) == 0:
-                unknown += n
-            elif partial:
-                failed += n
+    if writes is not None:
+        _, unknown, failed = writes.counts(json.loads(point["run_counts"] or "{}"))
+        failed = failed if partial else 0
     inflight = int(point.get("inflight_writes") or 0)
-    slack = sc.rows_per_ack * (unknown + inflight) + (sc.rows_per_ack - 1) * failed
+    slack = per_ack * (unknown + inflight) + (per_ack - 1) * failed
     rule = "partial" if partial else "exact"
     rule += f", {unknown} unknown" if unknown else ""
     rule += f", {inflight} in flight" if inflight else ""
@@ -739,7 +735,7 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                 {"rate": rate, "operation": done.get("operation"),  # what ran during the window
                  "operation_started_s": done.get("started_s"), "operation_seconds": done.get("seconds"),
                  "operation_result": json.dumps(done, sort_keys=True, default=str) if done else None},
-                audit(sc, window, written, knobs),
+                audit(sc.writes, window, written, knobs),
                 {"run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,  # where
                  "repeat": rep, "integrity": None, "machine": label,
                  "db_mib": cache_before[1] / 2**20 if cache_before else None,

@@ -25,6 +25,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from sqlitelab.core.processes import free_port
 from sqlitelab.infra import servers
 
@@ -233,3 +235,23 @@ def start_app(app: App, db: Path | None, *, cpus: str | None, log_path: Path,
     srv = servers.Server(stack=app.name, db=db, port=port, env={**app.env}, log_path=log_path,
                          cpus=cpus, command=argv, ready_path=app.ready_path)
     return srv.start(timeout=timeout)
+
+
+def listener(port: int) -> int | None:
+    """The PID of the process listening on loopback `port` (None: nothing listens there)."""
+    for c in psutil.net_connections(kind="tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
+            return c.pid
+    return None
+
+
+def reach(app: App) -> servers.Server:
+    """An app already listening at `app.url`: the process that listens there (its CPU and memory
+    are sampled as a started server's), never stopped by the lab. Nothing listening there is an
+    AppError."""
+    parts = urllib.parse.urlsplit(app.url)
+    pid = listener(parts.port)
+    if pid is None:
+        raise AppError(f"nothing listens at {app.url}: start your app first, or give its command")
+    return servers.Server(stack=app.name, db=app.db, port=parts.port, env={}, log_path=Path(os.devnull),
+                          host=parts.hostname, attached=pid, ready_path=app.ready_path)

@@ -312,6 +312,7 @@ class Server:
     # `run`, started once any HTTP answer comes on `ready_path` (it has no /health of the lab's)
     command: list[str] | None = None
     ready_path: str | None = None
+    attached: int | None = None  # an app already running (apps.reach): its PID; the lab stops nothing
 
     @property
     def url(self) -> str:
@@ -324,6 +325,8 @@ class Server:
     @property
     def pid(self) -> int:
         """The server's PID on its own host."""
+        if self.attached is not None:
+            return self.attached
         assert self.started is not None
         return self.started.pid
 

@@ -59,7 +59,7 @@ METHOD = (f"delay {DELAY_MS} ms, tolerance {TOLERANCE:.0%} (p99 {P99_TOLERANCE:.
 def generator_version(generator: str) -> str:
     """What a calibration holds for: Locust's version, loadgen's source, wrk's version."""
     if generator == "locust":
-        return f"locust {metadata.version('locust')} + " + _digest([commands.LOCUSTFILE])
+        return f"locust {metadata.version('locust')} + " + _digest([commands.LOCUSTFILE, commands.RECORDER])
     if generator == "loadgen":
         return "loadgen " + _digest(sorted(config.LOADGEN_DIR.glob("*.go")))
     if generator == "wrk":

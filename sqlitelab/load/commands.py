@@ -8,13 +8,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from sqlitelab.core import config
 from sqlitelab.core.processes import pin_command
 from sqlitelab.infra import hosts, servers
 
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")  # the lab's user (LabScenario)
+RECORDER = Path(__file__).with_name("recorder.py")      # what every Locust process of the lab measures with
 GENERATORS = ("locust", "loadgen")
 # After the window's close, users get this long to finish the request they are in before
 # the generator gives up on it (Locust's --stop-timeout; loadgen's -max-seconds past the
@@ -27,20 +29,44 @@ STOP_TIMEOUT = 30
 SPAWN_BOUND = 30.0
 
 
-def _locust(users: int, url: str) -> list[str]:
-    """Headless Locust running locustfile.py, its `users` spawned at once."""
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+USERFILE = Path(__file__).with_name("userfile.py")      # someone's own locustfile, measured the same way
+
+
+def _locust(users: int, url: str, locustfile: Path = LOCUSTFILE) -> list[str]:
+    """Headless Locust running `locustfile` (the lab's user, or USERFILE), its `users` spawned at once."""
+    return [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
             "-u", str(users), "-r", str(max(users, 1)), "--stop-timeout", str(STOP_TIMEOUT),
             "--host", url, "--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
 
 
-def locust_command(scenario: str, users: int, url: str, run_time: float, processes: int,
+def user_classes(locustfile: Path | str, timeout: float = 60.0) -> list[str]:
+    """The User classes Locust would run from someone's locustfile, found by importing it as
+    USERFILE does, in a Python process of its own (it patches the HTTP clients); a file that does
+    not import, defines no user or a LoadTestShape is a ValueError with its last line."""
+    path = Path(locustfile).expanduser()
+    if not path.is_file():
+        raise ValueError(f"locustfile {os.fspath(locustfile)!r} is not a file")
+    code = "from sqlitelab.load import userfile; print(' '.join(userfile.USERS))"
+    with tempfile.TemporaryDirectory(prefix="lab-userfile-") as out:
+        env = {**os.environ, "LAB_USER_LOCUSTFILE": str(path.resolve()), "LAB_OUT_DIR": out}
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=timeout, cwd=out)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ValueError(f"locustfile {os.fspath(locustfile)!r} cannot be run: {last}")
+    return proc.stdout.split()
+
+
+def locust_command(scenario: str | None, users: int, url: str, run_time: float, processes: int,
                    out_dir: Path, cpus: str | None) -> tuple[list[str], str | None]:
-    cmd = _locust(users, url) + ["--run-time", f"{math.ceil(run_time)}s",
-                                 "--csv", str(out_dir / "locust")]
+    """One level's Locust: the lab's user sending `scenario`, or (None) the users of someone's
+    own locustfile (USERFILE reads LAB_USER_LOCUSTFILE), every class of theirs Locust would run."""
+    cmd = _locust(users, url, LOCUSTFILE if scenario is not None else USERFILE) + [
+        "--run-time", f"{math.ceil(run_time)}s", "--csv", str(out_dir / "locust")]
     if processes > 1:
         cmd += ["--processes", str(processes)]
-    cmd.append("LabScenario")  # locustfile.py's one user class: it sends what LAB_SPEC says
+    if scenario is not None:
+        cmd.append("LabScenario")  # locustfile.py's one user class: it sends what LAB_SPEC says
     return pin_command(cmd, cpus)
 
 

@@ -76,6 +76,7 @@ own HdrHistogram, the server's CPU and RSS and the SQLite WAL's size over that s
 from __future__ import annotations
 
 import csv
+import urllib.parse
 import urllib.request
 import json
 import math
@@ -89,6 +90,7 @@ from pathlib import Path
 from hdrh.histogram import HdrHistogram
 
 from sqlitelab.core import layout, schema
+from sqlitelab.core.failures import LockRule
 from sqlitelab.infra import hosts, servers
 from sqlitelab.load import commands, scenarios, verdicts
 from sqlitelab.load.sampler import RemoteTree, Sampler
@@ -117,7 +119,9 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
               workers: "list[str | hosts.Host] | None" = None,
               link_delay_us: int | None = None, rate: float | None = None,
               arrivals: str = "constant", arrival_seed: int | None = None,
-              during=None) -> dict:
+              during=None, locustfile: Path | None = None,
+              writes: "scenarios.Writes | None" = None,
+              lock_rule: LockRule | None = None) -> dict:
     """Drive `users` closed-loop users of `scenario` at `server` and measure one window.
 
     The window opens `warmup` seconds after all users should have spawned and closes after
@@ -135,8 +139,16 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     once the window is known, with a dict whose "stop" is set when the level ends early (an
     operation at a marked second, sqlitelab.infra.operations); what it returns is the point's
     `during`, and it must end by itself (it is joined after the level).
+    `locustfile` (with `scenario` None): someone's own locustfile instead of a lab scenario, its
+    users measured as the lab's are (sqlitelab.load.userfile; Locust, on this machine); `writes`:
+    which of its requests acknowledge a write (the audit's rule); `lock_rule`: which responses
+    are lock errors (sqlitelab.core.failures.LockRule; default: the lab's servers' 503).
     """
-    check_generator_args(server, scenario, keepalive, scenario_params)
+    if locustfile is not None:
+        check_locustfile(locustfile, scenario, generator, workers, rate)
+        hosts.check_target(server.host, server.runner)
+    else:
+        check_generator_args(server, scenario, keepalive, scenario_params)
     check_level(users, processes, duration, warmup)
     commands.check_generator(generator, processes)
     check_rate(rate, arrivals, requests)
@@ -179,14 +191,18 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{length!r}"
     else:
         env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t1)})
-    # what every user sends, compiled once for both generators (a bad LAB_* value fails here)
-    try:
-        spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
-    except BaseException:
-        if remote is not None:
-            remote.stop()
-        raise
-    env["LAB_SPEC"] = str(spec)
+    if lock_rule is not None:
+        env.update(lock_rule.env())
+    if locustfile is not None:
+        env["LAB_USER_LOCUSTFILE"] = str(Path(locustfile).resolve())
+    else:  # what every user sends, compiled once for both generators (a bad LAB_* value fails here)
+        try:
+            spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
+        except BaseException:
+            if remote is not None:
+                remote.stop()
+            raise
+        env["LAB_SPEC"] = str(spec)
     started: list[hosts.Started] = []  # the generator (or Locust's master) first, then workers
     sampler = None
     during_thread, during_out = None, {}
@@ -195,6 +211,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         if link_delay_us is not None:
             ln = links.DelayLink(server.url, link_delay_us, cpus, out_dir).__enter__()
         target = ln.url if ln else server.url
+        env["LAB_APP_HOST"] = urllib.parse.urlsplit(target).netloc  # where a user's file may send
         worker_cmds = []
         if workers:
             port = free_port()
@@ -254,7 +271,7 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     if "error" in during_out:
         raise during_out["error"]
     window = merge_level(out_dir, sampler, server, scenario, users, total, pinned,
-                         requests, (t0, t1), proc.returncode, generator, keepalive)
+                         requests, (t0, t1), proc.returncode, generator, keepalive, writes)
     return level_point(window, level_timing(out_dir, launch, t0, warmup, exited, time.time()),
                        during=during_out.get("result"), workers=workers,
                        link_delay_us=link_delay_us, link_stats=ln.stats() if ln else {})
@@ -272,6 +289,17 @@ def check_generator_args(server: servers.Server, scenario: str, keepalive: bool,
     hosts.check_target(server.host, server.runner)
 
 
+def check_locustfile(locustfile: Path, scenario, generator: str, workers, rate) -> None:
+    """A user's own locustfile runs in Locust on this machine, closed loop, instead of a scenario."""
+    if scenario is not None:
+        raise ValueError("give a scenario or a locustfile, not both")
+    if not Path(locustfile).is_file():
+        raise ValueError(f"locustfile {os.fspath(locustfile)!r} is not a file")
+    if generator != "locust" or workers or rate is not None:
+        raise ValueError("a locustfile runs in Locust on this machine, closed loop "
+                         "(generator='locust', no workers, no rate)")
+
+
 def check_level(users: int, processes: int, duration: float, warmup: float) -> None:
     if users < 1 or processes < 1 or duration <= 0 or warmup < 0:
         raise ValueError("users and processes must be >= 1, duration > 0, warmup >= 0")
@@ -279,7 +307,8 @@ def check_level(users: int, processes: int, duration: float, warmup: float) -> N
 
 # What a level sets in its generator's environment: never inherited from the caller's.
 LEVEL_VARS = ("LAB_OUT_DIR", "LAB_TARGET", "LAB_ARRIVAL_RATE", "LAB_ARRIVALS", "LAB_ARRIVAL_SEED",
-              "LAB_T0", "LAB_T1", "LAB_WINDOW_AFTER_SPAWN", "LAB_SESSION", "LAB_SPEC")
+              "LAB_T0", "LAB_T1", "LAB_WINDOW_AFTER_SPAWN", "LAB_SESSION", "LAB_SPEC",
+              "LAB_USER_LOCUSTFILE", "LAB_APP_HOST", "LAB_LOCK_STATUS", "LAB_LOCK_PATTERN")
 
 
 def generator_env(out_dir: Path, scenario_params: dict | None, keepalive: bool,
@@ -535,7 +564,11 @@ def level_timing(out_dir: Path, launch: float, t0: float, warmup: float, exited:
 
 
 def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,
-                window, returncode, generator: str = "locust", keepalive: bool = True) -> dict:
+                window, returncode, generator: str = "locust", keepalive: bool = True,
+                writes: "scenarios.Writes | None" = None) -> dict:
+    """One level's point from its generator's files and the samples. `scenario`: the lab's
+    scenario (its writes acknowledged as it says), or None with `writes` an app's rule (or None:
+    nothing counted as a write)."""
     files = sorted(out_dir.glob("proc-*.json"))
     log_text = "\n".join(f.read_text(errors="replace") for f in sorted(out_dir.glob(f"{generator}*.log")))
     if not files:
@@ -571,14 +604,14 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     server_handled = (m1["handled"] - m0["handled"]) if (m0 and m1 and m0["handled"] is not None
                                                         and m1["handled"] is not None and not requests) else None
     mark_late = [m.get("late_s") for m in (m0, m1) if m and m.get("late_s") is not None]
-    sc = SCENARIOS[scenario]
+    if writes is None and scenario is not None:
+        writes = SCENARIOS[scenario].writes
     acked = inflight = 0
-    if sc.write:
-        acked = sum(v for k, v in run_counts.items()
-                    if k.rsplit(" ", 1)[0] == sc.write and int(k.rsplit(" ", 1)[1]) in sc.acked)
+    if writes is not None:
+        acked = writes.counts(run_counts)[0]
         # sent and never answered when the generator stopped (at its count, its window's close
         # or a kill): the server may have committed them, so the audit allows for each
-        inflight = sum((p.get("run_inflight") or {}).get(sc.write, 0) for p in procs)
+        inflight = sum(writes.in_flight(p.get("run_inflight") or {}) for p in procs)
     point = {
         "users": users, "processes": processes, "window_s": win, "requests": count,
         "rps": rps, "mean_ms": (sum(p["sum_us"] for p in procs) / count / 1000) if count else None,
@@ -597,6 +630,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         # started inside the window but unfinished at its close: at most ~users normally;
         # a long max_overrun means requests stalled (a window with no completions is no success)
         "overran_window": sum(p.get("overran", 0) for p in procs),
+        "off_host": sum(p.get("off_host", 0) for p in procs),  # a user's locustfile (userfile.py)
         "max_overrun_ms": 1000 * max((p.get("max_overrun_s", 0.0) for p in procs), default=0.0),
         "bytes_per_s": sum(p["bytes"] for p in procs) / win,
         "server_cpu_pct": 100 * cpu["server_cpu_s"] / cpu["span"],

@@ -42,6 +42,54 @@ WRITE_KEYS = {"request", "acked", "counter", "rows_per_ack"}
 
 
 @dataclass(frozen=True)
+class Writes:
+    """Which requests acknowledge a write, as the audit counts them: a request is recorded as
+    "<METHOD> <name> <status>" (its name as Locust names it: by default its path); it is a write
+    when its method is `method` and `name` is its name (`exact`, the lab's scenarios) or a regular
+    expression found in it (an app's rule, sqlitelab.infra.apps), and acknowledged when its status
+    is in `acked`. Each acknowledged write adds `rows_per_ack` to the count the audit reads."""
+    method: str
+    name: str
+    acked: tuple[int, ...]
+    rows_per_ack: int = 1
+    exact: bool = True
+
+    def __post_init__(self):
+        if not self.exact:
+            try:
+                re.compile(self.name)
+            except re.error as e:
+                raise ValueError(f"the writes' path pattern {self.name!r} is not a regular expression: {e}") from None
+
+    def is_write(self, request: str) -> bool:
+        """`request`: "<METHOD> <name>" as recorded."""
+        method, _, name = request.partition(" ")
+        if method.upper() != self.method.upper():
+            return False
+        return name == self.name if self.exact else re.search(self.name, name) is not None
+
+    def counts(self, run_counts: dict[str, int]) -> tuple[int, int, int]:
+        """(acknowledged, outcome unknown: status 0, failed: any other status) among the
+        recorded "<METHOD> <name> <status>" counts."""
+        acked = unknown = failed = 0
+        for key, n in run_counts.items():
+            request, status = key.rsplit(" ", 1)
+            if not self.is_write(request):
+                continue
+            if int(status) in self.acked:
+                acked += n
+            elif int(status) == 0:
+                unknown += n
+            else:
+                failed += n
+        return acked, unknown, failed
+
+    def in_flight(self, run_inflight: dict[str, int]) -> int:
+        """The writes sent and never answered when the generator stopped (by "<METHOD> <name>")."""
+        return sum(n for request, n in run_inflight.items() if self.is_write(request))
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     title: str                        # in plain words, for figures and tables (scenario_title)
@@ -51,6 +99,14 @@ class Scenario:
     acked: tuple[int, ...] = ()       # statuses that acknowledge it
     counter: str | None = None        # what it grows (databases.COUNTERS)
     rows_per_ack: int = 1
+
+    @property
+    def writes(self) -> Writes | None:
+        """Its acknowledged write as the audit's rule (None: it writes nothing)."""
+        if self.write is None:
+            return None
+        method, name = self.write.split(" ", 1)
+        return Writes(method, name, self.acked, self.rows_per_ack)
 
     @property
     def env(self) -> list[str]:

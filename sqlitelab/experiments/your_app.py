@@ -1,0 +1,264 @@
+"""Your own app measured the lab's way (notebook 10): levels of closed-loop load from Locust —
+the lab's own user sending a scenario of scenarios.toml, or the users of your own locustfile —
+each level's window measured in microseconds, its lock errors counted by your rule, and, when the
+app's SQLite file is given, every acknowledged write audited against your count query, the
+file's page-cache share, its WAL second by second and its integrity at the end.
+
+    p = your_app.plan(app=apps.App.of(command="... {port} ... {db}", db="app.db",
+                                      count_query="SELECT count(*) FROM orders"),
+                      levels=[1, 8, 32], duration=5, warmup=1, locustfile="locustfile.py",
+                      writes={"method": "POST", "path": "^/orders$", "status": [201]})
+    points = your_app.measure(p, notebook="10-your-app", run_id=run_id)
+
+`plan` checks everything before any load (AppError or ValueError, one line). `measure` starts the
+app (a command: on a copy of its file, so that yours is never written) or reaches it (a URL:
+read-only on its live file), runs the levels and stores one point per level and repeat in the
+`points` table, as a sweep does.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from sqlitelab.core import config, layout, machine, results, schema
+from sqlitelab.core.failures import LockRule
+from sqlitelab.experiments.sweep import SECOND_KEYS, Counts, audit
+from sqlitelab.infra import apps, databases
+from sqlitelab.load import calibrate, commands, driver as load, scenarios, verdicts
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One measurement of an app, every part checked (`plan`)."""
+    app: apps.App
+    levels: tuple[int, ...]
+    duration: float
+    warmup: float
+    repeats: int
+    scenario: str | None
+    scenario_params: dict
+    locustfile: Path | None
+    user_classes: tuple[str, ...]
+    writes: scenarios.Writes | None
+    lock_rule: LockRule
+    server_cpus: str | None
+    generator_cpus: str | None
+
+    @property
+    def load(self) -> str:
+        """What the users send, in words."""
+        if self.locustfile is not None:
+            return f"{self.locustfile.name} ({', '.join(self.user_classes)})"
+        return scenarios.scenario_title(self.scenario)
+
+    def record(self) -> dict:
+        """The plan as its runs row stores it."""
+        a = self.app
+        return {"app": a.name, "command": list(a.command) if a.command else None, "url": a.url,
+                "db": os.fspath(a.db) if a.db else None, "count_query": a.count_query,
+                "ready_path": a.ready_path, "env": a.env, "levels": list(self.levels),
+                "duration": self.duration, "warmup": self.warmup, "repeats": self.repeats,
+                "scenario": self.scenario, "scenario_params": self.scenario_params,
+                "locustfile": os.fspath(self.locustfile) if self.locustfile else None,
+                "user_classes": list(self.user_classes),
+                "writes": ({"method": self.writes.method, "path": self.writes.name,
+                            "status": list(self.writes.acked)} if self.writes else None),
+                "lock": {"status": [self.lock_rule.low, self.lock_rule.high],
+                         "pattern": self.lock_rule.pattern}}
+
+
+def writes_rule(writes: dict | None) -> scenarios.Writes | None:
+    """{"method": "POST", "path": "^/orders$", "status": [201]}: the requests that acknowledge a
+    write (path: a regular expression found in Locust's name for the request, by default its
+    path; status: those that acknowledge it)."""
+    if writes is None:
+        return None
+    if not isinstance(writes, dict) or set(writes) != {"method", "path", "status"}:
+        raise ValueError(f"writes must be a dict of method, path and status, e.g. {{'method': 'POST', "
+                         f"'path': '^/orders$', 'status': [201]}}, not {writes!r}")
+    status = writes["status"]
+    status = [status] if isinstance(status, int) else status
+    if (not isinstance(writes["method"], str) or not writes["method"].isalpha()
+            or not isinstance(writes["path"], str) or not isinstance(status, (list, tuple)) or not status
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 100 <= s <= 599 for s in status)):
+        raise ValueError(f"writes {writes!r}: method a word (POST), path a regular expression, "
+                         f"status a list of HTTP statuses (100-599)")
+    return scenarios.Writes(writes["method"].upper(), writes["path"], tuple(status), 1, exact=False)
+
+
+def lock_rule(lock: dict | None) -> LockRule:
+    """{"status": [500, 599], "pattern": "database is locked"} (either key may be left out: the
+    defaults, any 5xx whose body reads like SQLite's lock errors, core.failures.LOCK_PATTERN)."""
+    if lock is None:
+        return LockRule()
+    if not isinstance(lock, dict) or set(lock) - {"status", "pattern"}:
+        raise ValueError(f"lock must be a dict of status ([low, high]) and pattern, not {lock!r}")
+    low, high = lock.get("status", [500, 599])
+    return LockRule(low, high, lock.get("pattern", LockRule().pattern))
+
+
+def plan(*, app: apps.App, levels, duration: float, warmup: float, repeats: int = 1,
+         scenario: str | None = None, scenario_params: dict | None = None,
+         locustfile: Path | str | None = None, writes: dict | None = None,
+         lock: dict | None = None, server_cpus: str | None = "auto",
+         generator_cpus: str | None = "auto") -> Plan:
+    """Every choice checked before any load, one line each."""
+    if (scenario is None) == (locustfile is None):
+        raise ValueError("give a scenario (one of scenarios.toml's) or a locustfile, not both "
+                         "and not neither")
+    if scenario is not None and scenario not in scenarios.SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(scenarios.SCENARIOS)}")
+    classes: tuple[str, ...] = ()
+    path = None
+    if locustfile is not None:
+        path = Path(locustfile).expanduser().resolve()
+        classes = tuple(commands.user_classes(path))
+    levels = tuple(levels or ())
+    if not levels or not all(isinstance(u, int) and not isinstance(u, bool) and u >= 1 for u in levels):
+        raise ValueError(f"levels must be a list of user counts >= 1, not {list(levels)!r}")
+    for name, value, low in (("duration", duration, 0.0), ("warmup", warmup, 0.0)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= low \
+                or (name == "duration" and value == 0):
+            raise ValueError(f"{name} must be a number of seconds {'> 0' if name == 'duration' else '>= 0'}, "
+                             f"not {value!r}")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, not {repeats!r}")
+    rule = writes_rule(writes)
+    if rule is not None and app.count_query is None:
+        raise ValueError("writes are audited against the app's count_query: give db= and "
+                         "count_query= too (or no writes)")
+    if app.count_query is not None and rule is None:
+        raise ValueError("a count_query is audited against the writes it counts: say which "
+                         "requests acknowledge one (writes={'method': ..., 'path': ..., 'status': [...]})")
+    lay = layout.resolve(server_cpus, generator_cpus, 1)
+    if app.url is not None and server_cpus not in ("auto", None):
+        raise ValueError("an app reached by its URL runs where it was started: server_cpus is "
+                         "for an app the lab starts")
+    return Plan(app, levels, float(duration), float(warmup), repeats, scenario,
+                dict(scenario_params or {}), path, classes, rule, lock_rule(lock),
+                lay.server_cpus if app.command else None, lay.generator_cpus)
+
+
+class QueryCounts(Counts):
+    """The audit's count from the app's own query, on a read-only connection (apps.count)."""
+
+    def read(self, query: str | None) -> int:
+        if query is None:
+            return 0
+        t = time.perf_counter()
+        try:
+            return apps.count(self.db, query)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    before = after = read
+
+
+def copy_database(src: Path, dst: Path) -> Path:
+    """A copy of the app's file that the run may write (SQLite's backup: consistent with a WAL
+    beside it, the journal mode kept); any old copy replaced."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{dst}{suffix}").unlink(missing_ok=True)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with apps.read_only(src) as con:
+        out = sqlite3.connect(dst)
+        try:
+            con.backup(out)
+        finally:
+            out.close()
+    return dst
+
+
+def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = None,
+            results_db: Path | None = None, runs_dir: Path | None = None,
+            progress: bool = True, calibration: bool = True) -> pd.DataFrame:
+    """Run every level of the plan against the app and store its points (the `points` table,
+    with their seconds); returns them. The app the lab started is stopped by its PID at the end,
+    on an exception or an interrupt; its copy of the database is kept in the run's folder.
+    `calibration=False`: no onset from the generator's calibration (the CPU rules still flag)."""
+    run_dir = Path(runs_dir or config.RUNS_DIR) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    label = machine.machine_label()
+    described = results.describe(notebook, run_id, None, parameters)
+    run = {"run_id": run_id, **described, "started": results.now_iso(), "parameters": parameters or {},
+           "git_commit": results.git_commit(), "machine": label, "machine_info": machine.machine(),
+           "versions": results.versions(), "server_cpus": p.server_cpus,
+           "generator_cpus": p.generator_cpus, "scenario": p.scenario or "locustfile",
+           "sweep": p.record()}
+    t_run = time.perf_counter()
+    onset = None
+    if p.scenario is not None and calibration:  # the lab's own user: its calibration against wrk here
+        onset = calibrate.ensure("locust", p.server_cpus, p.generator_cpus, progress=progress)["onset_util"]
+    db = p.app.db
+    if db is not None and p.app.command is not None:
+        db = copy_database(db, run_dir / f"app{db.suffix or '.db'}")
+    counts = QueryCounts(db) if db is not None else None
+    points: list[dict] = []
+    bar = tqdm(total=len(p.levels) * p.repeats, desc=p.app.name, disable=not progress, mininterval=0.5)
+    with contextlib.ExitStack() as stack:
+        if p.app.command is not None:
+            srv = stack.enter_context(apps.start_app(p.app, db, cpus=p.server_cpus,
+                                                     log_path=run_dir / "app.log", timeout=120))
+        else:
+            srv = apps.reach(p.app)
+        try:
+            for users in p.levels:
+                for rep in range(1, p.repeats + 1):
+                    bar.set_postfix_str(f"{users} users, repeat {rep}")
+                    points.append(_level(p, srv, db, counts, users, rep, run_dir, run_id, label, onset))
+                    bar.update(1)
+        finally:
+            bar.close()
+    integrity = databases.integrity_check(db) if db is not None else None
+    for pt in points:
+        pt["integrity"] = integrity
+        pt["audit_ok"] = bool(pt["audit_ok"] and integrity in (None, "ok"))
+        pt.update(described)
+    run.update({"finished": results.now_iso(), "points": len(points),
+                "wall_seconds": results.elapsed(t_run)})
+    results.store_run(run, [{k: v for k, v in pt.items() if k != "seconds"} for pt in points], results_db)
+    per_second = [{**row, **{k: pt.get(k) for k in SECOND_KEYS}} for pt in points
+                  for row in pt.get("seconds") or ()]
+    if per_second:
+        results.store_rows("seconds", per_second, results_db)
+    return pd.DataFrame(points)
+
+
+def _level(p: Plan, srv, db, counts, users: int, rep: int, run_dir: Path, run_id: str,
+           label: str, onset) -> dict:
+    """One level: counted, cached, loaded, counted again once its in-flight writes settle, audited."""
+    query = p.app.count_query
+    before = counts.before(query) if counts else 0
+    cache_before = databases.page_cache(db) if db is not None else None
+    level_dir = run_dir / "levels" / f"u{users:04d}-r{rep}"
+    window = load.run_level(srv, p.scenario, users, level_dir, duration=p.duration,
+                            warmup=p.warmup, cpus=p.generator_cpus,
+                            scenario_params=p.scenario_params, generator="locust",
+                            locustfile=p.locustfile, writes=p.writes, lock_rule=p.lock_rule)
+    written = (counts.settled(query, before, window.get("inflight_writes") or 0, 1)
+               if counts and query else 0)
+    cache_after = databases.page_cache(db) if db is not None else None
+    checked = (audit(p.writes, window, written, {}) if p.writes is not None else
+               {"rows_written": None, "expected_rows": None, "audit_rule": "no writes audited",
+                "unacked_rows": None, "audit_ok": True})
+    if window.get("off_host"):
+        checked = {**checked, "audit_ok": False,
+                   "audit_rule": checked["audit_rule"] + f", {window['off_host']} requests off the app refused"}
+    point = schema.assemble(
+        window, checked,
+        {"run_id": run_id, "server": p.app.name, "profile": None, "scenario": p.scenario or "locustfile",
+         "repeat": rep, "integrity": None, "machine": label, "database": "sqlite" if db else None,
+         "db_mib": cache_before[1] / 2**20 if cache_before else None,
+         "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
+         "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
+         "server_pinning": srv.pinned, "rate": None})
+    why = verdicts.influence(point, onset)
+    return {**point, "generator_influenced": why is not None, "influence": why,
+            "gen_onset_util": onset, "headline": True, "replaced_by": None}
