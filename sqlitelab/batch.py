@@ -176,7 +176,7 @@ def summary(done: list[dict], failed: dict | None = None, scale: str | None = No
         row = {"notebook": d["notebook"], "seconds": d["seconds"],
                "budget s": "" if allowed is None else f"{allowed:.0f}",
                "points": len(pts) or _count(d["run_id"], "buffer_points"),
-               "status": "error: " + d["error"] if d["error"] else "ok"}
+               "status": "error: " + d["error"].splitlines()[0] if d["error"] else "ok"}  # the log: above
         if len(pts):
             row["best rps"] = round(pts["rps"].max(), 1)
             best = pts.loc[pts["rps"].idxmax()]

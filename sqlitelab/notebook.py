@@ -14,7 +14,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from sqlitelab.core import config, results
-from sqlitelab.experiments import baseline, buffer, underload, versus
+from sqlitelab.experiments import baseline, buffer, underload, versus, your_app
 from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import link, operations, postgres
 from sqlitelab.infra import servers as stacks
@@ -25,5 +25,5 @@ from sqlitelab.studies.sqlite_vs_postgres import WORKLOADS, workload_of
 plt.style.use("sqlitelab.report.blog")
 
 __all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer", "underload",
-           "versus", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
+           "versus", "your_app", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
            "findings", "methods", "plots", "scales", "WORKLOADS", "workload_of"]

@@ -8,7 +8,7 @@ file's page-cache share, its WAL second by second and its integrity at the end.
                                       count_query="SELECT count(*) FROM orders"),
                       levels=[1, 8, 32], duration=5, warmup=1, locustfile="locustfile.py",
                       writes={"method": "POST", "path": "^/orders$", "status": [201]})
-    points = your_app.measure(p, notebook="10-your-app", run_id=run_id)
+    points = your_app.measure(p, notebook=NOTEBOOK, run_id=run_id)
 
 `plan` checks everything before any load (AppError or ValueError, one line). `measure` starts the
 app (a command: on a copy of its file, so that yours is never written) or reaches it (a URL:
@@ -18,8 +18,10 @@ read-only on its live file), runs the levels and stores one point per level and 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +31,11 @@ from tqdm.auto import tqdm
 
 from sqlitelab.core import config, layout, machine, results, schema
 from sqlitelab.core.failures import LockRule
+from sqlitelab.core.processes import log_tail, pin_command
 from sqlitelab.experiments.sweep import SECOND_KEYS, Counts, audit
-from sqlitelab.infra import apps, databases
+from sqlitelab.infra import apps, databases, hosts
 from sqlitelab.load import calibrate, commands, driver as load, scenarios, verdicts
+from sqlitelab.studies import your_app as your_app_study
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,8 @@ class Plan:
         """What the users send, in words."""
         if self.locustfile is not None:
             return f"{self.locustfile.name} ({', '.join(self.user_classes)})"
-        return scenarios.scenario_title(self.scenario)
+        params = "".join(f", {k.replace('_', ' ')} {v}" for k, v in sorted(self.scenario_params.items()))
+        return scenarios.SCENARIOS[self.scenario].description + params
 
     def record(self) -> dict:
         """The plan as its runs row stores it."""
@@ -146,6 +151,32 @@ def plan(*, app: apps.App, levels, duration: float, warmup: float, repeats: int 
                 lay.server_cpus if app.command else None, lay.generator_cpus)
 
 
+# An app's points' `profile`: its settings are its own, not one of servers/profiles.toml's bundles.
+OWN = "its own settings"
+
+APP_KEYS = ("name", "command", "url", "db", "count_query", "env", "ready_path")
+LOAD_KEYS = ("locustfile", "scenario", "scenario_params", "writes", "lock")
+
+
+def setup(example: str | None, work_dir: Path, **given) -> tuple[apps.App, dict]:
+    """The app and what its users send: one of the study's examples (its shop made fresh in
+    `work_dir`), or your own (`given`: App.of's keywords and plan's load keywords; None values
+    are left out). Returns the checked App and plan's load keywords."""
+    if example is not None:
+        found = your_app_study.examples()
+        if example not in found:
+            raise ValueError(f"example must be one of {', '.join(found)} or None (your own app), "
+                             f"not {example!r}")
+        given = dict(found[example])
+        shop = given.pop("shop")
+        given["db"] = databases.prepare_database(Path(work_dir) / "shop.db", **shop)
+    unknown = sorted(set(given) - set(APP_KEYS) - set(LOAD_KEYS))
+    if unknown:
+        raise ValueError(f"unknown app settings {unknown}; known: {', '.join(APP_KEYS + LOAD_KEYS)}")
+    app = apps.App.of(**{k: given[k] for k in APP_KEYS if given.get(k) is not None})
+    return app, {k: given[k] for k in LOAD_KEYS if given.get(k) is not None}
+
+
 class QueryCounts(Counts):
     """The audit's count from the app's own query, on a read-only connection (apps.count)."""
 
@@ -176,13 +207,62 @@ def copy_database(src: Path, dst: Path) -> Path:
     return dst
 
 
+# How far the lab's rate and plain Locust's may differ on the same locustfile and app and still be
+# called the same: this machine's run-to-run spread (issue 32: about ±15 % between runs an hour
+# apart). Each counts its own way (the lab: a window after the spawn; Locust: its whole run).
+PLAIN_AGREEMENT = 0.15
+
+
+def plain_locust(p: Plan, srv, users: int, out_dir: Path) -> dict:
+    """The same locustfile run by Locust alone (`locust --headless`, its own statistics), at
+    `users`, for the warm-up and window of a level, against the running app: the row Locust's CSV
+    gives for all requests. Refused when the lab's levels saw the file send elsewhere."""
+    seconds = math.ceil(p.warmup + p.duration)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd, pinned = pin_command([sys.executable, "-m", "locust", "-f", str(p.locustfile), "--headless",
+                               "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
+                               "--host", srv.url, "--csv", str(out_dir / "plain"),
+                               "--only-summary", "--loglevel", "WARNING",
+                               "--stop-timeout", str(commands.STOP_TIMEOUT),
+                               "--exit-code-on-error", "0"], p.generator_cpus)
+    t = time.perf_counter()
+    started = hosts.start(hosts.Host("local"), cmd, dict(os.environ), out_dir / "plain.log")
+    try:
+        code = started.popen.wait(timeout=seconds + commands.STOP_TIMEOUT + 60)
+    finally:
+        hosts.stop(started)
+    stats = out_dir / "plain_stats.csv"
+    if code != 0 or not stats.exists():
+        raise load.LoadError(f"plain Locust failed (exit {code}):\n{log_tail(out_dir / 'plain.log')}")
+    row = pd.read_csv(stats).set_index("Name").loc["Aggregated"]
+    return {"generator": "locust (plain)", "users": users, "duration_s": float(seconds),
+            "window_s": time.perf_counter() - t, "requests": int(row["Request Count"]),
+            "rps": float(row["Requests/s"]), "errors": int(row["Failure Count"]),
+            "mean_ms": float(row["Average Response Time"]), "p50_ms": float(row["50%"]),
+            "p95_ms": float(row["95%"]), "p99_ms": float(row["99%"]),
+            "max_ms": float(row["Max Response Time"]), "generator_pinning": pinned}
+
+
+def agreement(lab_rps: float, plain_rps: float) -> str:
+    """'the same within noise' when the two rates differ by at most PLAIN_AGREEMENT of the
+    lab's, else which is higher and by how much."""
+    ratio = plain_rps / lab_rps if lab_rps else float("inf")
+    if abs(ratio - 1) <= PLAIN_AGREEMENT:
+        return f"the same within noise (plain Locust {ratio:.2f}× the lab's rate; noise ±{PLAIN_AGREEMENT:.0%})"
+    return (f"plain Locust {ratio:.2f}× the lab's rate: {'higher' if ratio > 1 else 'lower'} than "
+            f"the noise (±{PLAIN_AGREEMENT:.0%}) explains")
+
+
 def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = None,
             results_db: Path | None = None, runs_dir: Path | None = None,
-            progress: bool = True, calibration: bool = True) -> pd.DataFrame:
+            progress: bool = True, calibration: bool = True,
+            plain_users: int | None = None) -> pd.DataFrame:
     """Run every level of the plan against the app and store its points (the `points` table,
     with their seconds); returns them. The app the lab started is stopped by its PID at the end,
     on an exception or an interrupt; its copy of the database is kept in the run's folder.
-    `calibration=False`: no onset from the generator's calibration (the CPU rules still flag)."""
+    `calibration=False`: no onset from the generator's calibration (the CPU rules still flag).
+    `plain_users`: with a locustfile, the same file then run by Locust alone at that many users
+    (plain_locust), stored in `crosschecks` beside the lab's level."""
     run_dir = Path(runs_dir or config.RUNS_DIR) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     label = machine.machine_label()
@@ -194,11 +274,13 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
            "sweep": p.record()}
     t_run = time.perf_counter()
     onset = None
+    t = time.perf_counter()
     if p.scenario is not None and calibration:  # the lab's own user: its calibration against wrk here
         onset = calibrate.ensure("locust", p.server_cpus, p.generator_cpus, progress=progress)["onset_util"]
+    run["calibration_seconds"] = results.elapsed(t)
     db = p.app.db
     if db is not None and p.app.command is not None:
-        db = copy_database(db, run_dir / f"app{db.suffix or '.db'}")
+        db = copy_database(db, run_dir / "app" / db.name)  # its own name: an app may route by it
     counts = QueryCounts(db) if db is not None else None
     points: list[dict] = []
     bar = tqdm(total=len(p.levels) * p.repeats, desc=p.app.name, disable=not progress, mininterval=0.5)
@@ -216,6 +298,12 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
                     bar.update(1)
         finally:
             bar.close()
+        plain = None
+        if plain_users is not None and p.locustfile is not None:
+            if any(pt.get("off_host") for pt in points):
+                raise ValueError("the locustfile sent requests off the app: the lab does not run it "
+                                 "with Locust alone (nothing would keep them on this machine)")
+            plain = plain_locust(p, srv, plain_users, run_dir / "plain-locust")
     integrity = databases.integrity_check(db) if db is not None else None
     for pt in points:
         pt["integrity"] = integrity
@@ -228,6 +316,12 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
                   for row in pt.get("seconds") or ()]
     if per_second:
         results.store_rows("seconds", per_second, results_db)
+    if plain is not None:
+        results.store_rows("crosschecks", [{
+            "run_id": run_id, **described, "server": p.app.name, "profile": OWN, "machine": label,
+            "scenario": "locustfile", "skipped": None, **plain, "acked_responses": None,
+            "unknown_outcomes": None, "rows_written": None, "audit_rule": None, "audit_ok": None,
+            "integrity": integrity}], results_db)
     return pd.DataFrame(points)
 
 
@@ -242,6 +336,7 @@ def _level(p: Plan, srv, db, counts, users: int, rep: int, run_dir: Path, run_id
                             warmup=p.warmup, cpus=p.generator_cpus,
                             scenario_params=p.scenario_params, generator="locust",
                             locustfile=p.locustfile, writes=p.writes, lock_rule=p.lock_rule)
+    window.pop("during", None)  # nothing runs during an app's level (operations are notebook 08's)
     written = (counts.settled(query, before, window.get("inflight_writes") or 0, 1)
                if counts and query else 0)
     cache_after = databases.page_cache(db) if db is not None else None
@@ -253,7 +348,7 @@ def _level(p: Plan, srv, db, counts, users: int, rep: int, run_dir: Path, run_id
                    "audit_rule": checked["audit_rule"] + f", {window['off_host']} requests off the app refused"}
     point = schema.assemble(
         window, checked,
-        {"run_id": run_id, "server": p.app.name, "profile": None, "scenario": p.scenario or "locustfile",
+        {"run_id": run_id, "server": p.app.name, "profile": OWN, "scenario": p.scenario or "locustfile",
          "repeat": rep, "integrity": None, "machine": label, "database": "sqlite" if db else None,
          "db_mib": cache_before[1] / 2**20 if cache_before else None,
          "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,

@@ -516,3 +516,30 @@ def article_tables(df, method: str = "article", variant: str = "as_published",
     return out[["rows_per_txn", "records", "published_seconds", "published_records_per_s", "published_mib",
                 "seconds", "records_per_s", "records_per_s_spread", "db_mib", "repeats",
                 "measured_over_published"]]
+
+
+def app_levels(df: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 10, per app and level (over repeats): throughput and latency, the window's lock
+    errors (by the app's rule) and their share of its requests (`lock_share`), its other server
+    errors, the writes acknowledged and the rows the count query gained, the audit, and the CPU of
+    the app and of the generator."""
+    t = over_repeats(df, ["server", "users"],
+                     ["rps", "mean_ms", "p50_ms", "p99_ms", "max_ms", "requests", "errors",
+                      "busy_errors", "server_errors", "acked_writes", "rows_written",
+                      "server_cpu_pct", "gen_cpu_pct", "db_cached_before"],
+                     server_errors="sum", acked_writes="sum", rows_written="sum")
+    t["lock_share"] = t["busy_errors"] / t["requests"].where(t["requests"] > 0)
+    return t
+
+
+def wal_series(seconds: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 10: every level's window second by second, laid end to end in the order they ran
+    (`elapsed_s` from the first window's start, by the clock), with the WAL in MiB and the level
+    in words (`level`); empty when no second saw a WAL with anything in it."""
+    if seconds.empty or not (seconds["wal_bytes"].fillna(0) > 0).any():  # no WAL, or one never written
+        return pd.DataFrame(columns=["elapsed_s", "wal_mib", "users", "level"])
+    s = seconds.sort_values("t").copy()
+    s["elapsed_s"] = s["t"] - s["t"].min()
+    s["wal_mib"] = s["wal_bytes"] / 2**20
+    s["level"] = s["users"].map(lambda u: f"{int(u)} user{'s' if u != 1 else ''}")
+    return s.reset_index(drop=True)

@@ -445,3 +445,48 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
     if not cost["audit_ok"].all():
         lines.append("- **AUDIT FAILED** for some operation: acknowledged writes are missing.")
     return "\n".join(lines)
+
+
+def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p99_ms: float,
+             requests_per_user: float, peak_hours: float, agreement) -> str:
+    """Notebook 10: the app's peak and its capacity at the objective, what that is in daily active
+    users by the articles' napkin math, where lock errors appeared, and how plain Locust's count of
+    the same locustfile compares (`agreement`: experiments.your_app.agreement)."""
+    lines = []
+    for c in cap.itertuples():
+        note = f" ({c.peak_limit}: a lower bound)" if c.peak_lower_bound else ""
+        lines.append(f"- **{c.server}**: the naive peak is **{c.peak_rps:,.0f} requests/s** at "
+                     f"{c.peak_users} users (p99 {c.peak_p99_ms:,.1f} ms){note}.")
+        if c.slo_rps > 0:
+            dau = daily_active_users(c.slo_rps, requests_per_user, peak_hours)
+            lines.append(f"- At a p99 of at most {slo_p99_ms:g} ms with no errors it serves "
+                         f"**{c.slo_rps:,.0f} requests/s** ({c.slo_users} users): by the articles' "
+                         f"napkin math ({requests_per_user:g} requests per user per day, the day's "
+                         f"load in {peak_hours:g} peak hours) about **{dau:,.0f} daily active users**"
+                         + (" (a lower bound: the generator set the pace)" if c.slo_lower_bound else "")
+                         + ".")
+        else:
+            lines.append(f"- No level met a p99 of at most {slo_p99_ms:g} ms with no errors: no "
+                         f"capacity at that objective was measured.")
+    locked = levels[levels["busy_errors"] > 0]
+    if len(locked):
+        first = locked.sort_values("users").iloc[0]
+        worst = locked.loc[locked["lock_share"].idxmax()]
+        lines.append(f"- Lock errors reached users from {int(first['users'])} users on "
+                     f"({int(first['busy_errors']):,} in that window); the most, "
+                     f"{worst['lock_share']:.1%} of requests, at {int(worst['users'])} users.")
+    elif len(levels):
+        lines.append(f"- No response matched the lock rule at any of the {len(levels)} levels.")
+    other = levels[levels["server_errors"] > 0]
+    if len(other):
+        lines.append(f"- Other server errors (5xx the lock rule did not match): "
+                     f"{int(other['server_errors'].sum()):,} over {len(other)} level(s).")
+    for r in plain.itertuples():
+        lab = levels[levels["users"] == r.users]
+        if lab.empty:
+            continue
+        lab_rps = float(lab["rps"].iloc[0])
+        lines.append(f"- The same locustfile run by plain `locust --headless` at {r.users} users: "
+                     f"{r.requests:,} requests, {r.rps:,.0f} requests/s by Locust's own count, "
+                     f"against the lab's {lab_rps:,.0f} in its window: {agreement(lab_rps, r.rps)}.")
+    return "\n".join(lines)

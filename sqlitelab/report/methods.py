@@ -120,7 +120,8 @@ def show(notebook: str, points: pd.DataFrame | None, parameters: dict | None, ru
     out.mkdir(parents=True, exist_ok=True)
     m.to_csv(out / "method.csv", index=False)
     same = int((m["verdict"] == "same").sum())
-    display(Markdown(f"**Method: seed {a.seed}, {a.title}, against this run** — {same} of {len(m)} "
+    seed = f"seed {a.seed}, " if a.seed != "—" else ""  # notebook 10 has no article
+    display(Markdown(f"**Method: {seed}{a.title}, against this run** — {same} of {len(m)} "
                      "details the same; every difference says why."))
     with pd.option_context("display.max_colwidth", None):
         display(m.style.hide(axis="index").set_properties(**{"text-align": "left",

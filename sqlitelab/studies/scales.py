@@ -70,6 +70,7 @@ ACCEPTS: dict[str, tuple] = {
        for k in ("repeats", "beyond_repeats")},
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (concurrent users)")
        for k in ("share_users", "paths_users", "open_users")},
+    "plain_users": (lambda v: _integer(v) and v >= 0, "an integer >= 0 (concurrent users; 0: no plain run)"),
     "crosscheck_users": (lambda v: (_integer(v) and v >= 1) or _integers(1)(v),
                          "an integer >= 1 or a non-empty list of them (concurrent users)"),
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (requests per level)")

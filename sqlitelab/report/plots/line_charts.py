@@ -23,9 +23,13 @@ def _from_zero(axes, bottom: float, also=()) -> None:
     """Every panel's y axis from `bottom`, its top from all the panels' data (shared axes
     autoscale over their siblings) and `also` (reference values to keep in view). After the
     panels are drawn: a limit set earlier would freeze the top at the first panel's data."""
+    drawn = [float(v) for ax in axes for ln in ax.get_lines() for v in ln.get_ydata()
+             if isinstance(v, (int, float)) and v == v]
     for ax in axes:
         ax.autoscale_view(scalex=False)
         top = max([ax.get_ylim()[1]] + [v * 1.05 for v in also])
+        if drawn and 0 < max(drawn) and top <= max(drawn) * 1.001:  # flat lines: not on the frame
+            top = max(drawn) * 1.05
         ax.set_ylim(bottom, top)
 
 
@@ -49,7 +53,7 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
                 bars = ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
                                    fmt="none", ecolor=kw["color"], capsize=3, linewidth=1)
                 for cap in bars.get_children():  # the caps are lines of the stack's colour
-                    cap.set_gid(kw["gid"])
+                    cap.set_gid(kw.get("gid"))  # a stack's (an app of the user's has none)
             mark_limits(ax, g, "users", y)
         shown = part
         if reference:
