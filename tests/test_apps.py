@@ -13,6 +13,7 @@ import pytest
 from sqlitelab.core import config, results
 from sqlitelab.experiments import your_app
 from sqlitelab.infra import apps, databases, servers
+from sqlitelab.load import commands
 from sqlitelab.infra.apps import AppError
 
 
@@ -282,3 +283,24 @@ def test_an_app_already_listening_is_reached_by_its_url(tmp_path, shop_locustfil
                                        locustfile=shop_locustfile, writes=ADDS_ITEMS),
                          notebook="10-your-app", run_id="nothing", runs_dir=tmp_path / "none",
                          results_db=tmp_path / "none.db", progress=False)
+
+
+def test_a_locustfile_that_cannot_run_is_refused_in_one_line(tmp_path):
+    """Checked in a Python process of its own (it patches the HTTP clients), before any load."""
+    cases = {
+        "broken.py": ("import no_such_module_here\n", "No module named 'no_such_module_here'"),
+        "nouser.py": ("from locust import HttpUser\nREADERS = 3\n", "defines no User class"),
+        "shape.py": ("from locust import HttpUser, LoadTestShape, task\n\n"
+                     "class U(HttpUser):\n    @task\n    def t(self):\n        self.client.get('/')\n\n"
+                     "class Ramp(LoadTestShape):\n    def tick(self):\n        return None\n",
+                     "Ramp is a LoadTestShape"),
+    }
+    for name, (text, says) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError) as e:
+            commands.user_classes(tmp_path / name)
+        assert says in one_line(e) and "cannot be run" in str(e.value)
+    with pytest.raises(ValueError, match="is not a file"):
+        commands.user_classes(tmp_path / "missing.py")
+    (tmp_path / "good.py").write_text(SHOP_LOCUSTFILE)
+    assert commands.user_classes(tmp_path / "good.py") == ["ShopUser"]

@@ -7,6 +7,7 @@ import contextlib
 import inspect
 import json
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -239,3 +240,21 @@ def test_batch_reports_a_bad_value_and_exits_1(lab_data, capsys):
     failed = [line for line in out.splitlines() if "FAILED:" in line]
     assert failed == ["   FAILED: ValueError: duration must be a number of seconds > 0, not 'ten'"], out
     assert not started and not (lab_data / "results.db").exists()
+
+
+@pytest.mark.notebook
+def test_notebook_10_refuses_a_bad_app_in_one_line_before_anything_starts(lab_data, tmp_path):
+    """Your own app (example None): a URL off loopback, and a locustfile that defines no user,
+    each stop notebook 10 in one line before any process of the app or any load."""
+    nouser = tmp_path / "nouser.py"
+    nouser.write_text("from locust import HttpUser\n\nREADERS = 3\n")
+    path, = batch.notebooks(["10"])
+    for given, words in [
+        ({"url": "http://10.0.0.1:80", "locustfile": str(nouser)}, ("url", "loopback only")),
+        ({"command": "python3 -m http.server {port}", "locustfile": str(nouser)},
+         ("cannot be run", "defines no User class")),
+    ]:
+        shutil.rmtree(lab_data, ignore_errors=True)
+        with servers_started() as started:
+            done = batch.run_notebook(path, "quick", {"example": None, **given}, log_output=False)
+        assert_refused_before_anything_ran(done, lab_data, started, *words)
