@@ -574,8 +574,9 @@ class Counts:
     a request the previous generator gave up on — wrk gives up on every request in flight at
     its stop — may still commit in between.)"""
 
-    def __init__(self, db: Path):
+    def __init__(self, db: Path, reader=databases.count_rows):
         self.db = db
+        self.reader = reader  # (db, counter) -> the count: a COUNTERS name, or an app's query (apps.count)
         self.seconds = 0.0
 
     def read(self, counter: str | None) -> int:
@@ -583,7 +584,7 @@ class Counts:
             return 0
         t = time.perf_counter()
         try:
-            return databases.count_rows(self.db, counter)
+            return self.reader(self.db, counter)
         finally:
             self.seconds += time.perf_counter() - t
 

@@ -177,21 +177,6 @@ def setup(example: str | None, work_dir: Path, **given) -> tuple[apps.App, dict]
     return app, {k: given[k] for k in LOAD_KEYS if given.get(k) is not None}
 
 
-class QueryCounts(Counts):
-    """The audit's count from the app's own query, on a read-only connection (apps.count)."""
-
-    def read(self, query: str | None) -> int:
-        if query is None:
-            return 0
-        t = time.perf_counter()
-        try:
-            return apps.count(self.db, query)
-        finally:
-            self.seconds += time.perf_counter() - t
-
-    before = after = read
-
-
 def copy_database(src: Path, dst: Path) -> Path:
     """A copy of the app's file that the run may write (SQLite's backup: consistent with a WAL
     beside it, the journal mode kept); any old copy replaced."""
@@ -281,7 +266,7 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
     db = p.app.db
     if db is not None and p.app.command is not None:
         db = copy_database(db, run_dir / "app" / db.name)  # its own name: an app may route by it
-    counts = QueryCounts(db) if db is not None else None
+    counts = Counts(db, apps.count) if db is not None else None  # the app's query, read-only
     points: list[dict] = []
     bar = tqdm(total=len(p.levels) * p.repeats, desc=p.app.name, disable=not progress, mininterval=0.5)
     with contextlib.ExitStack() as stack:
