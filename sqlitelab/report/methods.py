@@ -82,6 +82,7 @@ def table(notebook: str, points: pd.DataFrame | None = None, parameters: dict | 
     """aspect · the article · this run · verdict (`same`, `differs: why`, `not stated`)."""
     run = RunView(points, parameters)
     rows = []
+    none = article(notebook).seed == "—"  # notebook 10: an app of the reader's, no article behind it
     for d in details if details is not None else article(notebook).details:
         try:
             value = (run.where(**d.only) if d.only else run).get(d.run)
@@ -95,7 +96,8 @@ def table(notebook: str, points: pd.DataFrame | None = None, parameters: dict | 
                          "verdict": f"differs: the run has no points with {e.args[0]}"})
             continue
         if d.expect is NOT_STATED:
-            verdict = f"not stated by the article; {d.why}" if d.why else "not stated by the article"
+            said = "no article" if none else "not stated by the article"
+            verdict = f"{said}; {d.why}" if d.why else said
         elif d.expect is not None and matches(value, d.expect, d.compare):
             verdict = "same"
         else:

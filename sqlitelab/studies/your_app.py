@@ -126,14 +126,15 @@ def _load(r) -> str:
     s = _sweep(r)
     if s.get("locustfile"):
         return f"{Path(s['locustfile']).name}: {', '.join(s.get('user_classes') or [])}"
-    return f"the lab's scenario {s.get('scenario')}"
+    params = "".join(f", {k.replace('_', ' ')} {v}" for k, v in sorted((s.get("scenario_params") or {}).items()))
+    return f"the lab's scenario {s.get('scenario')}{params}"
 
 
 def _lock(r) -> str:
     lock = _sweep(r).get("lock") or {}
     low, high = lock.get("status", ["?", "?"])
     pattern = lock.get("pattern")
-    return f"status {low}–{high}" + (f" with a body matching /{pattern}/" if pattern else "")
+    return f"status {low}–{high}" + (f" with a body matching {pattern!r}" if pattern else "")
 
 
 def _writes(r) -> str:
@@ -141,5 +142,5 @@ def _writes(r) -> str:
     w = s.get("writes")
     if not w:
         return "none audited"
-    return (f"{w['method']} /{w['path']}/ answered {', '.join(map(str, w['status']))}, counted by "
-            f"{s.get('count_query')}")
+    return (f"{w['method']} requests whose name matches {w['path']!r}, answered "
+            f"{', '.join(map(str, w['status']))}; counted by {s.get('count_query')}")
