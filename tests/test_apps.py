@@ -304,3 +304,33 @@ def test_a_locustfile_that_cannot_run_is_refused_in_one_line(tmp_path):
         commands.user_classes(tmp_path / "missing.py")
     (tmp_path / "good.py").write_text(SHOP_LOCUSTFILE)
     assert commands.user_classes(tmp_path / "good.py") == ["ShopUser"]
+
+
+def test_a_plan_refuses_what_it_cannot_measure_in_one_line(app_db, tmp_path):
+    (tmp_path / "good.py").write_text(SHOP_LOCUSTFILE)
+    app = apps.App.of(command=f"{sys.executable} -m http.server {{port}}", db=app_db,
+                      count_query="SELECT count(*) FROM orders")
+    ok = dict(app=app, levels=[1], duration=1, warmup=0, scenario="mix",
+              writes={"method": "POST", "path": "/orders$", "status": [201]})
+    assert your_app.plan(**ok).levels == (1,)
+    assert your_app.plan(**{**ok, "levels": None, "rates": [100, 200]}).rates == (100.0, 200.0)
+    for change, says in [
+        ({"levels": None}, "give levels"),
+        ({"levels": [0]}, "levels must be a list of user counts >= 1"),
+        ({"rates": [0]}, "rates must be a list of requests/s > 0"),
+        ({"scenario": None, "locustfile": tmp_path / "good.py", "rates": [100]}, "rates (open loop) need the lab's scenario"),
+        ({"scenario": None}, "a scenario (one of scenarios.toml's) or a locustfile"),
+        ({"scenario": "no-such"}, "unknown scenario"),
+        ({"writes": None}, "say which requests acknowledge one"),
+        ({"writes": {"method": "POST", "path": "(", "status": [201]}}, "not a regular expression"),
+        ({"writes": {"method": "POST", "path": "/x", "status": [99]}}, "status a list of HTTP statuses"),
+        ({"lock": {"status": [503, 500]}}, "a range within 100-599"),
+        ({"duration": 0}, "duration must be a number of seconds > 0"),
+        ({"open_users": 0, "rates": [10]}, "open_users must be an integer >= 1"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            your_app.plan(**{**ok, **change})
+        assert says in one_line(e), (change, str(e.value))
+    bare = apps.App.of(command=f"{sys.executable} -m http.server {{port}}")
+    with pytest.raises(ValueError, match="audited against the app's count_query"):
+        your_app.plan(**{**ok, "app": bare})

@@ -43,6 +43,8 @@ class Plan:
     """One measurement of an app, every part checked (`plan`)."""
     app: apps.App
     levels: tuple[int, ...]
+    rates: tuple[float, ...]   # open loop: requests/s offered by `open_users` users (the lab's scenario)
+    open_users: int
     duration: float
     warmup: float
     repeats: int
@@ -69,6 +71,7 @@ class Plan:
         return {"app": a.name, "command": list(a.command) if a.command else None, "url": a.url,
                 "db": os.fspath(a.db) if a.db else None, "count_query": a.count_query,
                 "ready_path": a.ready_path, "env": a.env, "levels": list(self.levels),
+                "rates": list(self.rates), "open_users": self.open_users if self.rates else None,
                 "duration": self.duration, "warmup": self.warmup, "repeats": self.repeats,
                 "scenario": self.scenario, "scenario_params": self.scenario_params,
                 "locustfile": os.fspath(self.locustfile) if self.locustfile else None,
@@ -110,6 +113,7 @@ def lock_rule(lock: dict | None) -> LockRule:
 
 
 def plan(*, app: apps.App, levels, duration: float, warmup: float, repeats: int = 1,
+         rates=None, open_users: int = 64,
          scenario: str | None = None, scenario_params: dict | None = None,
          locustfile: Path | str | None = None, writes: dict | None = None,
          lock: dict | None = None, server_cpus: str | None = "auto",
@@ -125,9 +129,18 @@ def plan(*, app: apps.App, levels, duration: float, warmup: float, repeats: int 
     if locustfile is not None:
         path = Path(locustfile).expanduser().resolve()
         classes = tuple(commands.user_classes(path))
-    levels = tuple(levels or ())
-    if not levels or not all(isinstance(u, int) and not isinstance(u, bool) and u >= 1 for u in levels):
+    levels, rates = tuple(levels or ()), tuple(rates or ())
+    if not all(isinstance(u, int) and not isinstance(u, bool) and u >= 1 for u in levels):
         raise ValueError(f"levels must be a list of user counts >= 1, not {list(levels)!r}")
+    if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in rates):
+        raise ValueError(f"rates must be a list of requests/s > 0, not {list(rates)!r}")
+    if not levels and not rates:
+        raise ValueError("give levels (closed loop: users), rates (open loop: requests/s) or both")
+    if rates and locustfile is not None:
+        raise ValueError("rates (open loop) need the lab's scenario: a locustfile's users keep their "
+                         "own wait_time, so the lab cannot offer them a schedule")
+    if not isinstance(open_users, int) or isinstance(open_users, bool) or open_users < 1:
+        raise ValueError(f"open_users must be an integer >= 1, not {open_users!r}")
     for name, value, low in (("duration", duration, 0.0), ("warmup", warmup, 0.0)):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= low \
                 or (name == "duration" and value == 0):
@@ -146,7 +159,8 @@ def plan(*, app: apps.App, levels, duration: float, warmup: float, repeats: int 
     if app.url is not None and server_cpus not in ("auto", None):
         raise ValueError("an app reached by its URL runs where it was started: server_cpus is "
                          "for an app the lab starts")
-    return Plan(app, levels, float(duration), float(warmup), repeats, scenario,
+    return Plan(app, levels, tuple(float(r) for r in rates), open_users, float(duration),
+                float(warmup), repeats, scenario,
                 dict(scenario_params or {}), path, classes, rule, lock_rule(lock),
                 lay.server_cpus if app.command else None, lay.generator_cpus)
 
@@ -268,7 +282,8 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
         db = copy_database(db, run_dir / "app" / db.name)  # its own name: an app may route by it
     counts = Counts(db, apps.count) if db is not None else None  # the app's query, read-only
     points: list[dict] = []
-    bar = tqdm(total=len(p.levels) * p.repeats, desc=p.app.name, disable=not progress, mininterval=0.5)
+    todo = [(u, None) for u in p.levels] + [(p.open_users, r) for r in p.rates]
+    bar = tqdm(total=len(todo) * p.repeats, desc=p.app.name, disable=not progress, mininterval=0.5)
     with contextlib.ExitStack() as stack:
         if p.app.command is not None:
             srv = stack.enter_context(apps.start_app(p.app, db, cpus=p.server_cpus,
@@ -276,10 +291,12 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
         else:
             srv = apps.reach(p.app)
         try:
-            for users in p.levels:
+            for users, rate in todo:
                 for rep in range(1, p.repeats + 1):
-                    bar.set_postfix_str(f"{users} users, repeat {rep}")
-                    points.append(_level(p, srv, db, counts, users, rep, run_dir, run_id, label, onset))
+                    bar.set_postfix_str(f"{users} users" + (f" at {rate:g}/s" if rate else "")
+                                        + f", repeat {rep}")
+                    points.append(_level(p, srv, db, counts, users, rep, run_dir, run_id, label,
+                                         onset, rate))
                     bar.update(1)
         finally:
             bar.close()
@@ -311,16 +328,17 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
 
 
 def _level(p: Plan, srv, db, counts, users: int, rep: int, run_dir: Path, run_id: str,
-           label: str, onset) -> dict:
+           label: str, onset, rate: float | None = None) -> dict:
     """One level: counted, cached, loaded, counted again once its in-flight writes settle, audited."""
     query = p.app.count_query
     before = counts.before(query) if counts else 0
     cache_before = databases.page_cache(db) if db is not None else None
-    level_dir = run_dir / "levels" / f"u{users:04d}-r{rep}"
+    level_dir = run_dir / "levels" / (f"u{users:04d}" + (f"-at{rate:g}" if rate else "") + f"-r{rep}")
     window = load.run_level(srv, p.scenario, users, level_dir, duration=p.duration,
                             warmup=p.warmup, cpus=p.generator_cpus,
                             scenario_params=p.scenario_params, generator="locust",
-                            locustfile=p.locustfile, writes=p.writes, lock_rule=p.lock_rule)
+                            locustfile=p.locustfile, writes=p.writes, lock_rule=p.lock_rule,
+                            rate=rate)
     window.pop("during", None)  # nothing runs during an app's level (operations are notebook 08's)
     written = (counts.settled(query, before, window.get("inflight_writes") or 0, 1)
                if counts and query else 0)
@@ -338,7 +356,7 @@ def _level(p: Plan, srv, db, counts, users: int, rep: int, run_dir: Path, run_id
          "db_mib": cache_before[1] / 2**20 if cache_before else None,
          "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
          "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
-         "server_pinning": srv.pinned, "rate": None})
+         "server_pinning": srv.pinned, "rate": rate})
     why = verdicts.influence(point, onset)
     return {**point, "generator_influenced": why is not None, "influence": why,
             "gen_onset_util": onset, "headline": True, "replaced_by": None}

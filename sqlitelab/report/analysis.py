@@ -522,12 +522,27 @@ def app_levels(df: pd.DataFrame) -> pd.DataFrame:
     """Notebook 10, per app and level (over repeats): throughput and latency, the window's lock
     errors (by the app's rule) and their share of its requests (`lock_share`), its other server
     errors, the writes acknowledged and the rows the count query gained, the audit, and the CPU of
-    the app and of the generator."""
+    the app and of the generator. Closed-loop levels only (the open-loop ones: app_rates)."""
+    df = df[~open_loop(df)]
     t = over_repeats(df, ["server", "users"],
                      ["rps", "mean_ms", "p50_ms", "p99_ms", "max_ms", "requests", "errors",
                       "busy_errors", "server_errors", "acked_writes", "rows_written",
-                      "server_cpu_pct", "gen_cpu_pct", "db_cached_before"],
+                      "server_cpu_pct", "gen_cpu_pct", "db_cached_before", "db_cached_after"],
                      server_errors="sum", acked_writes="sum", rows_written="sum")
+    t["lock_share"] = t["busy_errors"] / t["requests"].where(t["requests"] > 0)
+    return t
+
+
+def app_rates(df: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 10's open-loop levels, per app and offered rate (over repeats): what was served,
+    p99 from the due times (a request that waited for a free user is charged the wait), the
+    window's lock errors and their share, the requests left unsent at the close (`backlog`)."""
+    pts = rate_points(df)
+    if pts.empty:
+        return pd.DataFrame(columns=["server", "rate", "rps", "p99_ms", "busy_errors", "lock_share"])
+    t = over_repeats(pts, ["server", "users", "rate"],
+                     ["rps", "p50_ms", "p99_ms", "requests", "errors", "busy_errors", "backlog"],
+                     backlog="sum")
     t["lock_share"] = t["busy_errors"] / t["requests"].where(t["requests"] > 0)
     return t
 

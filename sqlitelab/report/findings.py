@@ -448,7 +448,8 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
 
 
 def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p99_ms: float,
-             requests_per_user: float, peak_hours: float, agreement) -> str:
+             requests_per_user: float, peak_hours: float, agreement,
+             open_cap: pd.DataFrame | None = None) -> str:
     """Notebook 10: the app's peak and its capacity at the objective, what that is in daily active
     users by the articles' napkin math, where lock errors appeared, and how plain Locust's count of
     the same locustfile compares (`agreement`: experiments.your_app.agreement)."""
@@ -468,6 +469,16 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
         else:
             lines.append(f"- No level met a p99 of at most {slo_p99_ms:g} ms with no errors: no "
                          f"capacity at that objective was measured.")
+    for o in (open_cap if open_cap is not None else pd.DataFrame()).itertuples():
+        if o.open_rps > 0:
+            lines.append(f"- Offered load (open loop, {o.users} users): it kept up with "
+                         f"**{o.open_rps:,.0f} requests/s** (p99 {o.open_p99_ms:,.1f} ms from the due "
+                         f"times)" + (f"; at {o.knee_rate:,.0f} requests/s it no longer did."
+                                      if o.knee_rate is not None else
+                                      ", the highest rate offered: a lower bound."))
+        else:
+            lines.append(f"- Offered load (open loop): it did not keep up with the lowest rate offered "
+                         f"({o.knee_rate:,.0f} requests/s).")
     locked = levels[levels["busy_errors"] > 0]
     if len(locked):
         first = locked.sort_values("users").iloc[0]

@@ -86,6 +86,8 @@ READING: dict[str, str] = {
         "Look for the level where p99 leaves the median behind: that is where users start to wait.",
     "locks":
         "Any share above zero is SQLite's lock reaching your users as an error.",
+    "offered-load":
+        "Look for where p99 leaves the objective's line: the rate before it is what the app keeps up with.",
     "wal":
         "A WAL that only grows is never checkpointed under this load; a saw-tooth is checkpoints "
         "keeping up.",
