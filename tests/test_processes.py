@@ -326,26 +326,31 @@ def test_the_next_sweep_cleans_what_a_dead_run_left_and_two_sweeps_leave_each_ot
 
 APP_THAT_FORKS = """
 from pathlib import Path
+from sqlitelab.experiments import your_app
 from sqlitelab.infra import apps
 marker = {marker!r}
 # the user's command: a shell that forks a child in its group and one that leaves it (setsid),
-# then becomes the app itself
+# then becomes the app itself; a level of a minute under way when the owner is killed
 command = (f"sh -c \\"python3 -c 'import time; time.sleep(600)' {{marker}}-child & "
            f"setsid python3 -c 'import time; time.sleep(600)' {{marker}}-escaped & "
            f"exec python3 -m http.server {{{{port}}}} --bind 127.0.0.1 --directory {{marker}}\\"")
 app = apps.App.of(name="an app that forks", command=command)
-srv = apps.start_app(app, None, cpus=None, log_path=Path(marker) / "app.log")
-print("app started", srv.pid, flush=True)
-import time
-time.sleep(600)
+locustfile = Path(marker) / "locustfile.py"
+locustfile.write_text("from locust import HttpUser, constant, task\\n\\n"
+                      "class Reader(HttpUser):\\n    wait_time = constant(0.05)\\n\\n"
+                      "    @task\\n    def root(self):\\n        self.client.get('/')\\n")
+p = your_app.plan(app=app, levels=[2], duration=60, warmup=0, locustfile=locustfile)
+print("measuring", flush=True)
+your_app.measure(p, notebook="scratch", run_id="killed-app", progress=False, calibration=False)
 """
 
 
-@pytest.mark.contract
+@pytest.mark.harness
 def test_a_killed_kernel_leaves_nothing_of_a_users_app_that_forks(tmp_path):
-    """Notebook 10 starts a user's command: a shell that forks a child and a setsid'd child
-    (a daemon leaving its group) before exec'ing the app. SIGKILL of its owner (the kernel)
-    leaves none of the three running: the watchdog stops the group and the stray it noted."""
+    """Notebook 10 mid-level: a user's command — a shell that forks a child and a setsid'd child
+    (a daemon leaving its group) before exec'ing the app — and Locust sending it load. SIGKILL of
+    their owner (the kernel) leaves none of them running: the watchdog stops the groups and the
+    stray it noted."""
     marker = str(tmp_path / "app-root")
     Path(marker).mkdir()
     log = open(tmp_path / "owner.log", "wb")
@@ -354,17 +359,21 @@ def test_a_killed_kernel_leaves_nothing_of_a_users_app_that_forks(tmp_path):
                              cwd=config.PROJ_ROOT)
 
     def ours() -> list[psutil.Process]:
-        return [p for p in psutil.process_iter(["cmdline"])
-                if marker in " ".join(p.info["cmdline"] or []) and p.pid != owner.pid]
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            line = " ".join(p.info["cmdline"] or [])
+            if p.pid != owner.pid and (marker in line or ("locust" in line and "userfile" in line)):
+                found.append(p)
+        return found
     try:
-        wait_for(lambda: "app started" in (tmp_path / "owner.log").read_text(), 60, "the app to start")
-        wait_for(lambda: len(alive(ours())) >= 3, 20, "the app and its two children")
+        wait_for(lambda: level_running(tmp_path, owner, "locust"), 120, "the app's level to start")
+        wait_for(lambda: len(alive(ours())) >= 4, 20, "the app, its two children and Locust")
         time.sleep(processes.WATCH_EVERY_S * 1.5)  # the watchdog notes the child that left its group
         during = ours()
-        print(f"\nthe app's processes (owner {owner.pid}):\n{table(during)}")
+        print(f"\nthe app's processes and its load (owner {owner.pid}):\n{table(during)}")
         owner.kill()
         owner.wait()
-        wait_for(lambda: not alive(during), 20, "every process of the app to end")
+        wait_for(lambda: not alive(during), 20, "every process of the app and its load to end")
         assert not alive(ours())
     finally:
         owner.kill()
