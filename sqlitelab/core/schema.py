@@ -45,6 +45,10 @@ TYPES: dict[str, type] = {
     "max_lag_ms": float, "backlog": int, "operation_started_s": float,
     "operation_seconds": float, "p50_ms": float, "p99_ms": float, "max_ms": float,
     "server_cpu_pct": float, "server_rss_mb": float, "wal_bytes": int, "server_mark_late_ms": float,
+    # the audit of an app whose writes are not audited (notebook 10), and what only a locustfile's
+    # level or only a scenario's has
+    "rows_written": int, "expected_rows": int, "unacked_rows": int, "db_cached_before": float,
+    "db_cached_after": float, "db_mib": float, "off_host": int,
     # a calibration's drift onset: empty when no drift was seen, which made the column TEXT in
     # results.db files made before it was typed here (calibrate reads such a value back as a number)
     "onset_util": float,

@@ -44,11 +44,19 @@ READS_THE_OTHERS = False
 # its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
 SUMMARY: str | None = "read_write_mix"
 
+# the smoke run: every sweep, table and figure of the notebook, each at its smallest (two write
+# shares still draw the share line; quick's 1,000 requests at 32 and 64 users would be most of it)
 SMOKE: dict = {"servers": ["python-fastapi", "rust-axum"],
                "levels": [8],
                "requests": 300,
                "repeats": 1,
-               "warmup_rows": 50}
+               "warmup_rows": 50,
+               "write_shares": [0.0, 1.0],
+               "share_users": 4,
+               "paths_users": 4,
+               "beyond_requests": 200,
+               "crosscheck_users": 4,
+               "crosscheck_seconds": 0.5}
 STORES: str | None = "points"
 
 READING: dict[str, str] = {
