@@ -1,0 +1,49 @@
+"""`python -m sqlitelab.compare A B`: two runs of a notebook, point by point, each metric's ratio
+and whether it moved beyond the noise (sqlitelab.report.compare).
+
+A and B: a notebook run's id, newest:<scale>:<NN> (the newest run of notebook NN at that scale on
+this machine) or reference:<NN> (notebook NN of the committed reference run). Exit status: 0 the
+comparison was made (an empty one says why), 2 a run that is not there or runs of different
+notebooks, in one line.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sqlitelab.report import compare
+
+SHOWN = ["experiment", "server", "profile", "scenario", "database", "users", "rate",
+         "rps_a", "rps_b", "rps_ratio", "rps_band", "rps_verdict",
+         "p99_ms_a", "p99_ms_b", "p99_ms_ratio", "p99_ms_band", "p99_ms_verdict"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sqlitelab.compare", description=__doc__.split("\n\n")[0])
+    ap.add_argument("a", help="the first run (the baseline): id, newest:<scale>:<NN> or reference:<NN>")
+    ap.add_argument("b", help="the second run: the same forms")
+    ap.add_argument("--db", type=Path, default=None, help="the results database (default data/results.db)")
+    ap.add_argument("--csv", type=Path, default=None, help="also write the aligned points to this CSV")
+    args = ap.parse_args(argv)
+    try:
+        c = compare.compare(compare.side(args.a, args.db), compare.side(args.b, args.db))
+    except compare.CompareError as e:
+        print(f"compare: {e}", file=sys.stderr)
+        return 2
+    print(compare.summary(c))
+    if len(c.table):
+        with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_rows", 500):
+            print(c.table[SHOWN].round(3).to_string(index=False))
+    for name, only in (("only in a", c.only_a), ("only in b", c.only_b)):
+        if len(only):
+            print(f"\n{name}:\n{only.to_string(index=False)}")
+    if args.csv:
+        c.table.to_csv(args.csv, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

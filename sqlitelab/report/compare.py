@@ -1,0 +1,215 @@
+"""Two runs of a notebook, point by point, with a noise band: which points moved, which did not.
+
+    a, b = compare.side("20261126T...-03-read-write-mix-ab12"), compare.side("newest:quick:03")
+    c = compare.compare(a, b)      # c.table: one row per point both have; c.only_a, c.only_b; c.provenance
+
+A side is a notebook run: its id, "newest:<scale>:<NN>" (the newest run of notebook NN at that
+scale in data/results.db) or "reference:<NN>" (notebook NN of the committed reference run,
+data/reference-run/). Points are aligned on what identifies them (KEYS): the notebook, experiment,
+stack, profile, scenario, database, users and offered rate; the headline points only (a point a
+confirming generator replaced is not one).
+
+**Per metric** (throughput and p99) the ratio b / a and a verdict: `faster`, `slower` or `within
+noise`. The noise band of a ratio is each side's relative spread combined in quadrature,
+sqrt(na² + nb²) (two independent measurements); a side's spread at a point is its repeats'
+(max − min) / mean where the point was repeated, else the run-to-run spread stored for its machine
+(`noise` rows of results.db, measured by `python -m sqlitelab.compare --noise`), else unknown: then
+the verdict is `no noise band` and says nothing about the direction.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from sqlitelab.core import machine, results
+from sqlitelab.report import reference_run
+
+KEYS = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
+# metric: +1 when higher is better (throughput), -1 when lower is (latency)
+METRICS = {"rps": +1, "p99_ms": -1}
+# what the provenance table compares, from each side's runs rows
+PROVENANCE = ("machine", "git_commit", "lock_hash", "scale", "server_cpus", "generator_cpus",
+              "calibrations")
+
+
+class CompareError(ValueError):
+    """Two sides that cannot be compared, or a side that is not there: one line that says why."""
+
+
+@dataclass
+class Side:
+    """One notebook run: its headline points, its runs rows (provenance), and the machine's
+    stored run-to-run spread per metric (None: not measured)."""
+    label: str
+    points: pd.DataFrame
+    runs: pd.DataFrame
+    machine_noise: dict = field(default_factory=dict)
+
+    @property
+    def notebook(self) -> str:
+        return str(self.points["notebook"].iloc[0])
+
+
+def side(ref: str, path=None, reference_dir=None) -> Side:
+    """A side from its reference (see the module's docstring); CompareError when there is none."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise CompareError(f"a run is its id, newest:<scale>:<NN> or reference:<NN>, not {ref!r}")
+    kind, _, rest = ref.partition(":")
+    if kind == "reference":
+        try:
+            ref_run = reference_run.load(reference_dir)
+        except FileNotFoundError as e:
+            raise CompareError(str(e)) from None
+        pts = ref_run["points"]
+        pts = pts[pts["notebook"].astype(str).str.startswith(rest)] if rest else pts.iloc[0:0]
+        if pts.empty:
+            known = sorted(set(ref_run["points"]["notebook"]))
+            raise CompareError(f"the reference run has no points of notebook {rest!r}; it has: "
+                               f"{', '.join(known)}")
+        runs = ref_run["runs"][ref_run["runs"]["notebook_run"].isin(set(pts["notebook_run"]))]
+        return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path))
+    if kind == "newest":  # on this machine
+        scale, _, nb = rest.partition(":")
+        pts = results.load_points(path)
+        here = machine.machine_label()
+        if len(pts):
+            pts = pts[(pts["scale"] == scale) & pts["notebook"].astype(str).str.startswith(nb)
+                      & (pts["machine"] == here)]
+        if pts.empty or not nb:
+            raise CompareError(f"no {scale!r} run of notebook {nb!r} on this machine ({here}) in "
+                               f"{path or 'data/results.db'}")
+        newest = pts.sort_values("started")["notebook_run"].iloc[-1]
+        return side(newest, path)
+    pts = results.load_points(path, run_id=ref)
+    if pts.empty:
+        raise CompareError(f"no run {ref!r} with points in {path or 'data/results.db'} (a notebook "
+                           f"run's id, newest:<scale>:<NN> or reference:<NN>)")
+    runs = results.read_sql("SELECT * FROM runs WHERE notebook_run = ? OR run_id = ?", [ref, ref], path)
+    return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path))
+
+
+def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
+    """The newest stored run-to-run spread per metric on the side's machine, {} when none."""
+    machine = pts["machine"].dropna().iloc[0] if "machine" in pts and pts["machine"].notna().any() else None
+    tables = results.read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'noise'",
+                              (), path)
+    if tables.empty:  # nothing measured on any machine yet
+        return {}
+    rows = results.read_sql("SELECT * FROM noise WHERE machine = ? ORDER BY measured", [machine], path)
+    return {r["metric"]: float(r["spread"]) for r in rows.to_dict("records")}
+
+
+def _keyed(pts: pd.DataFrame) -> pd.DataFrame:
+    """The points with KEYS as text (users a whole number, a rate as %g, a missing key empty), so
+    that a point read from results.db and the same point read from a CSV export align."""
+    out = pts.copy()
+    for k in KEYS:
+        col = out[k] if k in out else pd.Series(None, index=out.index, dtype=object)
+        if k == "users":
+            out[k] = [str(int(v)) if v == v and v is not None else "" for v in col]
+        elif k == "rate":
+            out[k] = [f"{float(v):g}" if v == v and v is not None else "" for v in col]
+        else:
+            out[k] = [str(v) if v == v and v is not None else "" for v in col]
+    return out
+
+
+def _levels(s: Side) -> pd.DataFrame:
+    """One row per point (over its repeats): each metric's mean and its relative spread."""
+    pts = _keyed(s.points)
+    agg = {}
+    for m in METRICS:
+        agg[m] = (m, "mean")
+        agg[f"{m}_spread"] = (m, lambda v: (v.max() - v.min()) / v.mean() if len(v) > 1 and v.mean() else math.nan)
+    agg["repeats"] = ("rps", "size")
+    out = pts.groupby(list(KEYS), sort=True).agg(**agg).reset_index()
+    for m in METRICS:
+        out[f"{m}_spread"] = out[f"{m}_spread"].fillna(s.machine_noise.get(m, math.nan))
+    return out
+
+
+def verdict(ratio: float, band: float, better: int) -> str:
+    """faster / slower / within noise for a ratio b / a and its band (`better`: +1 when higher is
+    better); `no noise band` when the band is unknown."""
+    if ratio != ratio:
+        return "not measured"
+    if band != band:
+        return "no noise band"
+    if abs(ratio - 1) <= band:
+        return "within noise"
+    return "faster" if (ratio > 1) == (better > 0) else "slower"
+
+
+@dataclass
+class Comparison:
+    a: Side
+    b: Side
+    table: pd.DataFrame        # the points both sides have
+    only_a: pd.DataFrame       # keys of the points only a has
+    only_b: pd.DataFrame
+    provenance: pd.DataFrame   # what differs between the sides' runs, first
+
+
+def compare(a: Side, b: Side) -> Comparison:
+    """Align two sides of the same notebook and give each common point's ratios and verdicts."""
+    if a.notebook != b.notebook:
+        raise CompareError(f"{a.label} is notebook {a.notebook} and {b.label} is {b.notebook}: "
+                           f"compare runs of one notebook")
+    la, lb = _levels(a), _levels(b)
+    both = la.merge(lb, on=list(KEYS), suffixes=("_a", "_b"))
+    for m, better in METRICS.items():
+        both[f"{m}_ratio"] = both[f"{m}_b"] / both[f"{m}_a"]
+        both[f"{m}_band"] = (both[f"{m}_spread_a"] ** 2 + both[f"{m}_spread_b"] ** 2) ** 0.5
+        both[f"{m}_verdict"] = [verdict(r, n, better) for r, n in
+                                zip(both[f"{m}_ratio"], both[f"{m}_band"])]
+    order = list(KEYS[:-2]) + ["_users", "_rate"]
+    both = (both.assign(_users=pd.to_numeric(both["users"], errors="coerce"),
+                        _rate=pd.to_numeric(both["rate"], errors="coerce"))
+            .sort_values(order).drop(columns=["_users", "_rate"]).reset_index(drop=True))
+    keys = lambda d: d[list(KEYS)].apply(tuple, axis=1)  # noqa: E731
+    only_a = la[~keys(la).isin(set(keys(lb)))][list(KEYS)]
+    only_b = lb[~keys(lb).isin(set(keys(la)))][list(KEYS)]
+    return Comparison(a, b, both, only_a.reset_index(drop=True), only_b.reset_index(drop=True),
+                      provenance(a, b))
+
+
+def provenance(a: Side, b: Side) -> pd.DataFrame:
+    """What each side ran on and from (PROVENANCE, and the points' generators), differences first."""
+    rows = []
+    for what in PROVENANCE:
+        va, vb = _one(a.runs, what), _one(b.runs, what)
+        rows.append({"what": what, "a": va, "b": vb, "same": va == vb})
+    va, vb = _one(a.points, "generator"), _one(b.points, "generator")
+    rows.append({"what": "generator", "a": va, "b": vb, "same": va == vb})
+    out = pd.DataFrame(rows)
+    return out.sort_values("same", kind="stable").reset_index(drop=True)
+
+
+def _one(rows: pd.DataFrame, col: str) -> str:
+    """A column's values as text, one kind of each (a CPU read back from a CSV as 0.0 is 0)."""
+    if col not in rows or rows[col].isna().all():
+        return "not recorded"
+    vals = sorted({str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+                   for v in rows[col].dropna()})
+    return vals[0] if len(vals) == 1 else " | ".join(vals)
+
+
+def summary(c: Comparison) -> str:
+    """The comparison in a few lines: what differs in provenance, then per metric how many points
+    were faster, slower, within noise or without a band, then the points only one side has."""
+    lines = [f"{c.a.label} (a) against {c.b.label} (b), notebook {c.a.notebook}:"]
+    diff = c.provenance[~c.provenance["same"]]
+    for r in diff.itertuples():
+        lines.append(f"  {r.what} differs: {r.a} | {r.b}")
+    if c.table.empty:
+        lines.append("  no point in common: nothing to compare (the points each side has are listed below)")
+    for m in METRICS:
+        if c.table.empty:
+            break
+        counts = c.table[f"{m}_verdict"].value_counts()
+        lines.append(f"  {m}: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" of {len(c.table)} points")
+    if len(c.only_a) or len(c.only_b):
+        lines.append(f"  only in a: {len(c.only_a)} points; only in b: {len(c.only_b)} points")
+    return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""Two runs compared point by point (sqlitelab.report.compare, `python -m sqlitelab.compare`):
+aligned on what identifies a point, each metric's ratio judged against a noise band made of the
+runs' own repeats or the machine's stored spread, and a clear refusal for what cannot be compared.
+Runs stored in a real results.db, as sweeps store them."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from sqlitelab import compare as command
+from sqlitelab.core import results
+from sqlitelab.report import compare, reference_run
+
+MACHINE = "2 cores (test), 1 GiB"
+
+
+def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, p99: dict | None = None,
+          commit: str = "aaaa", machine: str = MACHINE) -> None:
+    """A notebook run of one stack: `rps` maps users to a list of repeats' rates."""
+    points = []
+    for users, rates in rps.items():
+        for rep, r in enumerate(rates, 1):
+            points.append({"run_id": run_id, "server": "go-nethttp", "profile": "single-writer",
+                           "scenario": "mix", "database": "sqlite", "users": users, "rate": None,
+                           "repeat": rep, "rps": r, "p99_ms": (p99 or {}).get(users, 10.0),
+                           "generator": "loadgen", "headline": True, "audit_ok": True})
+    results.store_run({"run_id": run_id, "notebook": notebook, "notebook_run": run_id, "scale": "quick",
+                       "machine": machine, "git_commit": commit, "started": results.now_iso(),
+                       "server_cpus": "0", "generator_cpus": "1"}, points, path)
+
+
+def test_points_are_judged_against_the_band_of_their_repeats(tmp_path):
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={8: [1000, 1050, 1100], 32: [2000, 2050, 2100]})
+    store(db, "run-b", rps={8: [1020, 1060, 1080], 32: [3000, 3050, 3100]}, p99={32: 40.0}, commit="bbbb")
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    t = c.table.set_index("users")
+    assert list(t.index) == ["8", "32"]
+    assert t.loc["8", "rps_verdict"] == "within noise" and t.loc["32", "rps_verdict"] == "faster"
+    assert t.loc["32", "p99_ms_verdict"] == "slower"  # 4x the p99, its repeats no spread at all
+    assert t.loc["32", "rps_ratio"] == pytest.approx(3050 / 2050)
+    band = ((100 / 1050) ** 2 + (60 / (3160 / 3)) ** 2) ** 0.5  # (max - min) / mean of each side
+    assert t.loc["8", "rps_band"] == pytest.approx(band, rel=1e-3)
+    assert c.provenance.iloc[0]["what"] == "git_commit" and not c.provenance.iloc[0]["same"]
+    said = compare.summary(c)
+    assert "git_commit differs: aaaa | bbbb" in said and "rps: 1 within noise, 1 faster of 2 points" in said
+
+
+def test_without_repeats_the_machines_stored_spread_is_the_band_and_without_one_no_verdict(tmp_path):
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={8: [1000]}, p99={8: 10.0})
+    store(db, "run-b", rps={8: [1300]}, p99={8: 10.5})
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    assert c.table["rps_verdict"].tolist() == ["no noise band"]
+    results.store_rows("noise", [{"machine": MACHINE, "metric": "rps", "spread": 0.12, "measured": "x"},
+                                 {"machine": MACHINE, "metric": "p99_ms", "spread": 0.2, "measured": "x"}], db)
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    row = c.table.iloc[0]
+    assert row["rps_band"] == pytest.approx((2 * 0.12 ** 2) ** 0.5)
+    assert row["rps_verdict"] == "faster" and row["p99_ms_verdict"] == "within noise"
+    assert compare.verdict(0.5, 0.1, -1) == "faster" and compare.verdict(1.5, 0.1, -1) == "slower"
+
+
+def test_points_only_one_side_has_are_listed_and_no_overlap_is_an_explained_empty_result(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={8: [1000], 32: [2000]})
+    store(db, "run-b", rps={32: [2100], 128: [2500]})
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    assert c.only_a["users"].tolist() == ["8"] and c.only_b["users"].tolist() == ["128"]
+    store(db, "run-c", rps={256: [1]})
+    assert command.main(["run-a", "run-c", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "no point in common: nothing to compare" in out and "only in a:" in out and "only in b:" in out
+
+
+@pytest.mark.parametrize("a,b,says", [
+    ("run-a", "no-such-run", "no run 'no-such-run' with points"),
+    ("run-a", "run-other", "compare runs of one notebook"),
+    ("run-a", "newest:quick:09", "no 'quick' run of notebook '09' on this machine"),
+    ("run-a", "reference:99", "the reference run has no points of notebook '99'"),
+    ("run-a", "", "a run is its id"),
+])
+def test_what_cannot_be_compared_is_refused_in_one_line(tmp_path, capsys, a, b, says):
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={8: [1000]})
+    store(db, "run-other", notebook="01-linear-writes", rps={8: [1000]})
+    assert command.main([a, b, "--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and says in err, err
+
+
+def test_a_run_against_the_committed_reference_run_aligns_its_points(tmp_path):
+    """The reference run's 03 against a run holding the same points (read back from the export):
+    every point aligned, each ratio 1."""
+    ref = reference_run.load()["points"]
+    ref03 = ref[ref["notebook"] == "03-read-write-mix"]
+    db = tmp_path / "results.db"
+    keep = ["run_id", "server", "profile", "scenario", "database", "users", "rate", "repeat", "rps",
+            "p99_ms", "generator", "headline", "experiment"]
+    points = [{**{k: (None if v != v else v) for k, v in p.items()}, "run_id": "mine"}
+              for p in ref03[keep].to_dict("records")]
+    results.store_run({"run_id": "mine", "notebook": "03-read-write-mix", "notebook_run": "mine",
+                       "scale": "seed", "started": results.now_iso()}, points, db)
+    c = compare.compare(compare.side("reference:03"), compare.side("mine", db))
+    assert len(c.table) == ref03.groupby(["experiment", "server", "users"]).ngroups
+    assert c.table["rps_ratio"].round(9).eq(1).all() and c.only_a.empty and c.only_b.empty
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM points").fetchone()[0] == len(ref03)
