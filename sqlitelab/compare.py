@@ -5,6 +5,10 @@ A and B: a notebook run's id, newest:<scale>:<NN> (the newest run of notebook NN
 this machine) or reference:<NN> (notebook NN of the committed reference run). Exit status: 0 the
 comparison was made (an empty one says why), 2 a run that is not there or runs of different
 notebooks, in one line.
+
+`python -m sqlitelab.compare --noise [--runs N]`: measure this machine's run-to-run spread per
+scenario family and store it (sqlitelab.experiments.noise; about a minute on 2 cores), the band a
+comparison uses where a point has no repeats.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sqlitelab.experiments import noise
 from sqlitelab.report import compare
 
 SHOWN = ["experiment", "server", "profile", "scenario", "database", "users", "rate",
@@ -23,11 +28,24 @@ SHOWN = ["experiment", "server", "profile", "scenario", "database", "users", "ra
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlitelab.compare", description=__doc__.split("\n\n")[0])
-    ap.add_argument("a", help="the first run (the baseline): id, newest:<scale>:<NN> or reference:<NN>")
-    ap.add_argument("b", help="the second run: the same forms")
+    ap.add_argument("a", nargs="?", help="the first run (the baseline): id, newest:<scale>:<NN> or reference:<NN>")
+    ap.add_argument("b", nargs="?", help="the second run: the same forms")
+    ap.add_argument("--noise", action="store_true", help="measure and store this machine's run-to-run spread")
+    ap.add_argument("--runs", type=int, default=noise.RUNS, help="sweeps per family for --noise")
     ap.add_argument("--db", type=Path, default=None, help="the results database (default data/results.db)")
     ap.add_argument("--csv", type=Path, default=None, help="also write the aligned points to this CSV")
     args = ap.parse_args(argv)
+    if args.noise:
+        try:
+            rows = noise.measure(runs=args.runs, results_db=args.db)
+        except ValueError as e:
+            print(f"compare: {e}", file=sys.stderr)
+            return 2
+        print(rows[["family", "scenario", "metric", "runs", "mean", "spread", "values"]].round(3)
+              .to_string(index=False))
+        return 0
+    if args.a is None or args.b is None:
+        ap.error("give two runs (A B), or --noise")
     try:
         c = compare.compare(compare.side(args.a, args.db), compare.side(args.b, args.db))
     except compare.CompareError as e:

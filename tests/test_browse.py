@@ -12,10 +12,11 @@ import sys
 import time
 
 import httpx
+import pandas as pd
 import psutil
 import pytest
 
-from sqlitelab.experiments import baseline, sweep
+from sqlitelab.experiments import baseline, noise, sweep
 from sqlitelab import browse
 from sqlitelab.report import capacity
 from sqlitelab.core import config, processes, results, schema
@@ -344,6 +345,10 @@ def every_table_db(path):
     results.store_rows("seconds", [{**row, **{k: point.get(k) for k in sweep.SECOND_KEYS}}
                                    for row in load.series([], None, 0.0, 2.0)], path)
     baseline.ceiling("05-single-machine", "nb-run", 0.05, None, {"scale": "quick"}, path=path)
+    runs = pd.DataFrame([{**_pt(R2, "go-nethttp", 16, r, 5.0), "experiment": f"writes-{i}",
+                          "machine": "2 cores (test)", "window_s": 2.0, "notebook_run": "nb-run"}
+                         for i, r in enumerate((100.0, 110.0), 1)])
+    results.store_rows("noise", noise.spread_rows(runs, 0.5), path)  # as noise.measure stores them
     return path
 
 

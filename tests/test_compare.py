@@ -10,6 +10,7 @@ import pytest
 
 from sqlitelab import compare as command
 from sqlitelab.core import results
+from sqlitelab.experiments import noise
 from sqlitelab.report import compare, reference_run
 
 MACHINE = "2 cores (test), 1 GiB"
@@ -53,8 +54,10 @@ def test_without_repeats_the_machines_stored_spread_is_the_band_and_without_one_
     store(db, "run-b", rps={8: [1300]}, p99={8: 10.5})
     c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
     assert c.table["rps_verdict"].tolist() == ["no noise band"]
-    results.store_rows("noise", [{"machine": MACHINE, "metric": "rps", "spread": 0.12, "measured": "x"},
-                                 {"machine": MACHINE, "metric": "p99_ms", "spread": 0.2, "measured": "x"}], db)
+    results.store_rows("noise", [{"machine": MACHINE, "family": "mix", "metric": "rps", "spread": 0.12,
+                                  "measured": "x"},
+                                 {"machine": MACHINE, "family": "writes", "metric": "p99_ms", "spread": 0.2,
+                                  "measured": "x"}], db)  # mix's p99: none, so the widest family's
     c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
     row = c.table.iloc[0]
     assert row["rps_band"] == pytest.approx((2 * 0.12 ** 2) ** 0.5)
@@ -107,3 +110,20 @@ def test_a_run_against_the_committed_reference_run_aligns_its_points(tmp_path):
     assert c.table["rps_ratio"].round(9).eq(1).all() and c.only_a.empty and c.only_b.empty
     con = sqlite3.connect(db)
     assert con.execute("SELECT count(*) FROM points").fetchone()[0] == len(ref03)
+
+
+@pytest.mark.harness
+def test_the_machines_spread_is_measured_stored_and_used_for_a_point_without_repeats(tmp_path):
+    """Two sweeps of the writes family back to back (each a fresh file, server and generator):
+    a spread per metric stored with how it was made, and the band a single-repeat point then gets."""
+    db, runs = tmp_path / "results.db", tmp_path / "runs"
+    rows = noise.measure(runs=2, users=4, duration=0.5, warmup=0.2, families=["writes"],
+                         results_db=db, runs_dir=runs, progress=False)
+    assert rows["metric"].tolist() == ["rps", "p99_ms"] and (rows["runs"] == 2).all()
+    assert rows["spread"].between(0, 2).all() and "2 sweeps back to back" in rows["how"].iloc[0]
+    stored = results.read_sql("SELECT * FROM noise", (), db)
+    assert len(stored) == 2 and set(stored["family"]) == {"writes"}
+    pts = results.load_points(db)
+    assert sorted(pts["experiment"]) == ["writes-1", "writes-2"] and pts["audit_ok"].all()
+    from_machine = compare.machine_spread(compare._machine_noise(pts, db), "rails-writes", "rps")
+    assert from_machine == pytest.approx(rows.loc[rows["metric"] == "rps", "spread"].iloc[0])

@@ -383,6 +383,24 @@ TABLES: dict[str, dict] = {
                          "Postgres, or a server on another host).",
         },
     },
+    "noise": {
+        "description": "This machine's run-to-run spread per scenario family and metric "
+                       "(sqlitelab.experiments.noise, `python -m sqlitelab.compare --noise`): one level "
+                       "measured by several sweeps back to back; a comparison of two runs takes its "
+                       "noise band from here where a point has no repeats (sqlitelab.report.compare).",
+        "columns": {
+            **_shared("machine", "notebook_run", "server", "profile", "scenario", "users", "generator"),
+            "family": "The scenario family (scenarios.toml's `family`: no-database, reads, writes, mix).",
+            "metric": "rps or p99_ms.",
+            "spread": "(max − min) / mean of the metric over the runs.",
+            "runs": "How many sweeps measured it (each a fresh copy of the file and fresh starts).",
+            "mean": "The metric's mean over the runs.",
+            "duration_s": "Each run's window, s.",
+            "measured": "When (UTC, ISO 8601).",
+            "values": "The metric in each run (JSON list).",
+            "how": "How the spread was made, in words.",
+        },
+    },
     "crosschecks": {
         "description": "One point of a reference client — wrk, or an article's own tool, hey or "
                        "oha (`generator`) — per server, profile and cross-checked level of a sweep "

@@ -37,7 +37,8 @@ from typing import Mapping
 REGISTRY = Path(__file__).with_name("scenarios.toml")
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 REQUEST_KEYS = {"method", "path", "name", "body", "follow", "redirects", "share", "track_max_id"}
-SCENARIO_KEYS = {"title", "description", "requests", "write"}
+SCENARIO_KEYS = {"title", "description", "family", "requests", "write"}
+FAMILIES = ("no-database", "reads", "writes", "mix")  # a scenario's `family`
 WRITE_KEYS = {"request", "acked", "counter", "rows_per_ack"}
 
 
@@ -99,6 +100,7 @@ class Scenario:
     acked: tuple[int, ...] = ()       # statuses that acknowledge it
     counter: str | None = None        # what it grows (databases.COUNTERS)
     rows_per_ack: int = 1
+    family: str = "mix"               # FAMILIES: what kind of work (the noise band's family)
 
     @property
     def writes(self) -> Writes | None:
@@ -151,6 +153,9 @@ def _check(raw: dict) -> tuple[dict, dict, dict[str, Scenario], str]:
         if set(s) - SCENARIO_KEYS or not s.get("requests") or not s.get("title"):
             raise RegistryError(f"scenario {name!r}: keys {sorted(s)} (allowed {sorted(SCENARIO_KEYS)}, "
                                 "title and requests required)")
+        if s.get("family") not in FAMILIES:
+            raise RegistryError(f"scenario {name!r}: family must be one of {', '.join(FAMILIES)}, "
+                                f"not {s.get('family')!r}")
         for r in s["requests"]:
             if set(r) - REQUEST_KEYS or not {"method", "path", "name"} <= set(r):
                 raise RegistryError(f"scenario {name!r}: request keys {sorted(r)} "
@@ -174,7 +179,7 @@ def _check(raw: dict) -> tuple[dict, dict, dict[str, Scenario], str]:
             write = f"{methods[w['request']]} {w['request']}"
         out[name] = Scenario(name, s["title"], s["description"], tuple(s["requests"]), write,
                              tuple(w["acked"]) if w else (), w["counter"] if w else None,
-                             int(w.get("rows_per_ack", 1)) if w else 1)
+                             int(w.get("rows_per_ack", 1)) if w else 1, s["family"])
     return env, values, out, raw["max_id_start"]
 
 

@@ -1,6 +1,6 @@
 """Two runs of a notebook, point by point, with a noise band: which points moved, which did not.
 
-    a, b = compare.side("20261126T...-03-read-write-mix-ab12"), compare.side("newest:quick:03")
+    a, b = compare.side("<a notebook run's id>"), compare.side("newest:quick:03")
     c = compare.compare(a, b)      # c.table: one row per point both have; c.only_a, c.only_b; c.provenance
 
 A side is a notebook run: its id, "newest:<scale>:<NN>" (the newest run of notebook NN at that
@@ -13,8 +13,9 @@ confirming generator replaced is not one).
 noise`. The noise band of a ratio is each side's relative spread combined in quadrature,
 sqrt(na² + nb²) (two independent measurements); a side's spread at a point is its repeats'
 (max − min) / mean where the point was repeated, else the run-to-run spread stored for its machine
-(`noise` rows of results.db, measured by `python -m sqlitelab.compare --noise`), else unknown: then
-the verdict is `no noise band` and says nothing about the direction.
+and its scenario's family (`noise` rows of results.db, measured by `python -m sqlitelab.compare
+--noise`: sqlitelab.experiments.noise), else unknown: then the verdict is `no noise band` and says
+nothing about the direction.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from sqlitelab.core import machine, results
+from sqlitelab.load import scenarios
 from sqlitelab.report import reference_run
 
 KEYS = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
@@ -91,14 +93,28 @@ def side(ref: str, path=None, reference_dir=None) -> Side:
 
 
 def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
-    """The newest stored run-to-run spread per metric on the side's machine, {} when none."""
+    """The newest stored run-to-run spread on the side's machine, {family: {metric: spread}}
+    (experiments.noise), {} when none was measured there."""
     machine = pts["machine"].dropna().iloc[0] if "machine" in pts and pts["machine"].notna().any() else None
     tables = results.read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'noise'",
                               (), path)
     if tables.empty:  # nothing measured on any machine yet
         return {}
     rows = results.read_sql("SELECT * FROM noise WHERE machine = ? ORDER BY measured", [machine], path)
-    return {r["metric"]: float(r["spread"]) for r in rows.to_dict("records")}
+    out: dict = {}
+    for r in rows.to_dict("records"):  # the newest row of each family and metric wins
+        out.setdefault(r["family"], {})[r["metric"]] = float(r["spread"])
+    return out
+
+
+def machine_spread(noise: dict, scenario: str, metric: str) -> float:
+    """A point's spread from its machine's measurement: its scenario's family's, or (a scenario
+    the registry does not know, an app's locustfile) the widest family's; nan when none."""
+    family = scenarios.SCENARIOS[scenario].family if scenario in scenarios.SCENARIOS else None
+    if family in noise and metric in noise[family]:
+        return noise[family][metric]
+    values = [m[metric] for m in noise.values() if metric in m]
+    return max(values) if values else math.nan
 
 
 def _keyed(pts: pd.DataFrame) -> pd.DataFrame:
@@ -126,7 +142,8 @@ def _levels(s: Side) -> pd.DataFrame:
     agg["repeats"] = ("rps", "size")
     out = pts.groupby(list(KEYS), sort=True).agg(**agg).reset_index()
     for m in METRICS:
-        out[f"{m}_spread"] = out[f"{m}_spread"].fillna(s.machine_noise.get(m, math.nan))
+        stored = out["scenario"].map(lambda sc: machine_spread(s.machine_noise, sc, m))
+        out[f"{m}_spread"] = out[f"{m}_spread"].fillna(stored)
     return out
 
 
