@@ -261,6 +261,59 @@ WHERE r.notebook_run = t.id OR r.run_id = t.id
 ORDER BY r.started"""
 
 
+def _compare_runs(schema: dict) -> str:
+    """report.compare.compare(side(:a), side(:b)) in SQL: the same keys, spreads, bands and verdicts
+    (the machine's stored spread per family where a point has no repeats, when the file has a
+    `noise` table)."""
+    families = ", ".join(f"('{n}', '{s.family}')" for n, s in scenarios.SCENARIOS.items())
+    keys = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
+    on = " AND ".join(f"a.{k} = b.{k}" for k in keys)
+
+    def band(metric: str) -> str:
+        stored_spread = (f"""(SELECT n.spread FROM noise n WHERE n.machine = lv.machine AND n.metric = '{metric}'
+                AND n.family = coalesce((SELECT f.family FROM fam f WHERE f.scenario = lv.scenario),
+                  (SELECT n2.family FROM noise n2 WHERE n2.machine = lv.machine AND n2.metric = '{metric}'
+                   ORDER BY n2.spread DESC LIMIT 1))
+              ORDER BY n.measured DESC LIMIT 1)""" if "noise" in schema else "NULL")
+        return f"coalesce(lv.{metric}_spread, {stored_spread}) AS {metric}_spread"
+
+    def verdict(metric: str, better: int) -> str:
+        r, b2 = f"b.{metric} / a.{metric}", f"(a.{metric}_spread * a.{metric}_spread + b.{metric}_spread * b.{metric}_spread)"
+        up, down = ("faster", "slower") if better > 0 else ("slower", "faster")
+        return f"""CASE WHEN a.{metric} IS NULL OR b.{metric} IS NULL OR a.{metric} = 0 THEN 'not measured'
+       WHEN a.{metric}_spread IS NULL OR b.{metric}_spread IS NULL THEN 'no noise band'
+       WHEN ({r} - 1) * ({r} - 1) <= {b2} THEN 'within noise'
+       WHEN {r} > 1 THEN '{up}' ELSE '{down}' END AS {metric}_verdict"""
+    return _fit(f"""-- report.compare: two notebook runs point by point (python -m sqlitelab.compare :a :b)
+WITH fam(scenario, family) AS (VALUES {families}),
+pts AS (
+  SELECT p.notebook_run AS run, p.notebook, coalesce(p.experiment, '') AS experiment, p.server,
+         coalesce(p.profile, '') AS profile, p.scenario, coalesce(p.database, '') AS database, p.users,
+         coalesce(CAST(p.rate AS TEXT), '') AS rate, p.rps, p.p99_ms, p.machine
+  FROM points p WHERE coalesce(p.headline, 1) = 1 AND p.notebook_run IN (:a, :b)
+),
+lv AS (
+  SELECT run, notebook, experiment, server, profile, scenario, database, users, rate, max(machine) AS machine,
+         avg(rps) AS rps, CASE WHEN count(*) > 1 THEN (max(rps) - min(rps)) / avg(rps) END AS rps_spread,
+         avg(p99_ms) AS p99_ms,
+         CASE WHEN count(*) > 1 THEN (max(p99_ms) - min(p99_ms)) / avg(p99_ms) END AS p99_ms_spread
+  FROM pts GROUP BY run, notebook, experiment, server, profile, scenario, database, users, rate
+),
+side AS (
+  SELECT lv.run, lv.notebook, lv.experiment, lv.server, lv.profile, lv.scenario, lv.database, lv.users,
+         lv.rate, lv.rps, lv.p99_ms, {band("rps")}, {band("p99_ms")}
+  FROM lv
+)
+SELECT a.notebook, a.experiment, a.server, a.profile, a.scenario, a.database, a.users, a.rate,
+       a.rps AS rps_a, b.rps AS rps_b, b.rps / a.rps AS rps_ratio,
+       {verdict("rps", +1)},
+       a.p99_ms AS p99_ms_a, b.p99_ms AS p99_ms_b, b.p99_ms / a.p99_ms AS p99_ms_ratio,
+       {verdict("p99_ms", -1)}
+FROM side a JOIN side b ON {on}
+WHERE a.run = :a AND b.run = :b
+ORDER BY a.experiment, a.server, a.profile, a.scenario, a.database, a.users, a.rate""", schema, p="points")
+
+
 # name -> the tables it needs, title, description, parameters, and its SQL built for a schema
 # (None: nothing for it to read)
 QUERIES: dict[str, dict] = {
@@ -311,6 +364,18 @@ QUERIES: dict[str, dict] = {
                        "includes its experiments); empty: every run.",
         "params": ["run_id"],
         "sql": _generator_limited,
+    },
+    "compare_runs": {
+        "needs": ("points",),
+        "title": "Two runs of a notebook, point by point",
+        "description": "report.compare in SQL (python -m sqlitelab.compare a b): the points both "
+                       "notebook runs `a` and `b` have, aligned on notebook, experiment, stack, "
+                       "profile, scenario, database, users and rate; per metric the ratio b / a and "
+                       "faster, slower or within noise, the noise band each side's repeats' "
+                       "(max − min) / mean, or this machine's stored spread for the scenario's family "
+                       "(the `noise` table), combined as sqrt(a² + b²); 'no noise band' without either.",
+        "params": ["a", "b"],
+        "sql": _compare_runs,
     },
     "provenance": {
         "needs": ("runs",),

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from sqlitelab import compare as command
+from sqlitelab import browse, compare as command
 from sqlitelab.core import results
 from sqlitelab.experiments import noise
 from sqlitelab.report import compare, reference_run
@@ -127,3 +127,27 @@ def test_the_machines_spread_is_measured_stored_and_used_for_a_point_without_rep
     assert sorted(pts["experiment"]) == ["writes-1", "writes-2"] and pts["audit_ok"].all()
     from_machine = compare.machine_spread(compare._machine_noise(pts, db), "rails-writes", "rps")
     assert from_machine == pytest.approx(rows.loc[rows["metric"] == "rps", "spread"].iloc[0])
+
+
+def test_the_canned_query_gives_the_same_verdicts_as_compare(tmp_path):
+    """browse's compare_runs, run by SQLite on the same file: the same points, ratios and verdicts,
+    with repeats, with the machine's stored spread and without either."""
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={8: [1000, 1050, 1100], 32: [2000], 64: [500]}, p99={32: 10.0})
+    store(db, "run-b", rps={8: [1500, 1550, 1600], 32: [2100], 64: [520]}, p99={32: 30.0})
+    for with_noise in (False, True):
+        if with_noise:
+            results.store_rows("noise", [{"machine": MACHINE, "family": "mix", "metric": "rps",
+                                          "spread": 0.1, "measured": "x"}], db)
+        c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+        sql = browse.QUERIES["compare_runs"]["sql"](browse.schema(db))
+        con = sqlite3.connect(db)
+        got = [dict(zip([d[0] for d in cur.description], row)) for cur in [con.execute(sql, {"a": "run-a", "b": "run-b"})]
+               for row in cur.fetchall()]
+        con.close()
+        want = c.table.assign(users=c.table["users"].astype(int)).sort_values("users")
+        got = sorted(got, key=lambda r: r["users"])
+        assert [r["users"] for r in got] == want["users"].tolist()
+        for r, w in zip(got, want.to_dict("records")):
+            assert r["rps_ratio"] == pytest.approx(w["rps_ratio"])
+            assert (r["rps_verdict"], r["p99_ms_verdict"]) == (w["rps_verdict"], w["p99_ms_verdict"]), (with_noise, r)
