@@ -11,7 +11,7 @@ import pytest
 from sqlitelab import browse, compare as command
 from sqlitelab.core import results
 from sqlitelab.experiments import noise
-from sqlitelab.report import compare, reference_run
+from sqlitelab.report import compare, plots, reference_run
 
 MACHINE = "2 cores (test), 1 GiB"
 
@@ -151,3 +151,16 @@ def test_the_canned_query_gives_the_same_verdicts_as_compare(tmp_path):
         for r, w in zip(got, want.to_dict("records")):
             assert r["rps_ratio"] == pytest.approx(w["rps_ratio"])
             assert (r["rps_verdict"], r["p99_ms_verdict"]) == (w["rps_verdict"], w["p99_ms_verdict"]), (with_noise, r)
+
+
+def test_the_comparison_figure_keeps_the_vocabulary(tmp_path):
+    """A dumbbell per point and metric, the band shaded where there is one: no stack in another
+    colour, no internal id in a text, nothing hidden (plots.problems)."""
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={1: [1000, 1050], 8: [2000], 32: [2500]}, p99={32: 30.0})
+    store(db, "run-b", rps={1: [1500, 1550], 8: [2100], 32: [1200]}, p99={32: 10.0})
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", caption="a test")
+    assert plots.problems(fig) == []
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["Go · net/http, 1 user", "Go · net/http, 8 users", "Go · net/http, 32 users"]

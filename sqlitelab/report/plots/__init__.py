@@ -14,12 +14,13 @@ legend is clipped (legends) or that breaks the vocabulary (check).
 The package's public face: `plots.X` for every name below, whichever module holds it —
 style (the visual vocabulary), check (what save_figure refuses), legends (legends that fit the canvas), figure (new figures,
 captions, save_figure), tables (summarise, status_table), marks (what several charts draw on
-their axes), line_charts, bar_charts, distributions (the chart kinds).
+their axes), line_charts, bar_charts, distributions, comparison (the chart kinds).
 """
 from __future__ import annotations
 
 from sqlitelab.report.plots.bar_charts import CAPACITY_FIGSIZE, bar_chart, capacity_chart, dot_chart
 from sqlitelab.report.plots.check import FigureError, internal_ids, problems
+from sqlitelab.report.plots.comparison import comparison_chart
 from sqlitelab.report.plots.distributions import latency_ecdf
 from sqlitelab.report.plots.figure import (caption_for, new_figure, new_panels, reading, save_figure,
                                            set_caption, use_style)
@@ -56,4 +57,5 @@ __all__ = [
     "throughput_chart", "PERCENTILE_NAMES", "latency_chart", "line_chart",
     "calibration_chart", "TIMELINE_ROWS", "timeline_chart", "hockey_stick_chart",
     "bar_chart", "dot_chart", "CAPACITY_FIGSIZE", "capacity_chart", "latency_ecdf",
+    "comparison_chart",
 ]
