@@ -18,7 +18,7 @@ from sqlitelab.experiments import baseline, buffer, underload, versus, your_app
 from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import link, operations, postgres
 from sqlitelab.infra import servers as stacks
-from sqlitelab.report import analysis, capacity, findings, methods, plots
+from sqlitelab.report import analysis, capacity, compare, findings, methods, plots
 from sqlitelab.studies import scales
 from sqlitelab.studies.sqlite_vs_postgres import WORKLOADS, workload_of
 
@@ -26,4 +26,4 @@ plt.style.use("sqlitelab.report.blog")
 
 __all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer", "underload",
            "versus", "your_app", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
-           "findings", "methods", "plots", "scales", "WORKLOADS", "workload_of"]
+           "compare", "findings", "methods", "plots", "scales", "WORKLOADS", "workload_of"]

@@ -53,6 +53,16 @@ class Side:
     def notebook(self) -> str:
         return str(self.points["notebook"].iloc[0])
 
+    def describe(self) -> str:
+        """The run in plain words, for a caption: its scale, day, commit and machine (and whether it
+        is the committed reference run)."""
+        runs = self.runs
+        scale = _one(runs, "scale")
+        day = str(runs["started"].dropna().min())[:10] if "started" in runs and runs["started"].notna().any() else "?"
+        commit = _one(runs, "git_commit")[:7]
+        what = "the reference run" if self.label.startswith("reference:") else f"a {scale} run"
+        return f"{what} of {day} at {commit} ({_one(runs, 'machine')})"
+
 
 def side(ref: str, path=None, reference_dir=None) -> Side:
     """A side from its reference (see the module's docstring); CompareError when there is none."""

@@ -6,6 +6,8 @@ Nothing here measures or combines points; a number a sentence needs comes from a
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from sqlitelab.report.analysis import (_measured, _variant_total, article_groups, buffer_variants, flagged,
@@ -500,4 +502,35 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
         lines.append(f"- The same locustfile run by plain `locust --headless` at {r.users} users: "
                      f"{r.requests:,} requests, {r.rps:,.0f} requests/s by Locust's own count, "
                      f"against the lab's {lab_rps:,.0f} in its window: {agreement(lab_rps, r.rps)}.")
+    return "\n".join(lines)
+
+
+def comparison(c) -> str:
+    """Notebook 11: what the comparison of two runs says (report.compare.Comparison): what they
+    ran on, per metric how many points moved beyond the noise and the largest moves, and the
+    points without a band."""
+    lines = []
+    diff = c.provenance[~c.provenance["same"]]
+    if len(diff):
+        lines.append("- The runs differ in " + ", ".join(diff["what"]) + ": a move may come from any of "
+                     "them (an inference, not a measurement of which).")
+    if c.table.empty:
+        lines.append(f"- No point in common: run a has {len(c.only_a)}, run b {len(c.only_b)}; nothing "
+                     "to compare (listed above).")
+        return "\n".join(lines)
+    for metric, words in (("rps", "throughput"), ("p99_ms", "p99 latency")):
+        v = c.table[f"{metric}_verdict"]
+        moved = c.table[v.isin(["faster", "slower"])]
+        lines.append(f"- {words.capitalize()}: {int((v == 'faster').sum())} of {len(v)} points faster, "
+                     f"{int((v == 'slower').sum())} slower, {int((v == 'within noise').sum())} within "
+                     f"noise, {int((v == 'no noise band').sum())} without a noise band.")
+        if len(moved):
+            far = moved.loc[(moved[f"{metric}_ratio"].apply(lambda r: abs(math.log(r)))).idxmax()]
+            users = f"{far['users']} user{'' if str(far['users']) == '1' else 's'}"
+            lines.append(f"  The largest move: {servers.stack_title(far['server'])}, {users}"
+                         + (f" ({far['experiment']})" if far["experiment"] else "")
+                         + f": {far[f'{metric}_ratio']:.2f}× (band ±{far[f'{metric}_band']:.0%}).")
+    if (c.table["rps_verdict"] == "no noise band").any():
+        lines.append("- Points without repeats have a band only from the machine's own measurement: "
+                     "`python -m sqlitelab.compare --noise` stores one.")
     return "\n".join(lines)

@@ -91,6 +91,8 @@ ACCEPTS: dict[str, tuple] = {
     "fraction": (lambda v: _number(v) and v > 0, "a number > 0 (share of the open-loop capacity)"),
     "slo_p99_ms": (lambda v: _number(v) and v > 0, "a number of milliseconds > 0"),
     "generator": (lambda v: v in commands.GENERATORS, f"one of {', '.join(commands.GENERATORS)}"),
+    **{k: (lambda v: isinstance(v, str) and bool(v.strip()),
+           "a run: its id, newest:<scale>:<NN> or reference:<NN>") for k in ("run_a", "run_b")},
 }
 
 

@@ -1,0 +1,55 @@
+"""Notebook 11, two runs compared (no article: the readers' "how does my machine, or my change,
+compare?"): any two runs of one notebook point by point, with a noise band measured on the
+machine. Everything that is this notebook's, declared once.
+
+By default it compares the newest run of notebook 03 at the notebook's scale on this machine with
+notebook 03 of the committed reference run (seed scale, the reference machine): at quick, the
+levels both ran.
+"""
+from __future__ import annotations
+
+from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED
+
+# What each constant means: sqlitelab.studies.registry.
+ID = "11-compare-runs"
+
+SCALES: dict[str, dict] = {
+    "quick": {"run_a": "reference:03", "run_b": "newest:quick:03"},
+    "seed": {"run_a": "reference:03", "run_b": "newest:seed:03"},
+}
+
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget). It measures
+# nothing (the noise band: `python -m sqlitelab.compare --noise`).
+BUDGET_SECONDS: dict[str, float] = {"quick": 10, "seed": 20}
+
+SERVER_SPLIT: int | None = None
+
+IN_COLLECTION = False
+HEADLINE_EXPERIMENTS: set[str] | None = None
+
+# it reads the newest run of another notebook: a batch runs it after them
+READS_THE_OTHERS = True
+
+SUMMARY: str | None = None
+
+# the smoke run: the committed reference run against itself (every ratio 1)
+SMOKE: dict = {"run_a": "reference:03", "run_b": "reference:03"}
+STORES: str | None = None
+
+READING: dict[str, str] = {
+    "comparison":
+        "A dot outside its grey band moved more than the two runs' own spread: faster to the right "
+        "of 1 on throughput, slower to the right of 1 on latency.",
+}
+
+ARTICLE = Article(ID, "—", "two runs of a notebook, point by point", (
+    Detail("which points", "—", lambda r: "the points both runs have, aligned on notebook, "
+           "experiment, stack, profile, scenario, database, users and rate", expect=NOT_STATED,
+           why="a point only one run has is listed apart, never compared"),
+    Detail("noise band", "—", lambda r: "each run's (max − min) / mean from its repeats, else its "
+           "machine's stored spread for the scenario's family, combined as sqrt(a² + b²)",
+           expect=NOT_STATED, why="the band is measured within minutes; runs hours apart on a VM can "
+                                  "differ by more and still be the machine"),
+    Detail("machine", "—", "col:machine", expect=NOT_STATED, why=MACHINE_WHY),
+))
