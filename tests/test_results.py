@@ -107,8 +107,10 @@ def test_the_ceiling_is_measured_and_stored_with_its_run(tmp_path):
     db = tmp_path / "results.db"
     raw = baseline.ceiling("05-single-machine", "nb-run", 0.2, None, {"scale": "quick"}, path=db)
     assert raw["commits_per_s"] > 0 and raw["reads_per_s"] > 0 and raw["seconds"] == 0.2
+    assert raw["full_commits_per_s"] > 0 and raw["fsync_per_s"] > 0 and raw["fdatasync_per_s"] > 0
     row = results.load_table("ceilings", "nb-run", db).iloc[0]
-    assert (row["commits_per_s"], row["reads_per_s"]) == (raw["commits_per_s"], raw["reads_per_s"])
+    for k in ("commits_per_s", "reads_per_s", "full_commits_per_s", "fsync_per_s", "fdatasync_per_s"):
+        assert row[k] == raw[k], k
     assert (row["notebook"], row["experiment"], row["scale"]) == ("05-single-machine", "ceiling", "quick")
     assert row["run_id"] == results.sweep_id("nb-run", "ceiling")
     assert browse.undescribed(db) == []

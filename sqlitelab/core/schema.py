@@ -551,17 +551,24 @@ TABLES: dict[str, dict] = {
     },
     "ceilings": {
         "description": "The raw-SQLite ceiling a notebook run measured on its server's core, "
-                       "without HTTP (baseline.ceiling): one-row write transactions per second, "
-                       "then primary-key point reads per second, through Python's sqlite3 — the "
-                       "number notebooks 01 and 05 compare their servers with.",
+                       "without HTTP (baseline.ceiling): one-row write transactions per second at "
+                       "NORMAL and at FULL, primary-key point reads per second, through Python's "
+                       "sqlite3, and the disk's fsync and fdatasync rates — what notebooks 01 and "
+                       "05 compare their servers with.",
         "columns": {
             **_shared(*DESCRIBED),
             **_shared("run_id", "sqlite_version", "synchronous"),
-            "commits_per_s": "BEGIN IMMEDIATE; INSERT one row; COMMIT — per second (WAL).",
+            "commits_per_s": "BEGIN IMMEDIATE; INSERT one row; COMMIT — per second (WAL, "
+                             "synchronous NORMAL).",
+            "full_commits_per_s": "The same at synchronous FULL (every commit waits for an fsync of "
+                                  "the WAL: the drivers' default).",
+            "fsync_per_s": "fsync calls per second after an 8 KiB write, on the file system of the "
+                           "sweeps' databases (pg_test_fsync's way; baseline.disk_syncs).",
+            "fdatasync_per_s": "The same with fdatasync (what SQLite calls on Linux).",
             "reads_per_s": "SELECT of one row by primary key — per second.",
             "rows": "Rows the commit half wrote (the table the read half reads).",
             "cpus": "CPU list the measuring process was pinned to (the server's), or empty.",
-            "seconds": "Seconds of each half (the notebook's ceiling_seconds).",
+            "seconds": "Seconds of each half (the notebook's ceiling_seconds; the sync loops half that).",
         },
     },
     "buffer_slow_sync": {

@@ -1,11 +1,16 @@
-"""The ceiling: what SQLite itself does here, without HTTP, pinned like a server.
+"""The ceiling: what SQLite itself and the disk under it do here, without HTTP, pinned like a server.
 
 `raw_sqlite()` runs in a fresh process on the given CPUs (taskset) and measures one-row
 write transactions per second (BEGIN IMMEDIATE; INSERT; COMMIT, WAL, synchronous=NORMAL by
 default) and primary-key point reads per second, through Python's stdlib sqlite3 — so it
 includes one C-extension call per statement, like the thinnest possible server.
-`ceiling()` measures it for a notebook run and stores it (table `ceilings`, experiment
-`ceiling` of the run), so the number a Findings sentence quotes is in results.db.
+`disk_syncs()` measures the file system's fsync and fdatasync rate as pg_test_fsync does (an
+8 KiB write at one offset, then the sync, in a loop): every commit at synchronous=FULL waits for
+one. Both run in the folder the sweeps' databases live in (config.TMP_DIR), not /tmp, which may
+be another file system (a tmpfs syncs for free).
+`ceiling()` measures all of it for a notebook run — commits at NORMAL and at FULL, point reads,
+fsync and fdatasync — and stores it (table `ceilings`, experiment `ceiling` of the run), so the
+number a Findings sentence quotes is in results.db.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sqlitelab.core import processes, results
+from sqlitelab.core import config, processes, results
 
 _SCRIPT = r"""
 import json, os, sqlite3, sys, time
@@ -48,11 +53,46 @@ print(json.dumps({"commits_per_s": commits, "reads_per_s": reads, "rows": rows,
 """
 
 
+_SYNCS = r"""
+import json, os, sys, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+out, block = {}, bytes(8192)
+for name, sync in (("fsync", os.fsync), ("fdatasync", os.fdatasync)):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        os.pwrite(fd, block, 0)
+        sync(fd)
+        n += 1
+    out[name + "_per_s"] = n / (time.perf_counter() - t0)
+    os.close(fd)
+print(json.dumps(out))
+"""
+
+
+def _scratch() -> tempfile.TemporaryDirectory:
+    """A folder on the file system that holds the sweeps' databases."""
+    config.TMP_DIR.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix="lab-baseline-", dir=config.TMP_DIR)
+
+
+def disk_syncs(seconds: float = 1.0, cpus: str | None = None) -> dict:
+    """fsync/s and fdatasync/s of an 8 KiB write on the databases' file system (pg_test_fsync's
+    way), in a pinned subprocess."""
+    with _scratch() as d:
+        cmd, pinned = processes.pin_command(
+            [sys.executable, "-c", _SYNCS, str(Path(d) / "sync.bin"), str(seconds)], cpus)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 60)
+    if out.returncode != 0:
+        raise RuntimeError(f"disk sync measurement failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout)
+
+
 def raw_sqlite(seconds: float = 2.0, cpus: str | None = None, synchronous: str = "normal") -> dict:
     """One-row commits/s and point reads/s of SQLite on `cpus`, in a pinned subprocess."""
     if synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ValueError(f"synchronous must be off|normal|full|extra, not {synchronous!r}")
-    with tempfile.TemporaryDirectory(prefix="lab-baseline-") as d:
+    with _scratch() as d:
         cmd, pinned = processes.pin_command(
             [sys.executable, "-c", _SCRIPT, str(Path(d) / "b.db"), str(seconds), synchronous], cpus)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 60)
@@ -63,11 +103,14 @@ def raw_sqlite(seconds: float = 2.0, cpus: str | None = None, synchronous: str =
 
 def ceiling(notebook: str, run_id: str, seconds: float, cpus: str | None,
             parameters: dict | None = None, path: Path | str | None = None) -> dict:
-    """`raw_sqlite(seconds, cpus)` for a notebook run, stored as its `ceiling` experiment (one
-    row in `ceilings`, described like every row: results.describe), and returned."""
+    """raw_sqlite at NORMAL and at FULL and disk_syncs (half as long), for a notebook run, stored
+    as its `ceiling` experiment (one row in `ceilings`, described like every row:
+    results.describe), and returned."""
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
         raise ValueError(f"ceiling seconds must be a number > 0, not {seconds!r}")
-    raw = {**raw_sqlite(float(seconds), cpus), "seconds": float(seconds)}
+    full = raw_sqlite(float(seconds), cpus, synchronous="full")
+    raw = {**raw_sqlite(float(seconds), cpus), "full_commits_per_s": full["commits_per_s"],
+           **disk_syncs(float(seconds) / 2, cpus), "seconds": float(seconds)}
     results.store_table(run_id, notebook, "ceilings", pd.DataFrame([raw]), parameters=parameters,
                         path=path, experiment="ceiling")
     return raw
