@@ -25,7 +25,7 @@ from sqlitelab.core import config, processes, results
 
 _SCRIPT = r"""
 import json, os, sqlite3, sys, time
-path, seconds, synchronous = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+path, seconds, synchronous, reads = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4] == "reads"
 con = sqlite3.connect(path, isolation_level=None)
 con.execute("PRAGMA journal_mode=WAL")
 con.execute(f"PRAGMA synchronous={synchronous}")
@@ -42,12 +42,12 @@ commits = n / (time.perf_counter() - t0)
 rows = n
 q = "SELECT id, uid, payload FROM t WHERE id = ?"
 m, t0, k = 0, time.perf_counter(), 0
-while time.perf_counter() - t0 < seconds:
+while reads and time.perf_counter() - t0 < seconds:
     for _ in range(1000):
         k = k % rows + 1
         con.execute(q, (k,)).fetchone()
         m += 1
-reads = m / (time.perf_counter() - t0)
+reads = m / (time.perf_counter() - t0) if reads else None
 print(json.dumps({"commits_per_s": commits, "reads_per_s": reads, "rows": rows,
                   "sqlite_version": sqlite3.sqlite_version, "synchronous": synchronous}))
 """
@@ -88,13 +88,15 @@ def disk_syncs(seconds: float = 1.0, cpus: str | None = None) -> dict:
     return json.loads(out.stdout)
 
 
-def raw_sqlite(seconds: float = 2.0, cpus: str | None = None, synchronous: str = "normal") -> dict:
-    """One-row commits/s and point reads/s of SQLite on `cpus`, in a pinned subprocess."""
+def raw_sqlite(seconds: float = 2.0, cpus: str | None = None, synchronous: str = "normal",
+               reads: bool = True) -> dict:
+    """One-row commits/s and (`reads`) point reads/s of SQLite on `cpus`, in a pinned subprocess."""
     if synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ValueError(f"synchronous must be off|normal|full|extra, not {synchronous!r}")
     with _scratch() as d:
         cmd, pinned = processes.pin_command(
-            [sys.executable, "-c", _SCRIPT, str(Path(d) / "b.db"), str(seconds), synchronous], cpus)
+            [sys.executable, "-c", _SCRIPT, str(Path(d) / "b.db"), str(seconds), synchronous,
+             "reads" if reads else "no-reads"], cpus)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 60)
     if out.returncode != 0:
         raise RuntimeError(f"baseline failed: {out.stderr[-2000:]}")
@@ -108,7 +110,7 @@ def ceiling(notebook: str, run_id: str, seconds: float, cpus: str | None,
     results.describe), and returned."""
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
         raise ValueError(f"ceiling seconds must be a number > 0, not {seconds!r}")
-    full = raw_sqlite(float(seconds), cpus, synchronous="full")
+    full = raw_sqlite(float(seconds), cpus, synchronous="full", reads=False)
     raw = {**raw_sqlite(float(seconds), cpus), "full_commits_per_s": full["commits_per_s"],
            **disk_syncs(float(seconds) / 2, cpus), "seconds": float(seconds)}
     results.store_table(run_id, notebook, "ceilings", pd.DataFrame([raw]), parameters=parameters,
