@@ -128,11 +128,15 @@ servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load g
 calibrated: servers
 	@$(PY) -m sqlitelab.calibrate ensure
 
-# The whole suite: the fast tier on FAST_WORKERS CPUs first (it needs nothing running), then the
-# other three in one process (they pin servers and generators to CPUs), the 25 slowest named.
-test: setup oha ## run the whole test suite: fast, contract, harness and notebook tiers
+# The whole suite: the fast tier on FAST_WORKERS CPUs first (it needs nothing running); then the
+# contract and notebook tiers on as many workers (their tests check what servers answer and what a
+# notebook stores, not how fast: two at once only share the CPUs); then the harness tier in one
+# process (it measures under load, its server and generator each on a CPU of their own). The 25
+# slowest of each named.
+test: setup oha ## run the whole test suite: fast, contract, notebook and harness tiers
 	$(PY) -m pytest -q -n $(FAST_WORKERS) -m "not contract and not harness and not notebook"
-	$(PY) -m pytest -q -m "contract or harness or notebook" --durations=25
+	$(PY) -m pytest -q -n $(FAST_WORKERS) -m "(contract or notebook) and not harness" --durations=25
+	$(PY) -m pytest -q -m harness --durations=25
 
 test-fast: setup ## the fast tier: no server, no load (tests/conftest.py keeps it so), on up to 4 CPUs
 	$(PY) -m pytest -q -n $(FAST_WORKERS) -m "not contract and not harness and not notebook"
