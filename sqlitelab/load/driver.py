@@ -21,7 +21,7 @@ from the level's start as run_level fixes it), its own CPU samples, merge and ti
 end the load stops as at a process's exit (each user finishes the request it is in,
 --stop-timeout at most; what is left is its `run_inflight`), the users' connections are
 closed, the files written, and the process waits with nothing in flight, so the sweep's audit
-counts and page-cache probes between levels read a quiet server. The protocol (locustfile.py's
+counts and page-cache probes between levels read a quiet server. The protocol (recorder.py's
 docstring, loadgen's usage): the first `level()` starts the process with its level in the
 environment and LAB_SESSION=<out_dir>; each later one writes `<out_dir>/command-<n>.json`
 (Locust: {"users", "out_dir", "warmup", "duration"}; loadgen: {"users", "out_dir", "t0",
