@@ -1,5 +1,5 @@
 // Command loadgen drives the lab's scenarios at one server: a dependency-free alternative to
-// ONE Locust process running sqlitelab/load/locustfile.py. It reads the same LAB_* environment,
+// ONE Locust process running sqlitelab/load/locustfile.py (its recorder: recorder.py). It reads the same LAB_* environment,
 // sends the same requests under the same names, and writes the same per-process JSON file
 // (LAB_OUT_DIR/proc-<pid>.json) with the same in-window rules, plus "hist_values" (exact
 // latencies in µs, aggregated by value) in place of an encoded HdrHistogram.
@@ -49,7 +49,7 @@ const usage = `usage: loadgen -spec FILE -users N -host http://127.0.0.1:PORT -m
 
 FILE is a scenario compiled from sqlitelab/load/scenarios.toml (python -m sqlitelab.load.scenarios NAME
 [LAB_VAR=VALUE ...] > FILE; sqlitelab.load.driver writes one per level), the file Locust reads too.
-Environment as sqlitelab/load/locustfile.py: LAB_T0, LAB_T1, LAB_TARGET, LAB_OUT_DIR,
+Environment as sqlitelab/load/recorder.py: LAB_T0, LAB_T1, LAB_TARGET, LAB_OUT_DIR,
 LAB_RATE_PER_USER, LAB_REQUEST_TIMEOUT, LAB_KEEPALIVE (1: one kept-alive connection per user;
 0: a new connection per request, Connection: close), and for an open loop LAB_ARRIVAL_RATE
 (requests/s of this process; 0: closed loop), LAB_ARRIVALS (constant | poisson) and
@@ -283,7 +283,7 @@ func parseHost(raw string) (hostHeader, addr string, err error) {
 	return u.Host, net.JoinHostPort(h, port), nil
 }
 
-// envReader parses LAB_* variables as locustfile.py does; an empty value means the default.
+// envReader parses LAB_* variables as recorder.py does; an empty value means the default.
 type envReader struct {
 	get func(string) string
 	err error
@@ -331,7 +331,7 @@ type runKey struct {
 	status int
 }
 
-// recorder mirrors record() and dump() in locustfile.py. One mutex: every decision about the
+// recorder mirrors record() and dump() in recorder.py. One mutex: every decision about the
 // window and the target is taken in the order requests are recorded, as in Locust.
 // Besides the window it keeps hey's accounting of the whole run (every finished request,
 // before, inside and after the window): see runStats.
