@@ -574,9 +574,11 @@ class Counts:
     a request the previous generator gave up on — wrk gives up on every request in flight at
     its stop — may still commit in between.)"""
 
-    def __init__(self, db: Path, reader=databases.count_rows):
+    def __init__(self, db: Path, reader=None):
         self.db = db
-        self.reader = reader  # (db, counter) -> the count: a COUNTERS name, or an app's query (apps.count)
+        # (db, counter) -> the count: an app's query (apps.count); None: databases.count_rows,
+        # looked up at each read
+        self.reader = reader
         self.seconds = 0.0
 
     def read(self, counter: str | None) -> int:
@@ -584,7 +586,7 @@ class Counts:
             return 0
         t = time.perf_counter()
         try:
-            return self.reader(self.db, counter)
+            return (self.reader or databases.count_rows)(self.db, counter)
         finally:
             self.seconds += time.perf_counter() - t
 
