@@ -21,7 +21,6 @@ import contextlib
 import math
 import os
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from tqdm.auto import tqdm
 
 from sqlitelab.core import config, layout, machine, results, schema
 from sqlitelab.core.failures import LockRule
-from sqlitelab.core.processes import log_tail, pin_command
+from sqlitelab.core.processes import log_tail
 from sqlitelab.experiments.sweep import SECOND_KEYS, Counts, audit
 from sqlitelab.infra import apps, databases, hosts
 from sqlitelab.load import calibrate, commands, driver as load, scenarios, verdicts
@@ -62,8 +61,7 @@ class Plan:
         """What the users send, in words."""
         if self.locustfile is not None:
             return f"{self.locustfile.name} ({', '.join(self.user_classes)})"
-        params = "".join(f", {k.replace('_', ' ')} {v}" for k, v in sorted(self.scenario_params.items()))
-        return scenarios.SCENARIOS[self.scenario].description + params
+        return scenarios.SCENARIOS[self.scenario].description + scenarios.params_words(self.scenario_params)
 
     def record(self) -> dict:
         """The plan as its runs row stores it."""
@@ -218,12 +216,8 @@ def plain_locust(p: Plan, srv, users: int, out_dir: Path) -> dict:
     gives for all requests. Refused when the lab's levels saw the file send elsewhere."""
     seconds = math.ceil(p.warmup + p.duration)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd, pinned = pin_command([sys.executable, "-m", "locust", "-f", str(p.locustfile), "--headless",
-                               "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
-                               "--host", srv.url, "--csv", str(out_dir / "plain"),
-                               "--only-summary", "--loglevel", "WARNING",
-                               "--stop-timeout", str(commands.STOP_TIMEOUT),
-                               "--exit-code-on-error", "0"], p.generator_cpus)
+    cmd, pinned = commands.plain_locust_command(p.locustfile, users, srv.url, seconds, out_dir,
+                                                p.generator_cpus)
     t = time.perf_counter()
     started = hosts.start(hosts.Host("local"), cmd, dict(os.environ), out_dir / "plain.log")
     try:

@@ -70,6 +70,14 @@ def locust_command(scenario: str | None, users: int, url: str, run_time: float, 
     return pin_command(cmd, cpus)
 
 
+def plain_locust_command(locustfile: Path | str, users: int, url: str, seconds: int, out_dir: Path,
+                         cpus: str | None) -> tuple[list[str], str | None]:
+    """Someone's locustfile run by Locust alone, as `locust --headless` runs it (no recorder of the
+    lab's: its own statistics, in <out_dir>/plain_stats.csv), for `seconds`."""
+    return pin_command(_locust(users, url, Path(locustfile)) + [
+        "-t", f"{seconds}s", "--csv", str(Path(out_dir) / "plain")], cpus)
+
+
 def locust_session_command(users: int, url: str, cpus: str | None) -> tuple[list[str], str | None]:
     """One Locust process for a session of levels (driver.Session), `users` its first level's:
     no --run-time (it quits when told) and no --csv (it writes each level's own stats)."""

@@ -192,6 +192,11 @@ def scenario_title(name: str) -> str:
     return s.title if s else str(name)
 
 
+def params_words(scenario_params: Mapping | None) -> str:
+    """A scenario's parameters in words after its name: ", write share 0.5" ("" for none)."""
+    return "".join(f", {k.replace('_', ' ')} {v}" for k, v in sorted((scenario_params or {}).items()))
+
+
 def lab_env(scenario_params: Mapping | None) -> dict[str, str]:
     """A level's scenario_params as the LAB_* environment of its generator: {"write_share": 0.5} is
     LAB_WRITE_SHARE=0.5."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sqlitelab.core import config
 from sqlitelab.infra import servers
+from sqlitelab.load import scenarios
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED, PIN_WHY
 
 # What each constant means: sqlitelab.studies.registry.
@@ -128,8 +129,7 @@ def _load(r) -> str:
     s = _sweep(r)
     if s.get("locustfile"):
         return f"{Path(s['locustfile']).name}: {', '.join(s.get('user_classes') or [])}"
-    params = "".join(f", {k.replace('_', ' ')} {v}" for k, v in sorted((s.get("scenario_params") or {}).items()))
-    return f"the lab's scenario {s.get('scenario')}{params}"
+    return f"the lab's scenario {s.get('scenario')}{scenarios.params_words(s.get('scenario_params'))}"
 
 
 def _lock(r) -> str:
