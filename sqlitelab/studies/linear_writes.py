@@ -17,15 +17,17 @@ ID = "01-linear-writes"
 SCALES: dict[str, dict] = {
     # hey, the article's tool, runs at crosscheck_users: at quick one level (past every stack's
     # knee); at seed three, one per stretch of the curve (one user, the rise, the article's peak)
-    # Quick drives load with loadgen: Locust set the pace at almost every quick level of the
-    # compiled stacks (the quick run of 2026-11-26 at 3e90405: 23 of its 24 points), each then
-    # measured again with loadgen, which was what the figures showed; a Go client, as hey is.
+    # Both scales drive load with loadgen, a Go client as hey is: Locust set the pace at almost
+    # every quick level of the compiled stacks (the quick run of 2026-11-26 at 3e90405: 23 of its
+    # 24 points), each then measured again with loadgen, which was what the figures showed; at
+    # seed the reference run (82710e9) spent 330 of its 1,078 s measuring 22 Locust-bound levels
+    # again with loadgen (ruby-puma's four among them).
     "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.0, "warmup": 0.5, "repeats": 1,
               "beyond_repeats": 1, "crosscheck_users": [8], "ceiling_seconds": 2.0,
               "generator": "loadgen"},
     "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 0.0, "repeats": 3,
              "beyond_repeats": 1, "crosscheck_users": [1, 4, 16], "ceiling_seconds": 2.0,
-             "generator": "locust"},
+             "generator": "loadgen"},
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
