@@ -417,3 +417,30 @@ def test_the_figure_check_refuses_bars_on_a_log_axis_and_hidden_series(tmp_path)
     plots.label_coincident(ax)
     assert plots.problems(fig) == []
     assert any("one line" in t.get_text() for t in ax.texts)
+
+
+def test_the_machines_limits_are_drawn_in_view_or_named_above_the_chart():
+    """A limit near the data is a dotted line named in the margin, within the y axis; one far
+    above it (CEILING_STRETCH) is named in a band at the top instead of flattening the curves;
+    per panel, each panel its own (03's NORMAL and FULL); the figure check passes."""
+    df = points(profiles=PROFILES[:1])
+    top = float(df.groupby(["server", "users"])["rps"].mean().max())
+    near, far = "SQLite alone: one-row commits (FULL)", "HTTP alone: wrk on /hello (Rust · Axum)"
+    fig = plots.throughput_chart(df, caption="test", ceilings={near: top * 1.5, far: top * 40})
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    drawn = [ln for ln in ax.get_lines() if ln.get_gid() == "ceiling"]
+    assert [ln.get_ydata()[0] for ln in drawn] == [top * 1.5]
+    assert ax.get_ylim()[1] >= top * 1.5
+    assert any(near.split(":")[0] in t.get_text() and f"{top * 1.5:,.0f}/s" in t.get_text() for t in ax.texts)
+    above = [t for t in ax.texts if t.get_gid() == "ceiling-above"]
+    assert len(above) == 1 and f"{top * 40:,.0f}/s" in above[0].get_text()
+    assert ax.get_ylim()[1] < top * 3  # the far limit did not flatten the curves
+    assert plots.problems(fig) == []
+    both = pd.concat([df.assign(synchronous="normal"), df.assign(synchronous="full")])
+    fig = plots.line_chart(both, x="users", y="rps", series=["server"], panels="synchronous",
+                           title="t", xlabel="users", ylabel="requests/s",
+                           ceilings={"full": {near: top * 1.2}, "normal": {"SQLite alone (NORMAL)": top * 2}})
+    got = [[ln.get_ydata()[0] for ln in a.get_lines() if ln.get_gid() == "ceiling"]
+           for a in fig.axes if a.get_lines()]
+    assert sorted(got) == [[top * 1.2], [top * 2]]  # one line in each panel, each its own

@@ -208,8 +208,20 @@ def test_write_path_and_ceiling_and_single_machine_findings():
     assert "group commit 2.5× the single writer, 5.0× the pool" in findings.write_path(paths)
     t = analysis.seed_table(synthetic_points())
     raw = {"commits_per_s": 1000.0, "reads_per_s": 5000.0}
-    text = findings.ceiling(t, raw)
-    assert "1,000 one-row transactions/s" in text and "python-fastapi 30%" in text
+    limits = analysis.machine_limits(raw, "writes", http=(4000.0, "rust-axum"))
+    assert list(limits.values()) == [1000.0, 4000.0]
+    text = findings.ceiling(analysis.peak(t), limits)
+    py = analysis.peak(t).set_index("server").loc["python-fastapi", "peak_rps"]
+    assert "one-row commits (NORMAL) **1,000/s**" in text and "wrk on /hello (Rust · Axum) **4,000/s**" in text
+    assert f"{py / 1000:.0%} of SQLite alone, {py / 4000:.0%} of HTTP alone" in text
+    assert "≥ " in text  # rust-axum's peak is generator-bound: a lower bound
+    # FULL where the ceiling did not measure it: left out, never guessed; a bad kind is refused
+    assert analysis.machine_limits(raw, "writes", "full") == {}
+    assert list(analysis.machine_limits({**raw, "full_commits_per_s": 90.0}, "writes", "FULL").values()) == [90.0]
+    assert list(analysis.machine_limits(raw, "reads").values()) == [5000.0]
+    with pytest.raises(ValueError, match="kind must be one of"):
+        analysis.machine_limits(raw, "disk")
+    assert "none measured" in findings.ceiling(analysis.peak(t), {})
     sm = pd.DataFrame([{"server": "a", "scenario": "hello", "rps": 12000.0, "mbit_s": 8.0,
                         "server_rss_mb": 20.0, "generator_bound": True},
                        {"server": "b", "scenario": "hello", "rps": 3000.0, "mbit_s": 2.0,

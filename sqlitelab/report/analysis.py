@@ -11,6 +11,7 @@ from importlib import resources
 import pandas as pd
 
 from sqlitelab.core import results
+from sqlitelab.infra.servers import stack_title
 from sqlitelab.experiments import buffer_point
 from sqlitelab.load import crosscheck
 from sqlitelab.core.vocabulary import STALL_MS, SYNCHRONOUS, link_label  # STALL_MS: a request still running this long after the window has stalled
@@ -558,3 +559,94 @@ def wal_series(seconds: pd.DataFrame) -> pd.DataFrame:
     s["wal_mib"] = s["wal_bytes"] / 2**20
     s["level"] = s["users"].map(lambda u: f"{int(u)} user{'s' if u != 1 else ''}")
     return s.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- the machine's limits
+
+LIMIT_KINDS = ("writes", "reads", "http")
+
+
+def http_ceiling(run_id: str, path=None) -> tuple[float, str] | None:
+    """The loopback HTTP ceiling a run's flags were judged against, and the stack it was measured
+    on: wrk's rate on GET /hello at 64 users in the run's generator calibrations
+    (runs.calibrations → calibrations.hello_wrk_rps, on their `target`, the fastest stack on
+    /hello, pinned as the run; the best of them when the run used several generators), stored
+    once per machine and referenced by the run; None for a run that skipped calibration."""
+    runs = results.load_table("runs", run_id, path)
+    ids = set()
+    for v in runs.get("calibrations", pd.Series(dtype=object)).dropna():
+        try:
+            ids |= set((json.loads(v) or {}).values())
+        except (TypeError, ValueError):
+            continue
+    if not ids:
+        return None
+    marks = ",".join("?" * len(ids))
+    cal = results.read_sql(f"SELECT hello_wrk_rps, target FROM calibrations WHERE calib_id IN ({marks})",
+                           sorted(ids), path)
+    cal = cal.dropna(subset=["hello_wrk_rps"]) if "hello_wrk_rps" in cal else cal.iloc[0:0]
+    if cal.empty:
+        return None
+    best = cal.loc[cal["hello_wrk_rps"].idxmax()]
+    return float(best["hello_wrk_rps"]), str(best["target"])
+
+
+def machine_limits(raw: dict | None, kind: str, synchronous: str = "normal",
+                   http: tuple[float, str] | None = None) -> dict[str, float]:
+    """The machine's own limits a chart of `kind` is drawn against, label → per second, each
+    measured without the rest of the stack: for `writes`, SQLite alone committing one row per
+    transaction at `synchronous` (NORMAL or FULL: the points' own; baseline.ceiling, on the
+    server's core); for `reads`, SQLite alone reading a row by primary key; for every kind, HTTP
+    alone (`http`: wrk's rate on /hello and its stack, http_ceiling), when known. A limit the run
+    did not measure (FULL in a ceiling stored before it was) is left out, never guessed."""
+    if kind not in LIMIT_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(LIMIT_KINDS)}, not {kind!r}")
+    sync = str(synchronous or "normal").lower()
+    if sync not in ("normal", "full"):
+        raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
+    out: dict[str, float] = {}
+    column = {"writes": "commits_per_s" if sync == "normal" else "full_commits_per_s",
+              "reads": "reads_per_s"}.get(kind)
+    words = {"writes": f"SQLite alone: one-row commits ({sync.upper()})",
+             "reads": "SQLite alone: point reads"}.get(kind)
+    value = (raw or {}).get(column) if column else None
+    if value is not None and value == value and value > 0:
+        out[words] = float(value)
+    if http:
+        out[f"HTTP alone: wrk on /hello ({stack_title(http[1])})"] = float(http[0])
+    return out
+
+
+def run_limits(run_id: str, raw: dict | None, points: pd.DataFrame, kind: str, path=None) -> dict[str, float]:
+    """machine_limits for a chart of `points` of the notebook run `run_id`: the commits at the
+    synchronous its servers read back (one value, or the limits of each would be one line for
+    several curves: refused), HTTP alone from the run's calibration."""
+    sync = None
+    if kind == "writes":
+        values = sorted(set(pragma_column(points, "synchronous")) - {""})
+        if len(values) > 1:
+            raise ValueError(f"these points ran at several synchronous settings ({', '.join(values)}): "
+                             "draw each in a panel of its own with its own limits")
+        sync = values[0] if values else "normal"
+    return machine_limits(raw, kind, sync or "normal", http_ceiling(run_id, path))
+
+
+def best_rps(df: pd.DataFrame, keys: list[str] | tuple = ("profile", "users")) -> pd.DataFrame:
+    """Per stack, its best mean rate over `keys` (the means over repeats of each combination)
+    and whether that point's generator was the limit: the `peak_rps` findings.ceiling reads."""
+    t = over_repeats(df, ["server", *keys], ["rps"])
+    best = t.loc[t.groupby("server")["rps"].idxmax()]
+    return pd.DataFrame({"server": best["server"].values, "peak_rps": best["rps"].values,
+                         "peak_generator_bound": [limited(r) for r in best.to_dict("records")]})
+
+
+def synchronous_of(points: pd.DataFrame, by: str = "scenario") -> dict:
+    """The synchronous setting the servers read back, per value of `by` (one per value: where a
+    value ran at several, its writes limit is not one number and it is left out)."""
+    sync = pragma_column(points, "synchronous")
+    out = {}
+    for value, s in sync.groupby(points[by]):
+        vals = sorted(set(s) - {""})
+        if len(vals) <= 1:
+            out[value] = vals[0] if vals else "normal"
+    return out

@@ -11,8 +11,9 @@ import math
 import pandas as pd
 
 from sqlitelab.report.analysis import (_measured, _variant_total, article_groups, buffer_variants, flagged,
-                       limit_note, limited, peak)
+                       limit_note, limited, machine_limits, peak)
 from sqlitelab.infra import servers
+from sqlitelab.load.scenarios import SCENARIOS, scenario_title
 from sqlitelab.report import claims
 from sqlitelab.report.capacity import daily_active_users, headline, requests_per_day
 from sqlitelab.core.vocabulary import STALL_MS  # a request still running this long after the window has stalled
@@ -134,13 +135,53 @@ def write_path(paths: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def ceiling(table: pd.DataFrame, raw: dict, what: str = "commits_per_s") -> str:
-    """Each stack's peak as a share of raw SQLite on the server's core (no HTTP)."""
-    limit = raw[what]
-    shares = ", ".join(f"{r.server} {r.peak_rps / limit:.0%}" for r in peak(table).itertuples())
-    return (f"The ceiling: raw SQLite on the server's core commits **{raw['commits_per_s']:,.0f} "
-            f"one-row transactions/s** (WAL, synchronous=NORMAL, no HTTP). Peaks as a share of "
-            f"it: {shares}.")
+def ceiling(peaks: pd.DataFrame, limits: dict[str, float], what: str = "peak") -> str:
+    """Each stack's `what` (peaks' `peak_rps`, a row per `server`) as a share of each of the
+    machine's limits (analysis.machine_limits: SQLite alone, HTTP alone, measured here without
+    the rest of the stack). A generator-limited peak is a lower bound: its share reads "≥"."""
+    if not limits:
+        return "The machine's limits: none measured for this run (no ceiling stored, no calibration)."
+    named = "; ".join(f"{label} **{v:,.0f}/s**" for label, v in limits.items())
+    lines = [f"The machine's own limits, each measured here without the rest of the stack: {named}. "
+             f"Each stack's {what} as a share of them:"]
+    for r in peaks.to_dict("records"):
+        if r.get("peak_rps") is None or r["peak_rps"] != r["peak_rps"]:
+            continue
+        ge = "≥ " if r.get("peak_generator_bound") else ""
+        shares = ", ".join(f"{ge}{r['peak_rps'] / v:.0%} of {label.split(':')[0]}"
+                           for label, v in limits.items())
+        lines.append(f"- {servers.stack_title(r['server'])} {ge}{r['peak_rps']:,.0f}/s: {shares}.")
+    return "\n".join(lines)
+
+
+# A scenario's family (scenarios.toml) → the machine's limit its requests meet first
+FAMILY_LIMIT = {"no-database": "http", "reads": "reads", "writes": "writes", "mix": "http"}
+
+
+def endpoint_ceilings(best: pd.DataFrame, raw: dict | None, http: tuple[float, str] | None,
+                      synchronous: dict) -> str:
+    """Per endpoint (`best`: a row per scenario and stack with its best `rps`), the best stack's
+    rate as a share of the machine's limit its family meets (FAMILY_LIMIT: HTTP alone for no
+    database and mixes, SQLite alone's point reads, or its one-row commits at the scenario's
+    `synchronous`, analysis.synchronous_of) and of HTTP alone; "≥" where the generator was the
+    limit. A writes endpoint without one synchronous setting is compared with HTTP alone only."""
+    lines = []
+    for scenario, g in best.groupby("scenario", sort=False):
+        b = g.loc[g["rps"].idxmax()]
+        kind = FAMILY_LIMIT[SCENARIOS[scenario].family] if scenario in SCENARIOS else "http"
+        if kind == "writes" and scenario not in synchronous:
+            kind = "http"
+        limits = machine_limits(raw, kind, synchronous.get(scenario, "normal"), http)
+        if not limits:
+            continue
+        ge = "≥ " if limited(b) else ""
+        shares = "; ".join(f"{ge}{b.rps / v:.0%} of {label} ({v:,.0f}/s)" for label, v in limits.items())
+        lines.append(f"- **{scenario_title(scenario)}**: best {servers.stack_title(b.server)} "
+                     f"{ge}{b.rps:,.0f}/s — {shares}.")
+    if not lines:
+        return "The machine's limits: none measured for this run (no ceiling stored, no calibration)."
+    return ("**Against the machine's own limits** (each measured here without the rest of the stack):\n"
+            + "\n".join(lines))
 
 
 def single_machine(table: pd.DataFrame, raw: dict, yahoo_rps: float,

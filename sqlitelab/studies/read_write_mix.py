@@ -22,12 +22,12 @@ SCALES: dict[str, dict] = {
     "quick": {"levels": [8, 32, 128], "requests": 5_000, "warmup": 0.3, "repeats": 1,
               "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
               "paths_users": 64, "beyond_requests": 1000, "crosscheck_users": 32,
-              "crosscheck_seconds": 2.0, "generator": "loadgen"},
+              "crosscheck_seconds": 2.0, "ceiling_seconds": 1.0, "generator": "loadgen"},
     "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "warmup": 0.0, "repeats": 1,
              "fine_levels": [],
              "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 64, "paths_users": 128,
              "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0,
-             "generator": "locust"},
+             "ceiling_seconds": 2.0, "generator": "locust"},
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch

@@ -16,7 +16,7 @@ from matplotlib.patches import Patch
 from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
 from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _bar_limit, _limit_patches,
-                                          _ref_line_labels, plain_numbers)
+                                          draw_ceilings, plain_numbers)
 from sqlitelab.report.plots.style import (KEY_GREY, LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
                                           STACK_STYLES, _order, colours_for, value_title)
 
@@ -39,7 +39,7 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
               ylabel: str, caption: str | None = None, ref_lines: dict[str, float] | None = None,
               hatch_col: str | None = "generator_bound", horizontal: bool = False,
               reference_series: str | None = None, ref_format: str = "{:,.0f}/s",
-              percent: bool = False, own_scales: bool = False):
+              percent: bool = False, own_scales: bool = False, ceilings: dict[str, float] | None = None):
     """Grouped bars (mean over repeats) on a linear axis from zero (a bar's length is its value:
     never on a log axis), a stack's own colour when the series are stacks, else shades of
     ORDERED; hatched where `hatch_col` is true (generator-bound); a bar of zero says "0".
@@ -48,7 +48,11 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     (an article's own numbers) comes first, in grey. `ref_lines`: reference values, drawn over the
     bars and named in the right margin (vertical bars) or in the legend (horizontal, its value
     written by `ref_format`). `percent`: the values are shares (0–1), drawn as %. `own_scales`:
-    one panel per category, each on its own scale (values that span decades)."""
+    one panel per category, each on its own scale (values that span decades). `ceilings`: the
+    machine's own limits (analysis.machine_limits), dotted like ref_lines' dashes (draw_ceilings;
+    vertical bars on one axis)."""
+    if ceilings and (horizontal or own_scales):
+        raise ValueError("ceilings are drawn on vertical bars on one axis (not horizontal, not own_scales)")
     if not isinstance(category, str):
         df = df.assign(_category=_labels(df, list(category)))
         category = "_category"
@@ -106,8 +110,8 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
             handles.append(axes[0].axvline(v, color="#555555", linewidth=1.2, zorder=4,
                                            linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
                                            label=f"{label}: {ref_format.format(v)}"))
-    elif ref_lines:
-        _ref_line_labels(axes[-1], ref_lines)
+    elif ref_lines or ceilings:
+        draw_ceilings(axes, ceilings, ref_lines)
     handles += _limit_patches({_bar_limit(df[(df[category] == c) & (df[series] == s)], hatch_col)
                                for c in cats for s in sers})
     if key is not None:

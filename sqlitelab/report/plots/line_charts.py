@@ -13,7 +13,7 @@ from sqlitelab.report.analysis import flagged, rate_points
 from sqlitelab.report.plots.figure import (_titled, finish_legend, new_figure, new_panels, panel_grid,
                                            panel_title, panel_values)
 from sqlitelab.report.plots.legends import _extra_handles, fit_legends, panel_legend
-from sqlitelab.report.plots.marks import (PlainLogFormatter, _ref_line_labels, _users_axis,
+from sqlitelab.report.plots.marks import (PlainLogFormatter, _users_axis, draw_ceilings,
                                           draw_reference, label_coincident, mark_limits, plain_numbers)
 from sqlitelab.report.plots.style import (BOUND_STYLE, KEY_GREY, LIMIT_MARKS, STACK_STYLES, SeriesStyles,
                                           colours_for, value_title)
@@ -35,11 +35,13 @@ def _from_zero(axes, bottom: float, also=()) -> None:
 
 def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
                      caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
-                     logx: bool = True, reference: dict | None = None):
+                     logx: bool = True, reference: dict | None = None,
+                     ceilings: dict[str, float] | None = None):
     """Mean over repeats with min–max bars, a colour per stack; one panel per profile when
     there are several; rings where the generator was the limit or set the pace (LIMIT_MARKS).
     `reference`: the article's numbers on the same axes, as draw_reference's keyword
-    arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`)."""
+    arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`).
+    `ceilings`: the machine's own limits (analysis.machine_limits), dotted (draw_ceilings)."""
     s = summarise(df)
     values = panel_values(s, "profile")
     fig, axes, key = panel_grid(len(values), caption, title)
@@ -63,6 +65,7 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
         if value is not None:
             panel_title(ax, "profile", value)
     _from_zero(axes, 0)
+    draw_ceilings(axes, ceilings)
     for ax in axes:
         label_coincident(ax)
     axes[0].set_ylabel(ylabel)
@@ -107,7 +110,7 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
                ref_lines: dict[str, float] | None = None, panels: str | None = None,
                reference: dict | None = None, markevery=None, percent: bool = False,
                bounds: pd.DataFrame | None = None, bounds_label: str = "bound (computed)", figsize=None,
-               xpercent: bool = False):
+               xpercent: bool = False, ceilings=None):
     """One line per combination of `series` columns (mean over duplicates of x), styled by
     SeriesStyles (the stack's colour and marker when `server` is a series column); `panels`:
     one panel per value of that column, side by side on a shared y axis; `reference`: the
@@ -115,7 +118,9 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
     bounds drawn dotted in their series' colour (same columns as `df`); `logy="auto"`: a log axis
     only when the values span more than 30×; `percent`: y is a share (0–1) drawn as %;
     `xpercent`: x is a share, drawn as %; a linear y axis starts at zero; `markevery`: as
-    `ax.plot`'s, for dense lines. Series that coincide are labelled directly."""
+    `ax.plot`'s, for dense lines. Series that coincide are labelled directly. `ceilings`: the
+    machine's own limits (analysis.machine_limits), for every panel or, with `panels`, a dict
+    of them by panel value (03's NORMAL and FULL panels; draw_ceilings)."""
     values = panel_values(df, panels)
     fig, axes, key = panel_grid(len(values), caption, title, figsize=figsize)
     styles = SeriesStyles(df, series)
@@ -159,9 +164,10 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
         ax.set_xlabel(xlabel)
     if not logy:  # a linear axis starts at zero (below it only for negative values)
         _from_zero(axes, min(0, float(df[y].min())) if len(df) else 0, list((ref_lines or {}).values()))
-    for ax in axes:  # once every panel's limits are final
-        if ref_lines:
-            _ref_line_labels(ax, ref_lines)
+    if isinstance(ceilings, dict) and panels and any(isinstance(c, dict) for c in ceilings.values()):
+        ceilings = [ceilings.get(v) or {} for v in values]  # each panel's own limits
+    draw_ceilings(axes, ceilings, ref_lines)  # once every panel's limits are final
+    for ax in axes:
         label_coincident(ax)
     axes[0].set_ylabel(ylabel)
     plain_numbers(*axes)

@@ -9,10 +9,11 @@ import textwrap
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from sqlitelab.report.analysis import flagged
-from sqlitelab.report.plots.style import LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES, value_title
+from sqlitelab.report.plots.style import (CEILING_STRETCH, CEILING_STYLE, LIMIT_MARKS, REFERENCE_COLORS,
+                                          REFERENCE_DASHES, value_title)
 
 def draw_reference(ax, ref: pd.DataFrame, x: str, y: str, label: str, by: str | None = None) -> None:
     """Plot an article's published numbers (`ref`) as dashed grey lines, one per `by` group,
@@ -63,14 +64,44 @@ def _users_axis(ax, s: pd.DataFrame, logx: bool, xlabel: str | None = "concurren
         ax.set_xlabel(xlabel)
 
 
-def _ref_line_labels(ax, ref_lines: dict[str, float]) -> None:
-    """Reference values as grey lines across the plot, drawn over the data, each named in the
-    right margin at its own height — never over a bar or a line; names too close together are
-    spread apart, each with a leader to its line. Call once the y scale is set."""
-    items = sorted(ref_lines.items(), key=lambda kv: kv[1])
-    for k, (_, v) in enumerate(items):
-        ax.axhline(v, color="#555555", linewidth=1, zorder=4,
-                   linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)])
+def split_ceilings(ceilings: dict[str, float] | None, top: float) -> tuple[dict, dict]:
+    """The machine's limits (analysis.machine_limits) a chart whose data reach `top` draws as
+    lines — those within CEILING_STRETCH of it — and those it names above its plot instead, so
+    that a limit fifty times the data never flattens the curves."""
+    ceilings = ceilings or {}
+    if not top or top <= 0:
+        return {}, dict(ceilings)
+    return ({k: v for k, v in ceilings.items() if v <= CEILING_STRETCH * top},
+            {k: v for k, v in ceilings.items() if v > CEILING_STRETCH * top})
+
+
+def name_above(ax, above: dict[str, float]) -> None:
+    """Limits too far above the data to draw, named in a band at the top of the plot (which is
+    raised to hold it): "above the chart: HTTP alone … 48,000/s"."""
+    if not above:
+        return
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, lo + (hi - lo) * 1.14)
+    text = "Above this chart — " + "; ".join(f"{label} {v:,.0f}/s" for label, v in above.items())
+    ax.text(0.01, 0.985, textwrap.fill(text, 95), transform=ax.transAxes, ha="left", va="top",
+            fontsize=7.5, color=CEILING_STYLE["color"], gid="ceiling-above")
+
+
+def _ref_line_labels(ax, ref_lines: dict[str, float], ceilings: dict[str, float] | None = None) -> None:
+    """Reference values as grey dashed lines across the plot, and the machine's limits within
+    view as dotted dark lines (CEILING_STYLE), drawn over the data, each named in the right
+    margin at its own height — never over a bar or a line; names too close together are spread
+    apart, each with a leader to its line. Call once the y scale is set."""
+    items = sorted([(k, v, False) for k, v in (ref_lines or {}).items()]
+                   + [(k, v, True) for k, v in (ceilings or {}).items()], key=lambda kv: kv[1])
+    k = 0
+    for _, v, ceiling in items:
+        if ceiling:
+            ax.axhline(v, gid="ceiling", **CEILING_STYLE)
+        else:
+            ax.axhline(v, color="#555555", linewidth=1, zorder=4,
+                       linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)])
+            k += 1
     lo, hi = ax.get_ylim()
     if ax.get_yscale() == "log":
         def frac(v):
@@ -80,15 +111,38 @@ def _ref_line_labels(ax, ref_lines: dict[str, float]) -> None:
             return (v - lo) / (hi - lo)
     gap = 2.6 * 7.5 / (0.6 * 72 * ax.figure.get_figheight())  # two lines of 7.5-pt text
     placed: list[float] = []
-    for _, v in items:
+    for _, v, _c in items:
         placed.append(max(frac(v), placed[-1] + gap) if placed else frac(v))
-    for (label, v), y in zip(items, placed):
+    for (label, v, ceiling), y in zip(items, placed):
         moved = abs(y - frac(v)) > 1e-9
-        ax.annotate(f"{textwrap.fill(label, 22)}\n{v:,.0f}", xy=(1.0, v), xycoords=("axes fraction", "data"),
+        ax.annotate(f"{textwrap.fill(label, 22)}\n{v:,.0f}{'/s' if ceiling else ''}", xy=(1.0, v),
+                    xycoords=("axes fraction", "data"),
                     xytext=(1.02, y), textcoords="axes fraction", ha="left", va="center", fontsize=7.5,
                     color="#333333", annotation_clip=False, clip_on=False,
                     arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.8, "shrinkA": 0,
                                 "shrinkB": 0} if moved else None)
+
+
+def draw_ceilings(axes, ceilings, ref_lines: dict[str, float] | None = None) -> None:
+    """The machine's limits on the panels of a chart whose y limits are set: those in view as
+    dotted lines named in the margin (beside `ref_lines`, placed together), the rest named above
+    the plot (split_ceilings, on the panels' highest data). `ceilings`: one {label: value} for
+    every panel, or a list of them, one per panel (03's NORMAL and FULL panels)."""
+    per_axis = list(ceilings) if isinstance(ceilings, (list, tuple)) else [ceilings] * len(axes)
+    top = max((float(v) for ax in axes for ln in ax.get_lines()
+               for v in np.asarray(ln.get_ydata(), dtype=float) if v == v), default=0.0)
+    top = max([top] + [float(p.get_height()) for ax in axes for p in ax.patches
+                       if isinstance(p, Rectangle) and p.get_height() == p.get_height()])
+    split = [split_ceilings(c, top) for c in per_axis]
+    reach = max((v for shown, _ in split for v in shown.values()), default=None)
+    for ax, (shown, above) in zip(axes, split):
+        if reach is not None:  # shared y axes: every panel reaches the highest line drawn
+            lo, hi = ax.get_ylim()
+            ax.set_ylim(lo, max(hi, reach * 1.05))
+    for ax, (shown, above) in zip(axes, split):
+        name_above(ax, above)
+        if shown or ref_lines:
+            _ref_line_labels(ax, ref_lines or {}, shown)
 
 
 DIRECT_LABEL = "direct-label"  # the gid of a label naming series drawn on one line

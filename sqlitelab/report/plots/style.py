@@ -8,7 +8,9 @@
   (GENERATOR_STYLES).
 - **a solid line: measured here.** **Dashed grey with × markers: the article's own numbers or another
   reference** (REFERENCE_COLORS, REFERENCE_DASHES; reference loads and objectives as grey dashed
-  lines across the plot). **Dotted: a bound computed, not measured** (BOUND_STYLE).
+  lines across the plot). **Dotted: a bound** — computed, in its series' colour (BOUND_STYLE), or
+  the machine's own limit measured without the rest of the stack, dark and named in the margin
+  (CEILING_STYLE: SQLite alone, HTTP alone; a limit far above the data is named above the plot).
 - **a filled marker: SQLite; a hollow marker: Postgres** behind the same stack.
 - **a black ring: the generator was the limit; a black square: it plausibly set the pace**
   (LIMIT_MARKS; hatched bars) — black, which no stack and no category uses.
@@ -80,6 +82,9 @@ class _StackStyles(Mapping):
 STACK_STYLES: Mapping[str, dict] = _StackStyles()
 MEASURED = "-"  # a line measured here: always solid
 BOUND_STYLE = {"linestyle": (0, (1, 1.6)), "linewidth": 1.2, "marker": None}  # dotted: a computed bound
+# dotted dark: the machine's own limit (analysis.machine_limits), drawn across a chart's panels
+CEILING_STYLE = {"color": "#222222", "linestyle": (0, (1, 1.6)), "linewidth": 1.3, "zorder": 4}
+CEILING_STRETCH = 2.5  # a limit above this many times a chart's highest data is named, not drawn
 KEY_GREY = "#555555"  # legend entries that stand for a mark whatever its colour (hollow: Postgres)
 
 
