@@ -2,7 +2,8 @@
 and whether it moved beyond the noise (sqlitelab.report.compare).
 
 A and B: a notebook run's id, newest:<scale>:<NN> (the newest run of notebook NN at that scale on
-this machine) or reference:<NN> (notebook NN of the committed reference run). Exit status: 0 the
+this machine) or reference:<NN> (notebook NN of the committed reference run); B is read from
+`--db-b` when given (another checkout's or machine's results.db), else from `--db`. Exit status: 0 the
 comparison was made (an empty one says why), 2 a run that is not there or runs of different
 notebooks, in one line.
 
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", action="store_true", help="measure and store this machine's run-to-run spread")
     ap.add_argument("--runs", type=int, default=noise.RUNS, help="sweeps per family for --noise")
     ap.add_argument("--db", type=Path, default=None, help="the results database (default data/results.db)")
+    ap.add_argument("--db-b", type=Path, default=None,
+                    help="B's results database, when B is in another one (another checkout or machine; default --db)")
     ap.add_argument("--csv", type=Path, default=None, help="also write the aligned points to this CSV")
     args = ap.parse_args(argv)
     if args.noise:
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.a is None or args.b is None:
         ap.error("give two runs (A B), or --noise")
     try:
-        c = compare.compare(compare.side(args.a, args.db), compare.side(args.b, args.db))
+        c = compare.compare(compare.side(args.a, args.db), compare.side(args.b, args.db_b or args.db))
     except compare.CompareError as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2

@@ -77,6 +77,18 @@ def test_points_only_one_side_has_are_listed_and_no_overlap_is_an_explained_empt
     assert "no point in common: nothing to compare" in out and "only in a:" in out and "only in b:" in out
 
 
+def test_b_may_come_from_another_results_database(tmp_path, capsys):
+    """Another checkout's or machine's results.db (`--db-b`): B is read from it, A from --db."""
+    mine, theirs = tmp_path / "mine.db", tmp_path / "theirs.db"
+    store(mine, "run-a", rps={8: [1000, 1010]})
+    store(theirs, "run-b", rps={8: [2000, 2020]}, commit="bbbb")
+    assert command.main(["run-a", "run-b", "--db", str(mine)]) == 2  # not in A's database
+    assert "no run 'run-b' with points" in capsys.readouterr().err
+    assert command.main(["run-a", "run-b", "--db", str(mine), "--db-b", str(theirs)]) == 0
+    out = capsys.readouterr().out
+    assert "faster" in out and "bbbb" in out
+
+
 @pytest.mark.parametrize("a,b,says", [
     ("run-a", "no-such-run", "no run 'no-such-run' with points"),
     ("run-a", "run-other", "compare runs of one notebook"),
