@@ -95,6 +95,7 @@ def test_health(srv, http):
     assert knobs["metrics_txn"] == profile.get("metrics_txn", "request")
     assert isinstance(h["emulated"], dict)
     assert isinstance(h["requests_handled"], int)
+    assert "writer" in h and h["writer"] is None  # rails71 writes on the pool: no writer to count
     if srv.database == "postgres":
         assert h["database_version"] == srv.db.version
         for k in servers.SQLITE_ONLY_KNOBS:
@@ -576,8 +577,15 @@ def test_writer_paths_isolate_failing_jobs(stack, path, database, fresh_db):
                 return c.post("/items", json={"payload": f"w{i}"}).status_code
             with cf.ThreadPoolExecutor(16) as pool:
                 codes = list(pool.map(one, range(200)))
+        counts = s.get_json("/health")["writer"]
     assert codes.count(404) == 40 and codes.count(201) == 160
     assert databases.table_counts(db)["items"] == 160
+    # /health's writer counts every job once, in transactions whose sizes add up to them
+    sizes = {int(k): v for k, v in counts["sizes"].items()}
+    assert counts["jobs"] == 200 == sum(k * v for k, v in sizes.items())
+    assert counts["transactions"] == sum(sizes.values())
+    if path == "writer":
+        assert sizes == {1: 200}
 
 
 METRIC_ROW = "SELECT instance, name, value, previous FROM metrics WHERE id = ?"

@@ -11,6 +11,7 @@ import pytest
 
 matplotlib.use("Agg")
 
+from sqlitelab.load.driver import writer_window
 from sqlitelab.report import analysis, findings, plots
 from sqlitelab.infra import databases, servers
 from sqlitelab.core import layout, processes
@@ -451,3 +452,18 @@ def test_a_calibration_onset_stored_as_text_is_read_back_as_a_number(tmp_path):
     assert got["onset_util"] == 0.71 and isinstance(got["onset_util"], float)
     cal, _ = calibrate.load_calibrations(db)
     assert cal["onset_util"].tolist() == [0.71]
+
+
+def test_the_writers_window_counts_are_the_difference_of_its_two_health_reads():
+    """/health's `writer` at a window's two edges: transactions, writes and the batch sizes of
+    the window alone; nothing where the server has no writer or an edge was read late."""
+    m0 = {"writer": {"transactions": 8, "jobs": 26, "sizes": {"1": 4, "3": 2, "8": 2}}}
+    m1 = {"writer": {"transactions": 13, "jobs": 61, "sizes": {"1": 4, "3": 3, "8": 6}}}
+    w = writer_window(m0, m1)
+    assert (w["writer_transactions"], w["writer_jobs"]) == (5, 35)
+    sizes = json.loads(w["writer_sizes"])
+    assert sizes == {"3": 1, "8": 4}  # the sizes of the window alone, none of the zeros
+    assert sum(int(k) * v for k, v in sizes.items()) == w["writer_jobs"]
+    for edge in (None, {"writer": None}, {"handled": None}):
+        assert writer_window(m0, edge) == {"writer_transactions": None, "writer_jobs": None,
+                                           "writer_sizes": None}

@@ -936,6 +936,36 @@ func (t *Tx) Insert(query string, args ...any) (int64, error) {
 	return t.db.insert(t, query, args...)
 }
 
+// writerCounts: the transactions the writer ran, the jobs in them, and how many transactions
+// held each count of jobs (/health's `writer`).
+type writerCounts struct {
+	mu           sync.Mutex
+	transactions int64
+	jobs         int64
+	sizes        map[int]int64
+}
+
+func (c *writerCounts) add(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sizes == nil {
+		c.sizes = map[int]int64{}
+	}
+	c.transactions++
+	c.jobs += int64(n)
+	c.sizes[n]++
+}
+
+func (c *writerCounts) snapshot() map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sizes := map[string]int64{}
+	for k, v := range c.sizes {
+		sizes[strconv.Itoa(k)] = v
+	}
+	return map[string]any{"transactions": c.transactions, "jobs": c.jobs, "sizes": sizes}
+}
+
 // job is one request's write, run by the writer goroutine; done gets its outcome after COMMIT.
 type job struct {
 	fn       func(*Tx) error
@@ -957,6 +987,7 @@ type Service struct {
 	log       *sqlLog // LAB_SQL_LOG=on, else nil
 	jobs      chan *job
 	writerWG  sync.WaitGroup
+	counts    writerCounts // /health's `writer` (writer/batch)
 	handled   atomic.Int64
 	pragmas   map[string]string // read back at start-up (SQLite)
 	versions  map[string]string
@@ -1195,6 +1226,7 @@ func run(j *job, t *Tx) (err error) {
 // writeEach (writer): one transaction per job, answered after its COMMIT.
 func (s *Service) writeEach(w *writerConn) {
 	for j := range s.jobs {
+		s.counts.add(1)
 		conn, err := w.get()
 		if err == nil {
 			if err = s.tx(conn, func(t *Tx) error { return run(j, t) }); err != nil {
@@ -1225,6 +1257,7 @@ func (s *Service) writeBatch(w *writerConn) {
 				break drain
 			}
 		}
+		s.counts.add(len(batch))
 		conn, err := w.get()
 		if err != nil {
 			for _, j := range batch {
@@ -1306,6 +1339,10 @@ func (s *Service) health(w http.ResponseWriter, r *http.Request) {
 			knobs[k] = nil
 		}
 	}
+	var writer any // null on the pool path
+	if s.jobs != nil {
+		writer = s.counts.snapshot()
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"server":           "go-nethttp",
 		"versions":         s.versions,
@@ -1316,6 +1353,7 @@ func (s *Service) health(w http.ResponseWriter, r *http.Request) {
 		"knobs":            knobs,
 		"emulated":         emulated,
 		"requests_handled": s.handled.Load(),
+		"writer":           writer,
 	})
 }
 

@@ -539,6 +539,9 @@ class Writer:
         self.db, self.batch = db, batch
         self.con = db.connect()
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        # /health's `writer`: transactions run, jobs in them, and how many held each count of jobs
+        self.counts_lock = threading.Lock()
+        self.transactions, self.jobs_run, self.sizes = 0, 0, {}
         self.thread = threading.Thread(target=self.loop, name=f"{db.name}-writer", daemon=True)
         self.thread.start()
 
@@ -570,7 +573,17 @@ class Writer:
                     batch.append(job)
             self.run(batch)
 
+    def counts(self) -> dict:
+        """Transactions the writer ran, the jobs in them, and the sizes' distribution."""
+        with self.counts_lock:
+            return {"transactions": self.transactions, "jobs": self.jobs_run,
+                    "sizes": {str(k): v for k, v in sorted(self.sizes.items())}}
+
     def run(self, batch) -> None:
+        with self.counts_lock:
+            self.transactions += 1
+            self.jobs_run += len(batch)
+            self.sizes[len(batch)] = self.sizes.get(len(batch), 0) + 1
         if self.db.broken(self.con):  # Postgres: the writer's connection was lost; a new one
             try:
                 self.con.close()
@@ -913,6 +926,7 @@ def health():
                               "statements and COMMIT: stdlib sqlite3 has no sqlite3_busy_handler"}
                      if DB.policy.emulated else {}),
         "requests_handled": COUNTER.total(),
+        "writer": DB.writer.counts() if DB.writer else None,
     }
 
 

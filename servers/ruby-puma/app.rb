@@ -382,6 +382,11 @@ module Lab
       @conn = conn
       @batch = batch
       @queue = Thread::Queue.new
+      # /health's `writer`: transactions run, jobs in them, how many held each count of jobs
+      @counts_lock = Mutex.new
+      @transactions = 0
+      @jobs = 0
+      @sizes = Hash.new(0)
       @thread = Thread.new { run }
       @thread.name = "lab-writer"
     end
@@ -394,6 +399,13 @@ module Lab
       raise value unless ok
 
       value
+    end
+
+    # The transactions the writer ran, the jobs in them, and the sizes' distribution.
+    def counts
+      @counts_lock.synchronize do
+        { transactions: @transactions, jobs: @jobs, sizes: @sizes.sort.to_h { |k, v| [k.to_s, v] } }
+      end
     end
 
     # Answers everything already queued, then stops the thread and closes its connection.
@@ -409,6 +421,11 @@ module Lab
       while (job = @queue.pop)
         jobs = [job]
         jobs << @queue.pop while @batch && !@queue.empty?
+        @counts_lock.synchronize do
+          @transactions += 1
+          @jobs += jobs.size
+          @sizes[jobs.size] += 1
+        end
         begin
           @conn.checkout
           @batch ? commit_batch(jobs) : commit_one(job)
@@ -760,6 +777,7 @@ module Lab
         },
         emulated: {},
         requests_handled: @counter.total,
+        writer: @writer&.counts,
       })
     end
 

@@ -49,6 +49,7 @@ TYPES: dict[str, type] = {
     # level or only a scenario's has
     "rows_written": int, "expected_rows": int, "unacked_rows": int, "db_cached_before": float,
     "db_cached_after": float, "db_mib": float, "off_host": int,
+    "writer_transactions": int, "writer_jobs": int, "writer_sizes": str,
     # a calibration's drift onset: empty when no drift was seen, which made the column TEXT in
     # results.db files made before it was typed here (calibrate reads such a value back as a number)
     "onset_util": float,
@@ -258,6 +259,14 @@ TABLES: dict[str, dict] = {
             "server_requests": "Requests the server itself counted in the window (/health "
                                "requests_handled at both ends), empty for count-based levels and when an edge's mark was "
                                "taken late (the window known only after it passed).",
+            "writer_transactions": "Transactions the server's one writer ran in the window (/health's "
+                                   "`writer` at both edges; LAB_WRITE_PATH writer|batch, empty on the pool "
+                                   "and when an edge was read late): its COMMITs, so its commits per "
+                                   "second are this over window_s.",
+            "writer_jobs": "Writes (jobs) in those transactions: writer_jobs / writer_transactions is "
+                           "the mean group-commit batch (1 on the writer path).",
+            "writer_sizes": "JSON: writes per transaction -> transactions that held that many, in the "
+                            "window (the batch sizes' distribution).",
             "server_mark_late_ms": "How long after its edge the later of the two /health counts was "
                                    "read, ms: server_requests' window may end that much later than "
                                    "the generator's (load.verdicts.counts_agree).",

@@ -563,6 +563,20 @@ def level_timing(out_dir: Path, launch: float, t0: float, warmup: float, exited:
             "time_merge_s": done - exited, "time_level_s": done - launch}
 
 
+def writer_window(m0: dict | None, m1: dict | None) -> dict:
+    """The writer's own counts over a window (/health's `writer` at its two edges, the
+    writer|batch paths): the transactions it ran, the writes in them, and how many transactions
+    held each number of writes (`writer_sizes`, JSON) — group commit's batch sizes. Empty where
+    the server has no writer (the pool) or an edge was read late (sampler.mark)."""
+    w0, w1 = (m0 or {}).get("writer"), (m1 or {}).get("writer")
+    if not (isinstance(w0, dict) and isinstance(w1, dict)):
+        return {"writer_transactions": None, "writer_jobs": None, "writer_sizes": None}
+    sizes = {int(k): int(v) - int(w0.get("sizes", {}).get(k, 0)) for k, v in w1.get("sizes", {}).items()}
+    return {"writer_transactions": int(w1["transactions"]) - int(w0["transactions"]),
+            "writer_jobs": int(w1["jobs"]) - int(w0["jobs"]),
+            "writer_sizes": json.dumps({str(k): v for k, v in sorted(sizes.items()) if v})}
+
+
 def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,
                 window, returncode, generator: str = "locust", keepalive: bool = True,
                 writes: "scenarios.Writes | None" = None) -> dict:
@@ -604,6 +618,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     server_handled = (m1["handled"] - m0["handled"]) if (m0 and m1 and m0["handled"] is not None
                                                         and m1["handled"] is not None and not requests) else None
     mark_late = [m.get("late_s") for m in (m0, m1) if m and m.get("late_s") is not None]
+    writer = writer_window(m0, m1)
     if writes is None and scenario is not None:
         writes = SCENARIOS[scenario].writes
     acked = inflight = 0
@@ -645,6 +660,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "locust_cpu_warning": locust_warned,
         "server_requests": server_handled,
         "server_mark_late_ms": (1000 * max(mark_late)) if server_handled is not None and mark_late else None,
+        **writer,
         "ramp_in_window": bool(spawned and max(spawned) > t0),
         "acked_writes": acked,
         "inflight_writes": inflight,

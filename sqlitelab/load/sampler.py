@@ -142,16 +142,18 @@ class Sampler(threading.Thread):
         it was due the count had been read (an upper bound on how far the edge moved)."""
         # the count first, at the edge; the CPU trees after it (reading them takes milliseconds)
         try:
-            handled = self.server.get_json("/health", timeout=2)["requests_handled"]
-        except (OSError, ValueError, KeyError):
-            handled = None
+            health = self.server.get_json("/health", timeout=2)
+            handled, writer = health["requests_handled"], health.get("writer")
+        except (OSError, ValueError, KeyError, TypeError):
+            handled = writer = None
         read = time.time()
         late = max(0.0, read - due) if due is not None else None
         if late is not None and late > MARK_LATE_S:
-            handled = None
+            handled = writer = None
         t, scpu, rss, gcpu, _ = self.sample()
+        # `writer`: the writer's own counts (/health, writer|batch paths), None on the pool
         self.marks[name] = {"t": t, "server_cpu": scpu, "gen_cpu": gcpu, "handled": handled,
-                            "late_s": late}
+                            "writer": writer, "late_s": late}
 
     def run(self) -> None:
         known = self.t0 is not None

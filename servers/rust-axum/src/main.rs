@@ -1571,8 +1571,38 @@ impl WriterDb {
     }
 }
 
+/// The transactions the writer ran, the jobs in them, and how many transactions held each count
+/// of jobs (/health's `writer`).
+#[derive(Default)]
+struct WriterCounts {
+    transactions: u64,
+    jobs: u64,
+    sizes: std::collections::BTreeMap<usize, u64>,
+}
+
+impl WriterCounts {
+    fn add(counts: &Mutex<WriterCounts>, n: usize) {
+        let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.transactions += 1;
+        c.jobs += n as u64;
+        *c.sizes.entry(n).or_insert(0) += 1;
+    }
+
+    fn snapshot(counts: &Mutex<WriterCounts>) -> Value {
+        let c = counts.lock().unwrap_or_else(|e| e.into_inner());
+        let sizes: serde_json::Map<String, Value> =
+            c.sizes.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        json!({"transactions": c.transactions, "jobs": c.jobs, "sizes": sizes})
+    }
+}
+
 /// One transaction per job (`writer`), or group commit (`batch`).
-async fn writer_loop(mut db: WriterDb, mut rx: mpsc::UnboundedReceiver<Msg>, batch: bool) {
+async fn writer_loop(
+    mut db: WriterDb,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    batch: bool,
+    counts: Arc<Mutex<WriterCounts>>,
+) {
     let mut stopping = false;
     while !stopping {
         let mut jobs = match rx.recv().await {
@@ -1591,12 +1621,22 @@ async fn writer_loop(mut db: WriterDb, mut rx: mpsc::UnboundedReceiver<Msg>, bat
                 }
             }
         }
+        if batch {
+            WriterCounts::add(&counts, jobs.len());
+        } else {
+            for _ in &jobs {
+                WriterCounts::add(&counts, 1);
+            }
+        }
         db.run(jobs, batch).await;
     }
     // Answer anything still queued after Stop (nothing should be: the server has drained).
     let mut rest = Vec::new();
     while let Ok(Msg::Job(job)) = rx.try_recv() {
         rest.push(job);
+    }
+    for _ in &rest {
+        WriterCounts::add(&counts, 1);
     }
     if !rest.is_empty() {
         db.run(rest, false).await;
@@ -1682,6 +1722,7 @@ struct AppState {
     templates: Templates,
     health: Value,
     requests_handled: AtomicU64,
+    writer_counts: Option<Arc<Mutex<WriterCounts>>>, // writer/batch: /health's `writer`
 }
 
 type Shared = Arc<AppState>;
@@ -1720,6 +1761,7 @@ impl AppState {
 async fn health(State(st): State<Shared>) -> Json<Value> {
     let mut h = st.health.clone();
     h["requests_handled"] = json!(st.requests_handled.load(Ordering::Relaxed));
+    h["writer"] = st.writer_counts.as_ref().map_or(Value::Null, |c| WriterCounts::snapshot(c));
     Json(h)
 }
 
@@ -2108,6 +2150,7 @@ fn run() -> Result<(), String> {
         Backend::Postgres(pg) => runtime.block_on(open_postgres(pg, &cfg, &connector))?,
     };
     let batch = cfg.write_path == WritePath::Batch;
+    let counts = Arc::new(Mutex::new(WriterCounts::default()));
     let (writer_tx, writer) = match opened.writer {
         None => (None, None),
         Some(db) => {
@@ -2116,14 +2159,15 @@ fn run() -> Result<(), String> {
                 // The shared writer code on its own thread: only the queue is waited for.
                 WriterDb::Sqlite(..) => {
                     let rt = runtime.handle().clone();
+                    let counts = Arc::clone(&counts);
                     let thread = thread::Builder::new()
                         .name("lab-writer".into())
-                        .spawn(move || rt.block_on(writer_loop(db, rx, batch)))
+                        .spawn(move || rt.block_on(writer_loop(db, rx, batch, counts)))
                         .map_err(|e| format!("cannot start the writer thread: {e}"))?;
                     WriterHandle::Thread(thread)
                 }
                 WriterDb::Postgres(_) => {
-                    WriterHandle::Task(runtime.spawn(writer_loop(db, rx, batch)))
+                    WriterHandle::Task(runtime.spawn(writer_loop(db, rx, batch, Arc::clone(&counts))))
                 }
             };
             (Some(tx), Some(handle))
@@ -2184,6 +2228,7 @@ fn run() -> Result<(), String> {
         templates,
         health,
         requests_handled: AtomicU64::new(0),
+        writer_counts: writer_tx.as_ref().map(|_| Arc::clone(&counts)),
     });
 
     runtime.block_on(serve(&cfg, Arc::clone(&state)))?;
