@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pandas as pd
+
 import pytest
 
 from sqlitelab import browse, compare as command
@@ -176,3 +178,21 @@ def test_the_comparison_figure_keeps_the_vocabulary(tmp_path):
     assert plots.problems(fig) == []
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["Go · net/http, 1 user", "Go · net/http, 8 users", "Go · net/http, 32 users"]
+
+
+def test_the_machines_own_speed_heads_the_provenance_when_the_runs_measured_it(tmp_path):
+    """Each run's raw-SQLite ceiling (baseline.ceiling's row): a machine 4× faster underneath
+    is named before any point, with the ratio; within CEILING_SAME it is the same speed."""
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={8: [1000]})
+    store(db, "run-b", rps={8: [4000]})
+    for run_id, commits in (("run-a", 20_000.0), ("run-b", 80_000.0)):
+        results.store_table(run_id, "03-read-write-mix", "ceilings",
+                            pd.DataFrame([{"commits_per_s": commits, "reads_per_s": 90_000.0}]),
+                            path=db, experiment="ceiling")
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    p = c.provenance.set_index("what")
+    row = p.loc["SQLite alone, one-row commits (NORMAL) (b ÷ a 4.00×)"]
+    assert (row["a"], row["b"], bool(row["same"])) == ("20,000/s", "80,000/s", False)
+    assert bool(p.loc["SQLite alone, point reads (b ÷ a 1.00×)", "same"])
+    assert "one-row commits (NORMAL) (b ÷ a 4.00×) differs: 20,000/s | 80,000/s" in compare.summary(c)

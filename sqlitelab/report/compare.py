@@ -48,6 +48,7 @@ class Side:
     points: pd.DataFrame
     runs: pd.DataFrame
     machine_noise: dict = field(default_factory=dict)
+    ceilings: pd.DataFrame = field(default_factory=pd.DataFrame)  # the machine's limits the run measured
 
     @property
     def notebook(self) -> str:
@@ -81,7 +82,9 @@ def side(ref: str, path=None, reference_dir=None) -> Side:
             raise CompareError(f"the reference run has no points of notebook {rest!r}; it has: "
                                f"{', '.join(known)}")
         runs = ref_run["runs"][ref_run["runs"]["notebook_run"].isin(set(pts["notebook_run"]))]
-        return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path))
+        ceil = ref_run.get("ceilings", pd.DataFrame())
+        ceil = ceil[ceil["notebook_run"].isin(set(pts["notebook_run"]))] if len(ceil) else ceil
+        return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path), ceil)
     if kind == "newest":  # on this machine
         scale, _, nb = rest.partition(":")
         pts = results.load_points(path)
@@ -99,7 +102,8 @@ def side(ref: str, path=None, reference_dir=None) -> Side:
         raise CompareError(f"no run {ref!r} with points in {path or 'data/results.db'} (a notebook "
                            f"run's id, newest:<scale>:<NN> or reference:<NN>)")
     runs = results.read_sql("SELECT * FROM runs WHERE notebook_run = ? OR run_id = ?", [ref, ref], path)
-    return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path))
+    return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path),
+                results.load_table("ceilings", ref, path))
 
 
 def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
@@ -210,8 +214,30 @@ def provenance(a: Side, b: Side) -> pd.DataFrame:
         rows.append({"what": what, "a": va, "b": vb, "same": va == vb})
     va, vb = _one(a.points, "generator"), _one(b.points, "generator")
     rows.append({"what": "generator", "a": va, "b": vb, "same": va == vb})
+    for col, words in CEILING_WORDS.items():  # the machine's own speed, measured by each run
+        ca, cb = _ceiling(a, col), _ceiling(b, col)
+        if ca is None and cb is None:
+            continue
+        same = ca is not None and cb is not None and abs(cb / ca - 1) <= CEILING_SAME
+        text = (lambda v: "not measured" if v is None else f"{v:,.0f}/s")
+        rows.append({"what": words + ("" if ca is None or cb is None else f" (b ÷ a {cb / ca:.2f}×)"),
+                     "a": text(ca), "b": text(cb), "same": same})
     out = pd.DataFrame(rows)
     return out.sort_values("same", kind="stable").reset_index(drop=True)
+
+
+# The machine's limits a run stores (baseline.ceiling), as the provenance names them; two within
+# CEILING_SAME of each other count as the same machine speed
+CEILING_WORDS = {"commits_per_s": "SQLite alone, one-row commits (NORMAL)",
+                 "reads_per_s": "SQLite alone, point reads"}
+CEILING_SAME = 0.15
+
+
+def _ceiling(s: Side, col: str) -> float | None:
+    c = s.ceilings
+    if c is None or c.empty or col not in c or c[col].isna().all():
+        return None
+    return float(c[col].dropna().mean())
 
 
 def _one(rows: pd.DataFrame, col: str) -> str:
