@@ -270,6 +270,13 @@ def test_large_totals_run_only_the_named_settings_and_no_consumer(tmp_path):
     assert (df[df["total"] == 1000]["consumed"] == 1000).all()
     with pytest.raises(ValueError, match="large must be a dict"):
         buffer.plan([1000], [1], large={"rows_per_txn": [1]})
+    # a total of its own: the article's 100 M ran 25 rows only
+    at = {**large, "rows_per_txn_at": {5000: [1]}}
+    tuned = [(p["total"], p["rows_per_txn"]) for p in buffer.plan([3000, 5000], [1, 2], ["full"], large=at)
+             if p["method"] == "tuned"]
+    assert tuned == [(3000, 2), (5000, 1)]
+    with pytest.raises(ValueError, match="rows_per_txn_at must map"):
+        buffer.plan([1000], [1], large={"above": 1, "rows_per_txn_at": {5000: 1}})
 
 
 def pd_isna(v) -> bool:

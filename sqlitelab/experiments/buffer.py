@@ -86,7 +86,7 @@ def project_point(method: str, total: int, rows_per_txn: int, records_per_row: i
 
 # ----------------------------------------------------------------------------- sweeps
 
-LARGE_KEYS = {"above", "rows_per_txn", "synchronous", "consume"}
+LARGE_KEYS = {"above", "rows_per_txn", "rows_per_txn_at", "synchronous", "consume"}
 
 
 def _check_large(large: dict | None) -> dict | None:
@@ -95,7 +95,18 @@ def _check_large(large: dict | None) -> dict | None:
     if not isinstance(large, dict) or set(large) - LARGE_KEYS or "above" not in large:
         raise ValueError(f"large must be a dict with 'above' and any of {sorted(LARGE_KEYS - {'above'})}, "
                          f"not {large!r}")
+    at = large.get("rows_per_txn_at", {})
+    if not isinstance(at, dict) or not all(isinstance(v, (list, tuple)) for v in at.values()):
+        raise ValueError(f"large's rows_per_txn_at must map a total to a list of rows per transaction, "
+                         f"not {at!r}")
     return large
+
+
+def large_rows(large: dict, total: int, rpt: int) -> bool:
+    """Whether the lab's writer runs `rpt` rows per transaction at a large `total`: the total's
+    own list (`rows_per_txn_at`), else `rows_per_txn`, else every one."""
+    allowed = large.get("rows_per_txn_at", {}).get(total, large.get("rows_per_txn"))
+    return allowed is None or rpt in allowed
 
 
 def is_large(large: dict | None, total: int) -> bool:
@@ -108,8 +119,9 @@ def plan(totals, rows_per_txn, synchronous=("normal", "full"), methods=METHODS,
     (per synchronous) at every total and rows_per_txn, and each variant of `article` at
     `variant_totals` (default: the largest total). Within a total, each repeat runs every
     rows_per_txn and method in turn, so that a noisy minute does not hit one series only.
-    `large` = {"above": N, "rows_per_txn": [...], "synchronous": [...], "consume": bool}: above N
-    records, `tuned` runs only those rows per transaction and synchronous settings (and, with
+    `large` = {"above": N, "rows_per_txn": [...], "rows_per_txn_at": {total: [...]}, "synchronous":
+    [...], "consume": bool}: above N records, `tuned` runs only those rows per transaction (a total's
+    own list in rows_per_txn_at) and synchronous settings (and, with
     consume False, no consumer: sweep_buffer); the `article` points stay (the memory projection
     skips them there, with its reason)."""
     if isinstance(totals, int) or isinstance(rows_per_txn, int):
@@ -141,7 +153,7 @@ def plan(totals, rows_per_txn, synchronous=("normal", "full"), methods=METHODS,
                             pts.append({"method": "article", "variant": v, "synchronous": None,
                                         "rows_per_txn": rpt, "total": total, "repeat": rep})
                 if total in totals and "tuned" in methods:
-                    if is_large(large, total) and rpt not in large.get("rows_per_txn", [rpt]):
+                    if is_large(large, total) and not large_rows(large, total, rpt):
                         continue
                     for s in synchronous:
                         if is_large(large, total) and s not in large.get("synchronous", [s]):

@@ -3,9 +3,10 @@ much memory? Everything that is this notebook's, declared once.
 
 Seed scale keeps the article's totals, rows per transaction and one run per total (its method);
 above 1 M records (`large`) the lab's writer runs only at the article's settings above 10 M (25
-and 100 rows per transaction, synchronous FULL; the article ran 10 rows only up to 10 M, and
-NORMAL never), without the consumer (the article has none): its 10-M points at NORMAL and at 10
-rows took 180 of the reference run's 845 s of points (034f47a).
+and 100 rows per transaction, 25 alone at 100 M, synchronous FULL; the article ran 10 rows only up
+to 10 M, 100 rows ran out of memory at 100 M, and NORMAL never), without the consumer (the article
+has none): its 10-M points at NORMAL and at 10 rows took 180 of the reference run's 845 s of
+points (034f47a), and 100 rows at 100 M 174 s of the seed run of 2026-11-26 (0382126).
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ SCALES: dict[str, dict] = {
              "variants": ["one_connection", "sync_normal", "no_ckpt_on_close", "page_size_8192",
                           "py311_gc", "no_logging"], "variant_totals": [1_000_000],
              "repeats": 1, "max_seconds": 300.0, "slow_sync_ms": 40.0, "slow_sync_total": 1_000_000,
-             "large": {"above": 1_000_000, "rows_per_txn": [25, 100], "synchronous": ["full"],
+             "large": {"above": 1_000_000, "rows_per_txn": [25, 100],
+                       "rows_per_txn_at": {100_000_000: [25]}, "synchronous": ["full"],
                        "consume": False}},
 }
 
