@@ -39,6 +39,8 @@ module Lab
   MAX_DELAY_MS = 10_000
   MAX_BODY = 1_048_576
   MAX_PAYLOAD = 65_536
+  # Puma threads per process on the writer|batch paths when LAB_THREADS is not given (pool: 3)
+  WRITER_THREADS = 64
   # As servers/shared.toml declares them (tests/test_contract.py checks they agree).
   METRIC_NAMES = %w[cpu memory disk load requests].freeze
 
@@ -102,7 +104,10 @@ module Lab
       end
       @write_path = choice(env, "LAB_WRITE_PATH", "pool", %w[pool writer batch])
       @processes = int(env, "LAB_PROCESSES", 1, 1..)
-      @threads = int(env, "LAB_THREADS", 3, 1..)
+      # writer|batch: a request thread only waits on the writer's queue (Thread::Queue#pop
+      # releases the GVL), and Puma's threads are all the writes that can be queued: with 3, group
+      # commit never batched more than 3 (python -m sqlitelab.experiments.write_paths, 2026-11-26)
+      @threads = int(env, "LAB_THREADS", @write_path == "pool" ? 3 : WRITER_THREADS, 1..)
       @readers = int(env, "LAB_READERS", @threads, 1..)
       if @write_path != "pool" && @processes > 1
         raise ConfigError, "LAB_WRITE_PATH=#{@write_path} needs LAB_PROCESSES=1 (one writer thread serves one process)"
