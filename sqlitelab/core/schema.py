@@ -49,7 +49,7 @@ TYPES: dict[str, type] = {
     # level or only a scenario's has
     "rows_written": int, "expected_rows": int, "unacked_rows": int, "db_cached_before": float,
     "db_cached_after": float, "db_mib": float, "off_host": int,
-    "writer_transactions": int, "writer_jobs": int, "writer_sizes": str,
+    "writer_transactions": int, "writer_jobs": int,
     # a calibration's drift onset: empty when no drift was seen, which made the column TEXT in
     # results.db files made before it was typed here (calibrate reads such a value back as a number)
     "onset_util": float,
