@@ -141,3 +141,27 @@ def test_a_commit_is_dirty_for_code_not_for_the_labs_own_outputs(tmp_path, monke
     assert results.git_commit() == clean
     (repo / "sqlitelab" / "x.py").write_text("2")
     assert results.git_commit() == clean + "-dirty"
+
+
+def _store_many(args):
+    db, worker = args
+    nb_run = f"03-read-write-mix-race-{worker}"
+    return [_store(db, nb_run, f"e{i}", 100.0 + i, i) for i in range(8)]
+
+
+def test_processes_storing_into_a_fresh_file_at_once_all_land(tmp_path):
+    """Two notebooks storing at the same moment into a results.db that does not exist yet (CI's
+    notebook tier on two workers): creating the tables raced inside SQLite's locks and one of
+    them failed at once with "database is locked". Every run and point must land."""
+    import multiprocessing
+    db = tmp_path / "results.db"
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        stored = [r for rs in pool.map(_store_many, [(db, w) for w in range(6)]) for r in rs]
+    con = sqlite3.connect(db)
+    try:
+        runs = {r[0] for r in con.execute("SELECT run_id FROM runs")}
+        points = con.execute("SELECT count(*) FROM points").fetchone()[0]
+    finally:
+        con.close()
+    assert runs == set(stored) and len(stored) == 48
+    assert points == 2 * len(stored)

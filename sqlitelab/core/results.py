@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from packaging.markers import Marker
+import contextlib
+import fcntl
 import hashlib
 import json
 import platform
@@ -157,12 +159,31 @@ def lock() -> dict:
 
 
 def open_db(path: Path | str | None = None) -> sqlite_utils.Database:
+    """results.db, migrated and in WAL mode. A process that writes holds `writing` instead:
+    two notebooks storing at once (two `make run`s, the notebook tier on two workers) must not
+    meet inside SQLite's locks, where creating a table on a fresh file can fail at once with
+    "database is locked" instead of waiting."""
     path = Path(path or config.RESULTS_DB)
     path.parent.mkdir(parents=True, exist_ok=True)
     migrate(path)
-    db = sqlite_utils.Database(path)
+    db = sqlite_utils.Database(sqlite3.connect(path, timeout=60))
     db.execute("PRAGMA journal_mode=WAL")
     return db
+
+
+@contextlib.contextmanager
+def writing(path: Path | str | None = None):
+    """results.db opened for writing by one process at a time: an exclusive lock on a file
+    beside it (`results.db.lock`) held until the database is closed."""
+    path = Path(path or config.RESULTS_DB)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        db = open_db(path)
+        try:
+            yield db
+        finally:
+            db.conn.close()
 
 
 def store_run(run: dict, points: list[dict], path: Path | str | None = None,
@@ -175,11 +196,10 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
         raise ValueError(f"a run needs {', '.join(missing)} (results.describe)")
     run = {**lock(), **{k: None for k in schema.DESCRIBED}, **run}
     points = [{**{k: run[k] for k in schema.DESCRIBED}, **p} for p in points]
-    db = open_db(path)
     row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
            for k, v in run.items()}
-    db["runs"].insert(row, pk="run_id", replace=True, alter=True)
-    db.conn.close()
+    with writing(path) as db:
+        db["runs"].insert(row, pk="run_id", replace=True, alter=True)
     if points:
         store_rows(table, points, path)
 
@@ -187,15 +207,14 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
 def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:
     """Rows of a run's side table (e.g. `crosschecks`), each carrying its run_id; the columns
     schema.TYPES declares get their declared type."""
-    db = open_db(path)
     types = {k: t for k, t in schema.TYPES.items() if any(k in r for r in rows)}
-    if db[table].exists():
-        for name, kind in types.items():
-            if name not in db[table].columns_dict:
-                db[table].add_column(name, kind)
-    db[table].insert_all(rows, alter=True, columns=types)
-    db[table].create_index(["run_id"], if_not_exists=True)
-    db.conn.close()
+    with writing(path) as db:
+        if db[table].exists():
+            for name, kind in types.items():
+                if name not in db[table].columns_dict:
+                    db[table].add_column(name, kind)
+        db[table].insert_all(rows, alter=True, columns=types)
+        db[table].create_index(["run_id"], if_not_exists=True)
 
 
 def _read(query, path: Path | str | None) -> pd.DataFrame:

@@ -249,10 +249,9 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
         "hello_ratio": hello["rps_ratio"], "hello_gen_util": hello["gen_util"],
         "delay_levels": len(delayed), **results.lock(),
     }
-    db = results.open_db(_db(path))
-    db["calibrations"].insert(summary, pk="calib_id", replace=True, alter=True)
-    db["calibration_points"].insert_all(points.to_dict("records"), alter=True)
-    db.conn.close()
+    with results.writing(_db(path)) as db:
+        db["calibrations"].insert(summary, pk="calib_id", replace=True, alter=True)
+        db["calibration_points"].insert_all(points.to_dict("records"), alter=True)
     out.mkdir(parents=True, exist_ok=True)
     points.to_csv(out / "calibration_points.csv", index=False)
     return summary
@@ -283,13 +282,10 @@ def copy_calibrations(src, dst) -> int:
     cal, pts = load_calibrations(src)
     if not len(cal):
         return 0
-    con = sqlite3.connect(dst)
-    try:
-        cal.to_sql("calibrations", con, if_exists="append", index=False)
-        pts.to_sql("calibration_points", con, if_exists="append", index=False)
-        con.commit()
-    finally:
-        con.close()
+    with results.writing(dst) as db:
+        cal.to_sql("calibrations", db.conn, if_exists="append", index=False)
+        pts.to_sql("calibration_points", db.conn, if_exists="append", index=False)
+        db.conn.commit()
     return len(cal)
 
 
