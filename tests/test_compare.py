@@ -175,7 +175,7 @@ def test_the_comparison_figure_keeps_the_vocabulary(tmp_path):
     store(db, "run-b", rps={1: [1500, 1550], 8: [2100], 32: [1200]}, p99={32: 10.0})
     c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
     fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", caption="a test")
-    assert plots.problems(fig) == []
+    assert plots.problems(plots.lay_out(fig)) == []
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["Go · net/http, 1 user", "Go · net/http, 8 users", "Go · net/http, 32 users"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import textwrap
 
 import matplotlib
 import numpy as np
@@ -154,7 +155,7 @@ def test_every_legend_lies_inside_the_canvas(name):
     """Every chart: its legends inside the canvas, and no problem plots.problems finds (each
     stack's artists in its colour and no other artist in it, ...)."""
     fig = charts()[name]()
-    assert plots.problems(fig) == [], name
+    assert plots.problems(plots.lay_out(fig)) == [], name
     fig.canvas.draw()
     found = legends(fig)
     assert found, f"{name}: no legend"
@@ -209,7 +210,7 @@ def test_a_stack_has_the_same_colour_in_every_figure():
                     gid = line.get_gid() or ""
                     if gid.startswith("stack:") and line.get_linestyle() != "None":  # caps: markers only
                         assert _rgba(line.get_color()) == want[gid[6:]]
-            assert plots.problems(fig) == []
+            assert plots.problems(plots.lay_out(fig)) == []
     bars = df[(df.profile == "rails71") & (df.users == 16)].assign(path="pool")
     fig = plots.bar_chart(bars, category="path", value="rps", series="server", title="t", ylabel="y")
     patches = {p.get_label(): p.get_facecolor() for p in fig.axes[0].get_legend().legend_handles}
@@ -444,3 +445,35 @@ def test_the_machines_limits_are_drawn_in_view_or_named_above_the_chart():
     got = [[ln.get_ydata()[0] for ln in a.get_lines() if ln.get_gid() == "ceiling"]
            for a in fig.axes if a.get_lines()]
     assert sorted(got) == [[top * 1.2], [top * 2]]  # one line in each panel, each its own
+
+
+def test_the_figure_check_refuses_words_printed_over_words_then_passes(tmp_path):
+    """Category names side by side that run into each other are refused (04's variants once
+    printed "no checkpoint on close" over its neighbours); wrapped, they pass. Numbers the lab
+    puts at the levels it measured are thinned instead (8 beside 10 on a narrow log axis), so a
+    saved figure keeps its first and last level and never prints two numbers as one."""
+    names = ["as published", "no checkpoint on close", "no logging", "one connection", "8 KiB pages",
+             "closed by the garbage collector", "synchronous=NORMAL"]
+
+    def bars(labels):
+        plots.use_style()
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        ax.bar(range(len(labels)), range(1, len(labels) + 1), color="#444444")
+        ax.set_xticks(range(len(labels)), labels)
+        return fig
+
+    with pytest.raises(plots.FigureError, match="'no checkpoint on close' printed over"):
+        plots.save_figure(bars(names), "crowded", notebook="unit", figures_dir=tmp_path)
+    assert not list(tmp_path.rglob("*.png"))
+    wrapped = [textwrap.fill(n, 10) for n in names]
+    assert plots.save_figure(bars(wrapped), "wrapped", notebook="unit", figures_dir=tmp_path)[0].exists()
+    fig, ax = _one_line(plots.STACK_STYLES["go-nethttp"]["color"])
+    fig.set_size_inches(2.5, 3)
+    levels = [1, 2, 4, 8, 10, 16, 32, 64, 128, 256]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(levels, [str(u) for u in levels])
+    assert any("printed over" in p for p in plots.problems(fig))
+    plots.lay_out(fig)
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert shown[0] == "1" and shown[-1] == "256" and len(shown) < len(levels)
+    assert plots.problems(fig) == []

@@ -23,6 +23,16 @@ def store_label(database, db_link_delay_us=None) -> str:
     return f"{database}, link {int(db_link_delay_us)} µs"
 
 
+def store_title(store: str) -> str:
+    """A store_label in a reader's words: "SQLite", "Postgres on the same machine", "Postgres
+    behind a 500 µs link"."""
+    database, _, link = str(store).partition(", link ")
+    name = {"sqlite": "SQLite", "postgres": "Postgres"}.get(database, database)
+    if link:
+        return f"{name} behind a {link} link"
+    return f"{name} on the same machine" if database == "postgres" else name
+
+
 def keeps_up(point: dict, slo_p99_ms: float) -> bool:
     """An open-loop level the server kept up with: p99 (from due times, so a request that
     waited for a free user is charged that wait) within the SLO, no error, and nothing due

@@ -225,8 +225,7 @@ def article_runs(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
 def article_run_bars(runs: pd.DataFrame) -> pd.DataFrame:
     """article_runs() in long form for a grouped bar chart: per set-up and users, the
     article's error share, ours in the window and ours over the whole run."""
-    label = (runs["setup"].str.replace(" + ", " +\n", regex=False).str.replace(" (Rails 7.1)", "\n(Rails 7.1)", regex=False)
-             + "\n" + runs["users"].astype(int).astype(str) + " user(s)")
+    label = [f"{setup}, {int(u)} user{'' if int(u) == 1 else 's'}" for setup, u in zip(runs["setup"], runs["users"])]
     parts = [("article", runs["article_error_share"]), ("here, measured interval only", runs["busy_share"]),
              ("here, every request of the run", runs["run_busy_share"])]
     return pd.concat([pd.DataFrame({"set-up": label, "measured": name, "error share": v})

@@ -22,7 +22,7 @@ from sqlitelab.report.plots.bar_charts import CAPACITY_FIGSIZE, bar_chart, capac
 from sqlitelab.report.plots.check import FigureError, internal_ids, problems
 from sqlitelab.report.plots.comparison import comparison_chart
 from sqlitelab.report.plots.distributions import latency_ecdf
-from sqlitelab.report.plots.figure import (caption_for, new_figure, new_panels, reading, save_figure,
+from sqlitelab.report.plots.figure import (caption_for, lay_out, new_figure, new_panels, reading, save_figure,
                                            set_caption, use_style)
 from sqlitelab.report.plots.legends import (ClippedLegendError, clipped_legends, fit_legends,
                                             panel_legend)
@@ -50,7 +50,7 @@ __all__ = [
     # legends
     "panel_legend", "clipped_legends", "fit_legends", "ClippedLegendError",
     # figure
-    "use_style", "new_figure", "new_panels", "set_caption", "reading", "save_figure", "caption_for",
+    "use_style", "new_figure", "new_panels", "set_caption", "reading", "save_figure", "lay_out", "caption_for",
     # tables
     "summarise", "status_table",
     # the chart kinds

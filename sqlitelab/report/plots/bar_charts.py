@@ -7,6 +7,8 @@ import math
 import textwrap
 
 import matplotlib
+import matplotlib.font_manager
+import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
@@ -28,6 +30,21 @@ def _bar_styles(sers: list, reference_series: str | None) -> dict:
     if reference_series in sers:
         out[reference_series] = {"color": REFERENCE_COLORS[1]}
     return out
+
+
+def _wrap_at(fig, slots: int) -> int:
+    """Characters per line of a category name under vertical bars: as many as its slot of the
+    figure's width holds at the tick labels' size (18 at most), so that neighbours never touch
+    (check.overlapping_texts refuses a figure where they still do)."""
+    size = matplotlib.font_manager.FontProperties(size=plt.rcParams["xtick.labelsize"]).get_size_in_points()
+    slot_pt = 0.8 * fig.get_figwidth() * 72 / max(slots, 1)
+    return max(6, min(18, int(slot_pt / (0.62 * size))))
+
+
+def _fill(text: str, width: int) -> str:
+    """`text` in lines of `width` characters, broken between words or after an "=" (a knob and
+    its value), never inside a word."""
+    return textwrap.fill(text.replace("=", "= "), width, break_long_words=False).replace("= ", "=")
 
 
 def _labels(df: pd.DataFrame, columns: list[str]) -> pd.Series:
@@ -96,7 +113,7 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
             ax.set_ylim(bottom=0)
         else:
             ax.set_xticks(range(len(shown)))
-            ax.set_xticklabels([textwrap.fill(value_title(category, c), 18) for c in shown])
+            ax.set_xticklabels([_fill(value_title(category, c), _wrap_at(fig, len(shown))) for c in shown])
             ax.set_ylim(bottom=0)
         axis = ax.xaxis if horizontal else ax.yaxis
         if percent:

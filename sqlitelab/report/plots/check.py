@@ -11,7 +11,9 @@ What it asserts, mechanically:
   ids of the registries themselves — stacks, profiles, scenarios, notebooks and the studies'
   headline experiments — wherever they are not one plain word ("hello", "mix" read as words);
 - no bar on a log axis (a bar's length is its value);
-- no series drawn entirely under another without a direct label (marks.label_coincident).
+- no series drawn entirely under another without a direct label (marks.label_coincident);
+- no text printed over another: tick labels of one axis, the panels' titles, the words drawn
+  inside one panel (overlapping_texts).
 """
 from __future__ import annotations
 
@@ -134,9 +136,47 @@ def hidden_series(fig) -> list[str]:
     return found
 
 
+TICK_GAP_PT = 1.0  # two tick labels of one axis closer than this read as one number ("128256")
+
+
+def overlaps(a, b, gap_px: float = 0.0) -> bool:
+    """Two drawn boxes (display units) that overlap, or come closer than `gap_px` each way."""
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > -gap_px
+            and min(a.y1, b.y1) - max(a.y0, b.y0) > -gap_px)
+
+
+def _clashes(texts, renderer, where: str, gap_px: float = 0.0) -> list[str]:
+    shown = [(t.get_text(), t.get_window_extent(renderer)) for t in texts
+             if t.get_visible() and t.get_text().strip()]
+    return [f"{where}: {a!r} printed over {b!r}"
+            for i, (a, ea) in enumerate(shown) for b, eb in shown[i + 1:] if overlaps(ea, eb, gap_px)]
+
+
+def overlapping_texts(fig) -> list[str]:
+    """Texts printed over each other: the tick labels of one axis (long category names side by
+    side, or numbers closer than TICK_GAP_PT), the panels' titles, and the words drawn inside one
+    panel (direct labels, notes)."""
+    fig.draw_without_rendering()  # every text where the saved file will put it
+    renderer = fig.canvas.get_renderer()
+    gap = TICK_GAP_PT * fig.dpi / 72
+    found = []
+    for ax in fig.axes:
+        name = ax.get_title() or ax.get_title(loc="left") or "a panel"
+        for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+            if not (ax.axison and axis.get_visible()):  # an axes only holding a legend or words
+                continue
+            drawn = axis._update_ticks()  # the ticks inside the view, as draw() takes them
+            labels = [lab for t in drawn for lab in (t.label1, t.label2)]
+            found += _clashes(labels, renderer, f"{which} tick labels of {name!r}", gap)
+        found += _clashes(ax.texts, renderer, f"words inside {name!r}")
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    return found + _clashes(titles, renderer, "panel titles")
+
+
 def problems(fig) -> list[str]:
     """Every breach of the vocabulary in `fig`, one line each."""
-    return stack_colours(fig) + internal_words(fig) + bars_on_log_axes(fig) + hidden_series(fig)
+    return (stack_colours(fig) + internal_words(fig) + bars_on_log_axes(fig) + hidden_series(fig)
+            + overlapping_texts(fig))
 
 
 def check(fig, name: str) -> None:

@@ -5,6 +5,7 @@ with its study's sentence (reading)."""
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from sqlitelab.core import config
-from sqlitelab.report.plots.check import check
+from sqlitelab.report.plots.check import TICK_GAP_PT, check, overlaps
 from sqlitelab.report.plots.legends import (ClippedLegendError, _extra_handles, _legend, clipped_legends,
                                             fit_legends, panel_legend)
 from sqlitelab.report.plots.style import _order, value_title
@@ -120,6 +121,70 @@ def _freeze_layout(fig) -> None:
     fig.set_layout_engine("none")
 
 
+_NUMBER = re.compile(r"[−-]?[\d,.]+[%kKMG]?")
+
+
+def _shown(labels, renderer):
+    return [(lab, lab.get_window_extent(renderer)) for lab in labels if lab.get_visible() and lab.get_text().strip()]
+
+
+def thin_tick_labels(fig, rounds: int = 6) -> None:
+    """Numbers on an axis never printed over each other: where drawn tick labels overlap, a
+    number axis the lab labelled itself (the levels measured, 8 beside 10) keeps its first and
+    last label and drops those that would touch the one kept before; an axis matplotlib labels
+    gets fewer ticks. Category names are never dropped: they are wrapped where they are drawn,
+    and check.overlapping_texts refuses a figure whose names still collide."""
+    gap = 3 * TICK_GAP_PT * fig.dpi / 72  # room to spare over what the check asks
+    for _ in range(rounds):
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        changed = False
+        for ax in fig.axes:
+            if not ax.axison:
+                continue
+            for axis in (ax.xaxis, ax.yaxis):
+                ticks = axis._update_ticks()
+                shown = _shown([t.label1 for t in ticks], renderer)
+                if not any(overlaps(a, b, gap) for (_, a), (_, b) in zip(shown, shown[1:])):
+                    continue
+                if not all(_NUMBER.fullmatch(lab.get_text().strip()) for lab, _ in shown):
+                    continue
+                if isinstance(axis.get_major_locator(), matplotlib.ticker.FixedLocator):
+                    drawn = [(t.get_loc(), e) for t in ticks for lab, e in shown if lab is t.label1]
+                    keep = [drawn[0]]
+                    for loc, e in drawn[1:]:
+                        if not overlaps(keep[-1][1], e, gap):
+                            keep.append((loc, e))
+                        elif loc == drawn[-1][0]:  # the last level keeps its label
+                            keep[-1] = (loc, e)
+                    kept = {loc for loc, _ in keep}
+                    dropped = {loc for loc, _ in drawn} - kept
+                    locs = axis.get_majorticklocs()
+                    labels = axis.get_major_formatter().format_ticks(locs)
+                    axis.set_major_formatter(matplotlib.ticker.FixedFormatter(
+                        ["" if loc in dropped else lab for loc, lab in zip(locs, labels)]))
+                    changed = True
+                elif isinstance(axis.get_major_locator(), matplotlib.ticker.LogLocator):
+                    continue
+                elif len(shown) > 2:
+                    axis.set_major_locator(matplotlib.ticker.MaxNLocator(len(shown) // 2))
+                    changed = True
+                else:  # two numbers that still touch: fixed where they are, thinned as above next round
+                    axis.set_major_locator(matplotlib.ticker.FixedLocator(axis.get_majorticklocs()))
+                    changed = True
+        if not changed:
+            return
+
+
+def lay_out(fig):
+    """What save_figure does to a figure before checking it: legends fitted to the canvas and
+    numbers on an axis thinned where they would touch. Returns `fig` (tests check what a saved
+    figure would be: plots.problems(lay_out(fig)))."""
+    fit_legends(fig)
+    thin_tick_labels(fig)
+    return fig
+
+
 def reading(notebook: str, name: str) -> str | None:
     """What to look for in a notebook's figure: one sentence, from its study's READING (figure
     name -> sentence), shown under the figure when a notebook saves it. A figure of one of the
@@ -139,7 +204,7 @@ def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path |
     dpi = fig.dpi
     fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
     try:  # laid out at the PNG's resolution: text does not scale quite linearly with it
-        fit_legends(fig)
+        lay_out(fig)
         clipped = clipped_legends(fig)
         if clipped:
             raise ClippedLegendError(f"figure {name!r}: " + "; ".join(clipped))

@@ -191,14 +191,15 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     tol = float(first["tolerance"]) if first is not None else 0.1
     p99_tol = float(first["p99_tolerance"]) if first is not None else 0.25
     gen_styles = colours_for(d["generator"].unique())
-    for gen, g in d.groupby("generator", sort=True):
+    for k, (gen, g) in enumerate(d.groupby("generator", sort=True)):
         st = gen_styles[gen]
         c = st["color"]
         for ax, col in ((left, "rps_ratio"), (right, "p99_ratio")):
             ax.plot(100 * g["gen_util"], g[col], marker=st["marker"], color=c, linestyle="-", label=gen)
-            for r in g.itertuples():
+            for r in g.itertuples():  # the first generator's users above its points, the next's below
                 ax.annotate(f"{r.users}", (100 * r.gen_util, getattr(r, col)), fontsize=6.5,
-                            color="#555555", xytext=(3, 3), textcoords="offset points")
+                            color="#555555", xytext=(3, 3 if k % 2 == 0 else -3), textcoords="offset points",
+                            va="bottom" if k % 2 == 0 else "top")
         cal = calibrations[calibrations["generator"] == gen]
         if len(cal) and pd.notna(cal["onset_util"].iloc[0]):
             for ax in (left, right):
