@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import textwrap
 
 import matplotlib
@@ -393,9 +394,11 @@ def test_the_figure_check_refuses_a_wrong_colour_then_passes(tmp_path):
     assert plots.save_figure(fig, "right", notebook="unit", figures_dir=tmp_path)[0].exists()
 
 
-@pytest.mark.parametrize("word", ["rails71", "single-writer", "go-nethttp", "metrics-writes", "01-linear-writes", "002-mix/sqlite"])
+@pytest.mark.parametrize("word", ["rails71", "single-writer", "go-nethttp", "metrics-writes", "01-linear-writes",
+                                  "002-mix/sqlite", "synchronous-normal", "share-10", "link-100us", "path-batch"])
 def test_the_figure_check_refuses_an_internal_id_then_passes(tmp_path, word):
-    assert word in plots.internal_ids()  # read from the registries: stacks, profiles, scenarios, notebooks, experiments
+    # read from the registries: stacks, profiles, scenarios, notebooks, the studies' experiments
+    assert word in plots.internal_ids() or any(re.fullmatch(p, word) for p in plots.internal_patterns())
     fig, ax = _one_line(plots.STACK_STYLES["go-nethttp"]["color"])
     ax.set_xlabel(f"users ({word})")
     with pytest.raises(plots.FigureError, match=f"internal id '{word}'"):

@@ -62,6 +62,12 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
     from sqlitelab import browse
     if (tmp_path / "data" / "results.db").exists():  # make browse describes every column it wrote
         assert not browse.undescribed(tmp_path / "data" / "results.db")
+        con = sqlite3.connect(tmp_path / "data" / "results.db")  # every experiment it stored has words
+        stored = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs WHERE notebook_run = ?",
+                                            (run_id,))]
+        con.close()
+        from sqlitelab.studies import registry
+        assert all(registry.experiment_title(path.stem, e) is not None for e in stored)
     method = tmp_path / "data" / "runs" / run_id / "method.csv"
     assert method.exists(), "the notebook printed no method table"
     import pandas as pd

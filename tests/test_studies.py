@@ -15,7 +15,8 @@ PACKAGE = config.PROJ_ROOT / "sqlitelab"
 
 # What every study declares, module-level data (None where it has none).
 DECLARED = ("ID", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
-            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "SUMMARY", "BUDGET_SECONDS")
+            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "SUMMARY", "BUDGET_SECONDS",
+            "EXPERIMENT_TITLES")
 
 
 def test_every_notebook_has_one_study_and_every_study_its_notebook():
@@ -38,6 +39,8 @@ def test_every_study_declares_what_a_notebook_is(notebook):
     assert isinstance(s.READING, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                for k, v in s.READING.items())
     assert isinstance(s.IN_COLLECTION, bool) and isinstance(s.READS_THE_OTHERS, bool)
+    assert isinstance(s.EXPERIMENT_TITLES, dict) and all(isinstance(v, str) or callable(v)
+                                                         for v in s.EXPERIMENT_TITLES.values())
     assert s.HEADLINE_EXPERIMENTS is None or (s.IN_COLLECTION and isinstance(s.HEADLINE_EXPERIMENTS, set))
     assert set(s.BUDGET_SECONDS) == set(s.SCALES) and all(b > 0 for b in s.BUDGET_SECONDS.values())
     assert s.BUDGET_SECONDS["quick"] <= scales.QUICK_MOST, f"{notebook}: no quick notebook over {scales.QUICK_MOST:.0f} s"
@@ -111,3 +114,23 @@ def test_04_names_the_authors_commit_and_the_code_at_the_articles_date():
     assert "METResearchGroup/bluesky-research at de1246d9 (2025-02-07)" in code
     assert "article's date (2025-01-31" in code
     assert "one executemany on one connection" in rows["the code at the article's date"]
+
+
+@pytest.mark.parametrize("notebook, experiment, words", [
+    ("03-read-write-mix", "synchronous-normal", "synchronous=NORMAL"),
+    ("03-read-write-mix", "share-10", "10% writes"),
+    ("03-read-write-mix", "path-batch", "one writer, batched commits"),
+    ("05-single-machine", "go-seed004-fixed-pool/user-read",
+     "Go seed 004 with one connection per core, User lookup (GET /users/:id)"),
+    ("07-sqlite-vs-postgres", "001-metrics/postgres-link-100us", "seed 001's workload, Postgres behind a 100 µs link"),
+    ("08-operations-under-load", "op/vacuum-into/rust-axum", "VACUUM INTO on Rust · Axum"),
+    ("09-network-delay", "link-500us", "link 500 µs"),
+    ("01-linear-writes", "ceiling", "the machine's own limits"),
+    ("10-your-app", None, ""),
+])
+def test_every_experiment_has_words_from_its_study(notebook, experiment, words):
+    """An experiment id is the lab's; a figure or a comparison names it in words (the study's
+    EXPERIMENT_TITLES, the scenario, profile and stack titles), and refuses one nothing names."""
+    assert registry.experiment_title(notebook, experiment) == words
+    with pytest.raises(ValueError, match="no words for the experiment 'share-x'"):
+        registry.experiment_title("03-read-write-mix", "share-x")

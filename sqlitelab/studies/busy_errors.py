@@ -33,6 +33,10 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = {"profiles"}
 
+# Its experiments in plain words, by id or pattern (sqlitelab.studies.registry.experiment_title).
+EXPERIMENT_TITLES: dict = {"article": "the article's set-ups", "profiles": "each profile",
+                           "immediate": "immediate transactions"}
+
 READS_THE_OTHERS = False
 
 # its row in the README's table of the reference run (a function of sqlitelab.report.summaries)

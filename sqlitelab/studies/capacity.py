@@ -23,6 +23,9 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
+# Its experiments in plain words (sqlitelab.studies.registry.experiment_title): none: it reads the other notebooks' runs.
+EXPERIMENT_TITLES: dict = {}
+
 READS_THE_OTHERS = True
 
 # its row in the README's table of the reference run (a function of sqlitelab.report.summaries)

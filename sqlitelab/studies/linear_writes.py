@@ -39,6 +39,9 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
+# Its experiments in plain words (sqlitelab.studies.registry.experiment_title): none: its one sweep.
+EXPERIMENT_TITLES: dict = {}
+
 READS_THE_OTHERS = False
 
 # its row in the README's table of the reference run (a function of sqlitelab.report.summaries)

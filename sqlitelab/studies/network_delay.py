@@ -6,6 +6,7 @@ Seed scale runs once per level, 10-s windows, so that `make seed` keeps within i
 """
 from __future__ import annotations
 
+from sqlitelab.core.vocabulary import link_label
 from sqlitelab.studies.method import (
     Article, Detail, MACHINE_WHY, PIN_WHY, link_lateness, link_paths)
 
@@ -27,6 +28,9 @@ SERVER_SPLIT: int | None = None
 
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
+
+# Its experiments in plain words, by id or pattern (sqlitelab.studies.registry.experiment_title).
+EXPERIMENT_TITLES: dict = {"direct": "direct", r"link-(\d+)us": lambda delay: link_label(int(delay))}
 
 READS_THE_OTHERS = False
 

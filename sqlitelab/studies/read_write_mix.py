@@ -7,6 +7,7 @@ did not run (scales.FINE_LEVELS) only on request.
 """
 from __future__ import annotations
 
+from sqlitelab.infra.servers import knob_value_title
 from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, recorded
 
 # What each constant means: sqlitelab.studies.registry.
@@ -38,6 +39,12 @@ SERVER_SPLIT: int | None = 4
 
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = {"article"}
+
+# Its experiments in plain words, by id or pattern (sqlitelab.studies.registry.experiment_title).
+EXPERIMENT_TITLES: dict = {"article": "the article's levels", "fine": "the fine levels",
+                           r"synchronous-(\w+)": lambda value: f"synchronous={value.upper()}",
+                           r"share-(\d+)": "{}% writes",
+                           r"path-(\w+)": lambda path: knob_value_title("write_path", path)}
 
 READS_THE_OTHERS = False
 

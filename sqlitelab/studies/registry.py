@@ -29,14 +29,24 @@ What a study declares (tests/test_studies.py checks every one is there):
   names a run over it with where its time went.
 - `READING`: what to look for in each of its figures, one sentence shown under the figure when
   the notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
+- `EXPERIMENT_TITLES`: its experiments in plain words, by id or by a pattern whose groups fill
+  the words (a format string, or a function of the groups); experiment_title reads them, and the
+  figure check refuses any of those ids in a figure's text.
 """
 from __future__ import annotations
 
 import functools
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 from types import ModuleType
+
+from sqlitelab.infra.servers import STACKS, load_profiles, profile_title, stack_title
+from sqlitelab.load.scenarios import SCENARIOS, scenario_title
+
+# Experiments every notebook may store: the machine's limits measured beside its sweeps.
+COMMON_EXPERIMENT_TITLES: dict = {"ceiling": "the machine's own limits"}
 
 
 @functools.cache
@@ -71,3 +81,41 @@ def study(notebook: str) -> ModuleType:
 def studies() -> list[ModuleType]:
     """Every study module, in ID order."""
     return list(_studies().values())
+
+
+def experiment_patterns() -> list[str]:
+    """Every experiment id or pattern the studies name (EXPERIMENT_TITLES), with the common ones."""
+    found = dict.fromkeys(COMMON_EXPERIMENT_TITLES)
+    for s in studies():
+        found.update(dict.fromkeys(s.EXPERIMENT_TITLES))
+    return list(found)
+
+
+def experiment_title(notebook: str, experiment: str | None) -> str:
+    """An experiment of `notebook` in plain words ("" for none): the whole id by its study's
+    EXPERIMENT_TITLES, else each `/`-separated part by them or as the scenario, profile or stack
+    it names (a sweep of several scenarios stores `<experiment>/<scenario>`), joined by ", ".
+    An id with a part nothing names is refused: a reader would meet the raw id."""
+    if experiment is None or experiment != experiment or str(experiment) == "":
+        return ""
+    titles = {**COMMON_EXPERIMENT_TITLES, **study(notebook).EXPERIMENT_TITLES}
+
+    def one(part: str) -> str | None:
+        for pattern, words in titles.items():
+            m = re.fullmatch(pattern, part)
+            if m:
+                return words(*m.groups()) if callable(words) else words.format(*m.groups())
+        for known, title in ((SCENARIOS, scenario_title), (load_profiles(), profile_title),
+                             (STACKS, stack_title)):
+            if part in known:
+                return title(part)
+        return None
+
+    whole = one(str(experiment))
+    if whole is not None:
+        return whole
+    parts = [one(p) for p in str(experiment).split("/")]
+    if None in parts:
+        raise ValueError(f"{notebook}: no words for the experiment {experiment!r} (its study's "
+                         "EXPERIMENT_TITLES, sqlitelab/studies)")
+    return ", ".join(parts)

@@ -38,6 +38,9 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
+# Its experiments in plain words (sqlitelab.studies.registry.experiment_title): none of its own: each is a scenario, or a profile and a scenario, named by theirs.
+EXPERIMENT_TITLES: dict = {}
+
 READS_THE_OTHERS = False
 
 # its row in the README's table of the reference run (a function of sqlitelab.report.summaries)

@@ -42,6 +42,9 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
+# Its experiments in plain words, by id or pattern (sqlitelab.studies.registry.experiment_title).
+EXPERIMENT_TITLES: dict = {"slow-sync": "a slow disk (every sync delayed)"}
+
 READS_THE_OTHERS = False
 
 # its row in the README's table of the reference run (a function of sqlitelab.report.summaries)

@@ -14,6 +14,8 @@ each Postgres).
 """
 from __future__ import annotations
 
+from sqlitelab.core.vocabulary import store_label, store_title
+
 from dataclasses import dataclass, field
 
 from sqlitelab.studies import busy_errors, linear_writes, read_write_mix, single_machine
@@ -102,6 +104,10 @@ def experiments() -> set[str]:
 
 # Each workload on each database, not Postgres behind a link.
 HEADLINE_EXPERIMENTS: set[str] | None = experiments()
+
+# Its experiments in plain words, by id or pattern (sqlitelab.studies.registry.experiment_title).
+EXPERIMENT_TITLES: dict = {r"(\d{3})-[a-z]+": "seed {}'s workload",
+                           r"(sqlite|postgres)(?:-link-(\d+)us)?": lambda db, link: store_title(store_label(db, link))}
 
 READS_THE_OTHERS = False
 

@@ -19,7 +19,7 @@ their axes), line_charts, bar_charts, distributions, comparison (the chart kinds
 from __future__ import annotations
 
 from sqlitelab.report.plots.bar_charts import CAPACITY_FIGSIZE, bar_chart, capacity_chart, dot_chart
-from sqlitelab.report.plots.check import FigureError, internal_ids, problems
+from sqlitelab.report.plots.check import FigureError, internal_ids, internal_patterns, problems
 from sqlitelab.report.plots.comparison import comparison_chart
 from sqlitelab.report.plots.distributions import latency_ecdf
 from sqlitelab.report.plots.figure import (caption_for, lay_out, new_figure, new_panels, reading, save_figure,
@@ -46,7 +46,7 @@ __all__ = [
     # marks
     "draw_reference", "mark_limits", "label_coincident", "PlainLogFormatter",
     # check: what save_figure refuses
-    "FigureError", "problems", "internal_ids",
+    "FigureError", "problems", "internal_ids", "internal_patterns",
     # legends
     "panel_legend", "clipped_legends", "fit_legends", "ClippedLegendError",
     # figure

@@ -9,7 +9,8 @@ What it asserts, mechanically:
   stack's colour, and no other line, bar or mark takes a stack's colour;
 - no internal id in any text of a figure (titles, labels, ticks, legends, captions, notes): the
   ids of the registries themselves — stacks, profiles, scenarios, notebooks and the studies'
-  headline experiments — wherever they are not one plain word ("hello", "mix" read as words);
+  experiments (EXPERIMENT_TITLES' ids and patterns: `share-10`, `link-100us`) — wherever they are
+  not one plain word ("hello", "mix" read as words);
 - no bar on a log axis (a bar's length is its value);
 - no series drawn entirely under another without a direct label (marks.label_coincident);
 - no text printed over another: tick labels of one axis, the panels' titles, the words drawn
@@ -49,6 +50,13 @@ def internal_ids() -> frozenset[str]:
     return frozenset(i for i in ids if not re.fullmatch(r"[a-z]+", i))
 
 
+@functools.cache
+def internal_patterns() -> tuple[str, ...]:
+    """The experiments' ids as the studies name them (EXPERIMENT_TITLES: an id, or a pattern of
+    ids such as `share-(\\d+)`), those that are not one plain word."""
+    return tuple(p for p in registry.experiment_patterns() if not re.fullmatch(r"[a-z]+", p))
+
+
 def _texts(fig) -> list[str]:
     out = [t.get_text() for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
     for ax in fig.axes:  # tick labels not yet drawn are not Text objects of the figure yet
@@ -60,10 +68,12 @@ def _texts(fig) -> list[str]:
 def internal_words(fig) -> list[str]:
     """Texts of `fig` that name an internal id, with the id."""
     found = []
+    wanted = [re.escape(i) for i in internal_ids()] + list(internal_patterns())
     for text in dict.fromkeys(_texts(fig)):
-        for i in internal_ids():
-            if re.search(rf"(?<![\w/+-]){re.escape(i)}(?![\w+-])", text):
-                found.append(f"text {text!r} names the internal id {i!r}")
+        for pattern in wanted:
+            m = re.search(rf"(?<![\w/+-])(?:{pattern})(?![\w+-])", text)
+            if m:
+                found.append(f"text {text!r} names the internal id {m.group(0)!r}")
     return found
 
 

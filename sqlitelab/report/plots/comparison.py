@@ -11,6 +11,7 @@ from sqlitelab.report.plots.figure import _titled, new_panels
 from sqlitelab.report.plots.legends import fit_legends, panel_legend
 from sqlitelab.report.plots.marks import PlainLogFormatter
 from sqlitelab.report.plots.style import KEY_GREY, REFERENCE_DASHES, colours_for, value_title
+from sqlitelab.studies.registry import experiment_title
 
 METRIC_TITLES = {"rps": "throughput, run b / run a", "p99_ms": "p99 latency, run b / run a"}
 BAND_COLOUR = "#d9d9d9"
@@ -18,7 +19,8 @@ BAND_COLOUR = "#d9d9d9"
 
 def _label(row: dict, varying: list[str]) -> str:
     parts = [value_title("server", row["server"])]
-    parts += [value_title(k, row[k]) for k in varying if row.get(k) not in ("", None)]
+    parts += [experiment_title(row["notebook"], row[k]) if k == "experiment" else value_title(k, row[k])
+              for k in varying if row.get(k) not in ("", None)]
     users = f"{row['users']} user{'' if str(row['users']) == '1' else 's'}" + (
         f" at {row['rate']}/s" if row.get("rate") else "")
     return ", ".join(parts + [users])
