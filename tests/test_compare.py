@@ -178,6 +178,19 @@ def test_the_comparison_figure_keeps_the_vocabulary(tmp_path):
     assert plots.problems(plots.lay_out(fig)) == []
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["Go · net/http, 1 user", "Go · net/http, 8 users", "Go · net/http, 32 users"]
+    keys = [t.get_text() for t in fig.legends[0].get_texts()] if fig.legends else \
+        [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    banded = c.table[["rps_band", "p99_ms_band"]].notna().to_numpy().any()
+    assert ("noise band (both runs' spread)" in keys) == banded  # a shade the figure draws, or why none
+    assert any(k.startswith("no noise band") for k in keys) == (not banded)
+    assert banded  # run a's repeats at 1 user give that point a band
+    store(db, "run-c", rps={8: [2000]})
+    store(db, "run-d", rps={8: [2200]})
+    c = compare.compare(compare.side("run-c", db), compare.side("run-d", db))
+    fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", caption="a test")
+    keys = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    keys += [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "no noise band: neither run's spread was measured" in keys
 
 
 def test_the_machines_own_speed_heads_the_provenance_when_the_runs_measured_it(tmp_path):

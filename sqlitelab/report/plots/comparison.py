@@ -72,6 +72,8 @@ def comparison_chart(table: pd.DataFrame, title: str, caption: str | None = None
         if h.get_label() not in seen:
             seen.add(h.get_label())
             unique.append(h)
-    unique.append(Patch(color=BAND_COLOUR, label="noise band (both runs' spread)"))
+    banded = np.isfinite(table[[f"{m}_band" for m in METRIC_TITLES]].to_numpy(float)).any()
+    unique.append(Patch(color=BAND_COLOUR, label="noise band (both runs' spread)") if banded else
+                  Patch(color="none", label="no noise band: neither run's spread was measured"))
     panel_legend(key, unique)
     return fit_legends(fig)
