@@ -156,7 +156,8 @@ def overlaps(a, b, gap_px: float = 0.0) -> bool:
 
 
 def _clashes(texts, renderer, where: str, gap_px: float = 0.0) -> list[str]:
-    shown = [(t.get_text(), t.get_window_extent(renderer)) for t in texts
+    # a text's own box (Text's: an annotation's would take in its leader line too)
+    shown = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts
              if t.get_visible() and t.get_text().strip()]
     return [f"{where}: {a!r} printed over {b!r}"
             for i, (a, ea) in enumerate(shown) for b, eb in shown[i + 1:] if overlaps(ea, eb, gap_px)]

@@ -109,13 +109,16 @@ def _ref_line_labels(ax, ref_lines: dict[str, float], ceilings: dict[str, float]
     else:
         def frac(v):
             return (v - lo) / (hi - lo)
-    gap = 2.6 * 7.5 / (0.6 * 72 * ax.figure.get_figheight())  # two lines of 7.5-pt text
+    texts = [f"{textwrap.fill(label, 22)}\n{v:,.0f}{'/s' if ceiling else ''}" for label, v, ceiling in items]
+    # a name's height in axes fractions: its lines of 7.5-pt text (1.25 apart) and a point of air,
+    # over at most half the figure's height (what the axes keep beside legend and caption)
+    half = [(1.25 * 7.5 * (t.count("\n") + 1) + 2) / 2 / (0.5 * 72 * ax.figure.get_figheight()) for t in texts]
     placed: list[float] = []
-    for _, v, _c in items:
-        placed.append(max(frac(v), placed[-1] + gap) if placed else frac(v))
-    for (label, v, ceiling), y in zip(items, placed):
+    for i, (_, v, _c) in enumerate(items):
+        placed.append(max(frac(v), placed[-1] + half[i - 1] + half[i]) if placed else frac(v))
+    for (label, v, ceiling), text, y in zip(items, texts, placed):
         moved = abs(y - frac(v)) > 1e-9
-        ax.annotate(f"{textwrap.fill(label, 22)}\n{v:,.0f}{'/s' if ceiling else ''}", xy=(1.0, v),
+        ax.annotate(text, xy=(1.0, v),
                     xycoords=("axes fraction", "data"),
                     xytext=(1.02, y), textcoords="axes fraction", ha="left", va="center", fontsize=7.5,
                     color="#333333", annotation_clip=False, clip_on=False,
