@@ -493,3 +493,20 @@ def test_reference_names_in_the_margin_never_overlap_on_a_tall_axis():
                           ceilings={"SQLite alone: point reads": 290_000}, title="Requests per second",
                           ylabel="requests/s", caption="c")
     assert plots.problems(plots.lay_out(fig)) == []
+
+
+def test_a_small_log_panel_keeps_its_numbers_apart():
+    """08's timeline: a log axis from 2 to 400 ms in a panel an inch high printed its minor
+    labels (20, 30, 40, 60...) over each other; laid out, the labels that would touch one kept
+    before are dropped, the decades first."""
+    plots.use_style()
+    fig, ax = plt.subplots(figsize=(2.2, 1.6))
+    ax.plot([1, 2, 3], [2, 40, 400], color="#444444")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(plots.PlainLogFormatter())
+    ax.yaxis.set_minor_formatter(plots.PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    assert any("printed over" in p for p in plots.problems(fig))
+    plots.lay_out(fig)
+    assert plots.problems(fig) == []
+    shown = [t.label1.get_text() for t in ax.yaxis._update_ticks() if t.label1.get_text()]
+    assert {"10", "100"} <= set(shown), shown

@@ -129,11 +129,12 @@ def _shown(labels, renderer):
 
 
 def thin_tick_labels(fig, rounds: int = 6) -> None:
-    """Numbers on an axis never printed over each other: where drawn tick labels overlap, a
-    number axis the lab labelled itself (the levels measured, 8 beside 10) keeps its first and
-    last label and drops those that would touch the one kept before; an axis matplotlib labels
-    gets fewer ticks. Category names are never dropped: they are wrapped where they are drawn,
-    and check.overlapping_texts refuses a figure whose names still collide."""
+    """Numbers on an axis never printed over each other: where drawn tick labels touch, an axis
+    matplotlib counts out itself (linear) gets fewer ticks; any other (the levels the lab
+    measured, 8 beside 10; a log axis's minor labels in a small panel) keeps its ticks and
+    drops the labels that would touch one kept before — major labels first, the last level's
+    kept. Category names are never dropped: they are wrapped where they are drawn, and
+    check.overlapping_texts refuses a figure whose names still collide."""
     gap = 3 * TICK_GAP_PT * fig.dpi / 72  # room to spare over what the check asks
     for _ in range(rounds):
         fig.draw_without_rendering()
@@ -143,37 +144,46 @@ def thin_tick_labels(fig, rounds: int = 6) -> None:
             if not ax.axison:
                 continue
             for axis in (ax.xaxis, ax.yaxis):
-                ticks = axis._update_ticks()
-                shown = _shown([t.label1 for t in ticks], renderer)
-                if not any(overlaps(a, b, gap) for (_, a), (_, b) in zip(shown, shown[1:])):
-                    continue
-                if not all(_NUMBER.fullmatch(lab.get_text().strip()) for lab, _ in shown):
-                    continue
-                if isinstance(axis.get_major_locator(), matplotlib.ticker.FixedLocator):
-                    drawn = [(t.get_loc(), e) for t in ticks for lab, e in shown if lab is t.label1]
-                    keep = [drawn[0]]
-                    for loc, e in drawn[1:]:
-                        if not overlaps(keep[-1][1], e, gap):
-                            keep.append((loc, e))
-                        elif loc == drawn[-1][0]:  # the last level keeps its label
-                            keep[-1] = (loc, e)
-                    kept = {loc for loc, _ in keep}
-                    dropped = {loc for loc, _ in drawn} - kept
-                    locs = axis.get_majorticklocs()
-                    labels = axis.get_major_formatter().format_ticks(locs)
-                    axis.set_major_formatter(matplotlib.ticker.FixedFormatter(
-                        ["" if loc in dropped else lab for loc, lab in zip(locs, labels)]))
-                    changed = True
-                elif isinstance(axis.get_major_locator(), matplotlib.ticker.LogLocator):
-                    continue
-                elif len(shown) > 2:
-                    axis.set_major_locator(matplotlib.ticker.MaxNLocator(len(shown) // 2))
-                    changed = True
-                else:  # two numbers that still touch: fixed where they are, thinned as above next round
-                    axis.set_major_locator(matplotlib.ticker.FixedLocator(axis.get_majorticklocs()))
-                    changed = True
+                changed |= _thin(axis, renderer, gap)
         if not changed:
             return
+
+
+def _thin(axis, renderer, gap: float) -> bool:
+    """One axis of thin_tick_labels; whether it changed anything."""
+    drawn = axis._update_ticks()
+    majors = {id(t) for t in axis.get_major_ticks()}
+    shown = [(t, id(t) in majors, e) for t in drawn
+             for lab, e in _shown([t.label1], renderer)]
+    if not any(overlaps(a, b, gap) for (_, _, a), (_, _, b) in zip(shown, shown[1:])):
+        return False
+    if not all(_NUMBER.fullmatch(t.label1.get_text().strip()) for t, _, _ in shown):
+        return False
+    locator = axis.get_major_locator()
+    linear = not isinstance(locator, (matplotlib.ticker.FixedLocator, matplotlib.ticker.LogLocator))
+    if linear and len(shown) > 2 and not any(not major for _, major, _ in shown):
+        axis.set_major_locator(matplotlib.ticker.MaxNLocator(len(shown) // 2))
+        return True
+    kept: list = []
+    last = max((t.get_loc() for t, major, _ in shown if major), default=None)
+    for want_major in (True, False):  # major labels first, then the minor ones that fit
+        for t, major, e in shown:
+            if major != want_major:
+                continue
+            clash = [k for k in kept if overlaps(k[2], e, gap)]
+            if not clash:
+                kept.append((t, major, e))
+            elif major and t.get_loc() == last and all(k[1] for k in clash):  # the last level keeps its label
+                kept = [k for k in kept if k not in clash] + [(t, major, e)]
+    keep = {t.get_loc() for t, _, _ in kept}
+    for which, locs, formatter in (("major", axis.get_majorticklocs(), axis.get_major_formatter()),
+                                   ("minor", axis.get_minorticklocs(), axis.get_minor_formatter())):
+        labels = formatter.format_ticks(locs) if len(locs) else []
+        drawn_locs = {t.get_loc() for t, major, _ in shown if major == (which == "major")}
+        fixed = ["" if (loc in drawn_locs and loc not in keep) else lab for loc, lab in zip(locs, labels)]
+        getattr(axis, f"set_{which}_locator")(matplotlib.ticker.FixedLocator(locs))
+        getattr(axis, f"set_{which}_formatter")(matplotlib.ticker.FixedFormatter(fixed))
+    return True
 
 
 def lay_out(fig):
