@@ -21,6 +21,7 @@ import pandas as pd
 import argparse
 import ast
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -176,7 +177,8 @@ def summary(done: list[dict], failed: dict | None = None, scale: str | None = No
         row = {"notebook": d["notebook"], "seconds": d["seconds"],
                "budget s": "" if allowed is None else f"{allowed:.0f}",
                "points": len(pts) or _count(d["run_id"], "buffer_points"),
-               "status": "error: " + d["error"].splitlines()[0] if d["error"] else "ok"}  # the log: above
+               # the error's first line, cut to a table's width (whole in the log above)
+               "status": textwrap.shorten("error: " + d["error"].splitlines()[0], 60) if d["error"] else "ok"}
         if len(pts):
             row["best rps"] = round(pts["rps"].max(), 1)
             best = pts.loc[pts["rps"].idxmax()]
