@@ -510,3 +510,15 @@ def test_a_small_log_panel_keeps_its_numbers_apart():
     assert plots.problems(fig) == []
     shown = [t.label1.get_text() for t in ax.yaxis._update_ticks() if t.label1.get_text()]
     assert {"10", "100"} <= set(shown), shown
+
+
+def test_a_row_of_counts_that_are_all_zero_starts_at_zero():
+    """08's timeline: a panel of errors per second that never erred is drawn from 0 up (it was
+    centred on zero, -0.05 to 0.05: a negative count)."""
+    sec = pd.DataFrame([{"server": s, "operation": "litestream", "second": t, "span_s": 1.0,
+                         "p99_ms": 3.0 + t, "errors": 0, "late": 0, "wal_mib": 4.0,
+                         "operation_started_s": 1.5, "operation_seconds": 2.0}
+                        for s in ("go-nethttp", "rust-axum") for t in range(4)])
+    fig = plots.timeline_chart(sec, title="t", caption="c")
+    errors_row = fig.axes[1]  # rows: p99, errors and late sends, WAL; one column per operation
+    assert errors_row.get_ylim()[0] == 0 and errors_row.get_ylim()[1] >= 1

@@ -258,6 +258,8 @@ def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
                 ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
             if col == "wal_mib":  # from zero: a few KiB of change is not a jump
                 ax.set_ylim(bottom=0)
+            if col == "errors_late":  # counts: from zero (a row of zeros is not drawn around -0.05..0.05)
+                ax.set_ylim(0, max(1.0, ax.get_ylim()[1]))
             label_coincident(ax)
             if i == 0:
                 ax.set_title(operations.TITLES.get(op, op))
