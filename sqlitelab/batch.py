@@ -37,10 +37,10 @@ READS_THE_OTHERS = tuple(s.ID for s in registry.studies() if s.READS_THE_OTHERS)
 
 # Tables whose rows carry an audit (`audit_ok`: rows written against writes acknowledged, the
 # database's integrity_check), and the columns that name a failed row in the summary (those the
-# table has: `inflight_writes` only where the sweep records it).
+# table has: `inflight_writes` and `resent_writes` only where the sweep records them).
 AUDITED = {
     "points": ("server", "profile", "scenario", "users", "repeat", "generator", "acked_writes",
-               "inflight_writes", "rows_written", "audit_rule", "integrity"),
+               "inflight_writes", "resent_writes", "rows_written", "audit_rule", "integrity"),
     "crosschecks": ("server", "profile", "scenario", "users", "acked_responses",
                     "unknown_outcomes", "rows_written", "integrity"),
     "buffer_points": ("method", "variant", "rows_per_txn", "synchronous", "total", "repeat",

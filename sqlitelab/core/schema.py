@@ -276,6 +276,9 @@ TABLES: dict[str, dict] = {
             "inflight_writes": "Write requests sent and never answered when the generator stopped "
                                "(at its count, its window's close or a kill): each may have been "
                                "committed, so the audit allows that many rows more.",
+            "resent_writes": "Write requests loadgen sent a second time on a new connection after "
+                             "the kept-alive one dropped without an answer: the first sending may "
+                             "have been committed too, so the audit allows that many rows more.",
             "run_counts": "Every finished request of the whole run by `<request> <status>` (JSON; "
                           "status 0: transport error) — hey's accounting.",
             "locust_avg_ms": "Locust's own average over the whole run, ms (its CSV's Aggregated row).",

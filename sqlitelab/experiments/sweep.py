@@ -517,11 +517,11 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
             results.store_rows("crosschecks", checks, spec.results_db)
     every = pd.DataFrame(points)
     if len(every) and not every["audit_ok"].all():
-        bad = every.loc[~every["audit_ok"], ["server", "profile", "scenario", "users", "repeat",
-                                              "generator", "acked_writes", "inflight_writes",
-                                              "rows_written", "audit_rule", "integrity"]]
+        shown = ["server", "profile", "scenario", "users", "repeat", "generator", "acked_writes",
+                 "inflight_writes", "resent_writes", "rows_written", "audit_rule", "integrity"]
+        bad = every.loc[~every["audit_ok"], [c for c in shown if c in every]]
         warnings.warn(f"AUDIT FAILED for {len(bad)} point(s): rows written outside acknowledged "
-                      f"writes .. acknowledged + in flight, or integrity_check != ok\n"
+                      f"writes .. acknowledged + in flight + sent twice, or integrity_check != ok\n"
                       f"{bad.to_string(index=False)}",
                       AuditWarning, stacklevel=3)
     bad = [c for c in checks if c["audit_ok"] is False]
@@ -543,7 +543,9 @@ def audit(writes: "scenarios.Writes | None", point: dict, written: int, knobs: d
     connection was reset or timed out, so the server may have committed it before the client
     gave up) may have added its rows or not, and so may a write still in flight when the
     generator stopped (at its count or its window's close: sent, never answered; counted by the
-    generator, `inflight_writes`); each allows up to rows_per_ack more (the bound wrk's
+    generator, `inflight_writes`), and so may a write the generator sent a second time after its
+    kept-alive connection dropped unanswered (`resent_writes`: the first sending may have
+    reached the server); each allows up to rows_per_ack more (the bound wrk's
     cross-check uses, acked ≤ rows ≤ acked + unknown). And when the server saves a
     request's rows in separate transactions (`metrics_txn=record`, as ActiveRecord does), a
     request that failed may have committed some of its rows first: at most rows_per_ack − 1
@@ -557,10 +559,12 @@ def audit(writes: "scenarios.Writes | None", point: dict, written: int, knobs: d
         _, unknown, failed = writes.counts(json.loads(point["run_counts"] or "{}"))
         failed = failed if partial else 0
     inflight = int(point.get("inflight_writes") or 0)
-    slack = per_ack * (unknown + inflight) + (per_ack - 1) * failed
+    resent = int(point.get("resent_writes") or 0)
+    slack = per_ack * (unknown + inflight + resent) + (per_ack - 1) * failed
     rule = "partial" if partial else "exact"
     rule += f", {unknown} unknown" if unknown else ""
     rule += f", {inflight} in flight" if inflight else ""
+    rule += f", {resent} sent twice" if resent else ""
     return {"rows_written": written, "expected_rows": expected,
             "audit_rule": rule,
             "unacked_rows": written - expected,

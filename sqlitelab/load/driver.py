@@ -621,12 +621,15 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     writer = writer_window(m0, m1)
     if writes is None and scenario is not None:
         writes = SCENARIOS[scenario].writes
-    acked = inflight = 0
+    acked = inflight = resent = 0
     if writes is not None:
         acked = writes.counts(run_counts)[0]
         # sent and never answered when the generator stopped (at its count, its window's close
         # or a kill): the server may have committed them, so the audit allows for each
         inflight = sum(writes.in_flight(p.get("run_inflight") or {}) for p in procs)
+        # sent again on a new connection after the kept-alive one dropped without an answer
+        # (loadgen, as geventhttpclient does): the first sending may have been committed too
+        resent = sum(writes.in_flight(p.get("run_resent") or {}) for p in procs)
     point = {
         "users": users, "processes": processes, "window_s": win, "requests": count,
         "rps": rps, "mean_ms": (sum(p["sum_us"] for p in procs) / count / 1000) if count else None,
@@ -664,6 +667,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "ramp_in_window": bool(spawned and max(spawned) > t0),
         "acked_writes": acked,
         "inflight_writes": inflight,
+        "resent_writes": resent,
         "run_counts": json.dumps(dict(sorted(run_counts.items()))),
         "locust_avg_ms": _locust_average(out_dir),
         **_locust_window(procs),

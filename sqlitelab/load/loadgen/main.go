@@ -499,6 +499,9 @@ type output struct {
 	HistValues   [][2]int64       `json:"hist_values"`
 	Generator    string           `json:"generator"`
 	Resent       int64            `json:"resent"` // requests sent again on a new connection (see roundTrip)
+	// those by request name: a write among them may have been committed twice (its first
+	// sending reached the server before the connection dropped), which the audit allows for
+	RunResent map[string]int64 `json:"run_resent"`
 	// The whole run, as hey counts it (see runStats): every request that finished, in the
 	// window or not; requests abandoned at the hard bound are not in it.
 	RunFirstStart *float64 `json:"run_first_start"`
@@ -695,8 +698,9 @@ type run struct {
 	stopping  atomic.Bool
 	stopOnce  sync.Once
 	stopCh    chan struct{}
-	maxID     atomic.Int64 // the largest id seen (int_to_max_id pieces)
-	resent    atomic.Int64 // requests sent again after a stale kept-alive connection
+	maxID     atomic.Int64   // the largest id seen (int_to_max_id pieces)
+	resent    atomic.Int64   // requests sent again after a stale kept-alive connection
+	resentOps []atomic.Int64 // the same by op (the request a redirect's hop belongs to)
 	users     []*user
 	wg        sync.WaitGroup
 	spawnedAt float64
@@ -704,7 +708,7 @@ type run struct {
 }
 
 func newRun(cfg *config) *run {
-	g := &run{cfg: cfg, stopCh: make(chan struct{})}
+	g := &run{cfg: cfg, stopCh: make(chan struct{}), resentOps: make([]atomic.Int64, len(cfg.spec.Requests))}
 	names := make([]string, len(cfg.spec.Requests))
 	for i, r := range cfg.spec.Requests {
 		names[i] = r.Method + " " + r.Name
@@ -800,6 +804,12 @@ func execute(cfg *config, signals <-chan os.Signal) (*output, bool) {
 	now := epoch(time.Now())
 	out := g.rec.freeze(now, g.inflight(), &spawned, g.inflightOps)
 	out.Resent = g.resent.Load()
+	out.RunResent = map[string]int64{}
+	for i := range g.resentOps {
+		if n := g.resentOps[i].Load(); n > 0 {
+			out.RunResent[g.rec.names[i]] = n
+		}
+	}
 	if g.sched != nil {
 		// due before the close (by more than lateTolerance) and never sent: slots no user
 		// took, and slots taken by a user that the stop reached before it sent
@@ -1230,6 +1240,14 @@ func (u *user) close() {
 	}
 }
 
+// resent counts a request sent once more on a new connection, under the op in flight.
+func (u *user) resent() {
+	u.g.resent.Add(1)
+	if o := u.inflightOp.Load(); o > 0 {
+		u.g.resentOps[o-1].Add(1)
+	}
+}
+
 // staleConn: the server closed a kept-alive connection before answering anything.
 func staleConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -1254,7 +1272,7 @@ func (u *user) roundTrip(isHead, capture bool) (head, int64, error) {
 		if _, err := u.conn.Write(u.req); err != nil {
 			u.close()
 			if reused && attempt == 0 && staleConn(err) {
-				u.g.resent.Add(1)
+				u.resent()
 				continue
 			}
 			return head{}, 0, err
@@ -1263,7 +1281,7 @@ func (u *user) roundTrip(isHead, capture bool) (head, int64, error) {
 		if err != nil {
 			u.close()
 			if reused && attempt == 0 && !got && staleConn(err) {
-				u.g.resent.Add(1)
+				u.resent()
 				continue
 			}
 			return head{}, 0, err

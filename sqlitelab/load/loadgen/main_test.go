@@ -421,12 +421,19 @@ func TestStaleConnectionRetried(t *testing.T) {
 	defer u.close()
 	for i := 0; i < 5; i++ {
 		time.Sleep(20 * time.Millisecond) // let the server's close arrive
+		u.inflightOp.Store(1)             // as once() marks its op in flight
 		if s, n, err := u.exchange("GET", []byte("/hello"), nil, false, true, false); s != 200 || n != 2 || err != nil {
 			t.Fatalf("request %d: %d %d %v", i, s, n, err)
 		}
+		u.inflightOp.Store(0)
 	}
 	if served.Load() != 5 {
 		t.Fatalf("served %d", served.Load())
+	}
+	// every request after the first went out on the closed connection, then again: counted
+	// by op, so that a write sent twice is an unknown outcome to the audit
+	if u.g.resent.Load() != 4 || u.g.resentOps[0].Load() != 4 {
+		t.Fatalf("resent %d, of op 0 %d", u.g.resent.Load(), u.g.resentOps[0].Load())
 	}
 }
 
