@@ -204,9 +204,14 @@ def test_stack_ratios_mark_generator_bound_peaks_as_lower_bounds():
 
 
 def test_write_path_and_ceiling_and_single_machine_findings():
-    paths = pd.DataFrame([{"server": "s", "write_path": w, "rps": r}
-                          for w, r in (("pool", 100.0), ("writer", 200.0), ("batch", 500.0))])
-    assert "group commit 2.5× the single writer, 5.0× the pool" in findings.write_path(paths)
+    paths = pd.DataFrame([{"server": "go-nethttp", "write_path": w, "rps": r, "window_s": 2.0,
+                           "writer_transactions": tx, "writer_jobs": jobs, "writer_sizes": sizes}
+                          for w, r, tx, jobs, sizes in (("pool", 100.0, None, None, None),
+                                                        ("writer", 200.0, 40, 40, '{"1": 40}'),
+                                                        ("batch", 500.0, 250, 1000, '{"1": 10, "4": 200, "25": 40}'))])
+    text = findings.write_path(paths)
+    assert "**Go · net/http**: group commit 2.5× the single writer, 5.0× the pool" in text
+    assert "its transactions held 4.0 writes on average, 25 at most, 125 commits/s" in text
     t = analysis.seed_table(synthetic_points())
     raw = {"commits_per_s": 1000.0, "reads_per_s": 5000.0}
     limits = analysis.machine_limits(raw, "writes", http=(4000.0, "rust-axum"))

@@ -15,7 +15,6 @@ threads (`--puma-threads`; its default when not given). Stored in results.db as 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import pandas as pd
@@ -23,6 +22,7 @@ import pandas as pd
 from sqlitelab.core import results
 from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import servers as stacks
+from sqlitelab.load.driver import writer_batches
 
 PROFILE = "single-writer"  # WAL, BEGIN IMMEDIATE, busy_timeout:5000; the path and synchronous set per sweep
 PATHS = ("pool", "writer", "batch")
@@ -62,16 +62,6 @@ def measure(**kw) -> pd.DataFrame:
     return run(*specs(**kw))
 
 
-def _mean_batch(g: pd.DataFrame) -> float | None:
-    tx, jobs = g["writer_transactions"].sum(), g["writer_jobs"].sum()
-    return float(jobs / tx) if tx else None
-
-
-def _largest(g: pd.DataFrame) -> int | None:
-    sizes = [int(k) for v in g["writer_sizes"].dropna() for k in json.loads(v)]
-    return max(sizes) if sizes else None
-
-
 def table(points: pd.DataFrame) -> pd.DataFrame:
     """Per stack, synchronous and users: each path's rate and p99, batch ÷ writer and batch ÷
     pool, and the writer's own counts in the window — its commits per second and the mean and
@@ -89,10 +79,10 @@ def table(points: pd.DataFrame) -> pd.DataFrame:
             row[f"{path} rps"] = p["rps"].mean()
             row[f"{path} p99 ms"] = p["p99_ms"].mean()
             if path != "pool":
-                row[f"{path} commits/s"] = (p["writer_transactions"].sum() / p["window_s"].sum()
-                                            if p["writer_transactions"].notna().any() else None)
-                row[f"{path} mean batch"] = _mean_batch(p.dropna(subset=["writer_transactions"]))
-                row[f"{path} largest batch"] = _largest(p)
+                counted = writer_batches(p)
+                row[f"{path} commits/s"] = counted["commits_per_s"]
+                row[f"{path} mean batch"] = counted["mean_batch"]
+                row[f"{path} largest batch"] = counted["largest_batch"]
         if row.get("batch rps") and row.get("writer rps"):
             row["batch ÷ writer"] = row["batch rps"] / row["writer rps"]
         if row.get("batch rps") and row.get("pool rps"):

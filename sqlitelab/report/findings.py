@@ -13,6 +13,7 @@ import pandas as pd
 from sqlitelab.report.analysis import (_measured, _variant_total, article_groups, buffer_variants, flagged,
                        limit_note, limited, machine_limits, peak)
 from sqlitelab.infra import servers
+from sqlitelab.load.driver import writer_batches
 from sqlitelab.load.scenarios import SCENARIOS, scenario_title
 from sqlitelab.report import claims
 from sqlitelab.report.capacity import daily_active_users, headline, requests_per_day
@@ -124,14 +125,21 @@ def stack_ratios(table: pd.DataFrame, base: str = "python-fastapi") -> str:
 
 
 def write_path(paths: pd.DataFrame) -> str:
-    """Group commit (`batch`) against the single writer and the connection pool, per stack."""
+    """Group commit (`batch`) against the single writer and the connection pool, per stack, and
+    how much it grouped: the writes per transaction the writer counted in the batch path's
+    windows (mean and largest; driver.writer_batches)."""
     pv = paths.pivot_table(index="server", columns="write_path", values="rps")
     lines = []
     for s, r in pv.iterrows():
         if {"batch", "writer", "pool"} <= set(r.index) and r["writer"] > 0 and r["pool"] > 0:
-            lines.append(f"- **{s}**: group commit {r['batch'] / r['writer']:.1f}× the single writer, "
-                         f"{r['batch'] / r['pool']:.1f}× the pool ({r['batch']:,.0f} vs "
-                         f"{r['writer']:,.0f} vs {r['pool']:,.0f} req/s)")
+            line = (f"- **{servers.stack_title(s)}**: group commit {r['batch'] / r['writer']:.1f}× the single "
+                    f"writer, {r['batch'] / r['pool']:.1f}× the pool ({r['batch']:,.0f} vs "
+                    f"{r['writer']:,.0f} vs {r['pool']:,.0f} req/s)")
+            counted = writer_batches(paths[(paths["server"] == s) & (paths["write_path"] == "batch")])
+            if counted["mean_batch"] is not None:
+                line += (f"; its transactions held {counted['mean_batch']:.1f} writes on average, "
+                         f"{counted['largest_batch']} at most, {counted['commits_per_s']:,.0f} commits/s")
+            lines.append(line)
     return "\n".join(lines)
 
 
