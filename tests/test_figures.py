@@ -287,6 +287,15 @@ def test_capacity_is_one_panel_per_workload_with_one_legend():
     assert rings and {ln.get_markeredgecolor() for ln in rings} == {"#000000"}
     labels = [t.get_text() for t in legends(fig)[0].get_texts()]
     assert any("was the limit" in t for t in labels) and "Twitter 2007: 600/s" in labels
+    # the same workload measured by two notebooks: each panel says whose run it is
+    one = frame[frame["notebook"] == frame["notebook"].iloc[0]]
+    twice = pd.concat([frame, one.assign(notebook="07-sqlite-vs-postgres")], ignore_index=True)
+    fig = plots.capacity_chart(twice, title="t", caption="c")
+    titles = [ax.get_title(loc="left") for ax in fig.axes if ax.axison]
+    assert len(titles) == len(set(titles)) == 8
+    assert sum(t.endswith("(SQLite vs Postgres)") for t in titles) == 1
+    assert sum(t.endswith(f"({registry.study(one['notebook'].iloc[0]).TITLE})") for t in titles) == 1
+    assert plots.problems(plots.lay_out(fig)) == []
     # with no points: one panel that says so
     empty = plots.capacity_chart(capacity.chart_frame(capacity.estimate(pd.DataFrame(), 100), 100),
                                  title="t", caption="c")

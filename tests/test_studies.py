@@ -14,7 +14,7 @@ PACKAGE = config.PROJ_ROOT / "sqlitelab"
 
 
 # What every study declares, module-level data (None where it has none).
-DECLARED = ("ID", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
+DECLARED = ("ID", "TITLE", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
             "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "SUMMARY", "BUDGET_SECONDS",
             "EXPERIMENT_TITLES")
 

@@ -12,6 +12,8 @@ from sqlitelab.studies.method import (
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "02-busy-errors"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "busy errors, seed 001"
 
 SCALES: dict[str, dict] = {
     # oha, the article's tool, runs at the article's levels (crosscheck_users) at seed; not at

@@ -8,6 +8,8 @@ from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "06-capacity"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "capacity"
 
 SCALES: dict[str, dict] = {
     "quick": {"slo_p99_ms": 100.0},

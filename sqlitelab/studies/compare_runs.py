@@ -12,6 +12,8 @@ from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "11-compare-runs"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "two runs compared"
 
 SCALES: dict[str, dict] = {
     "quick": {"run_a": "reference:03", "run_b": "newest:quick:03"},

@@ -13,6 +13,8 @@ from sqlitelab.studies.method import (
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "01-linear-writes"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "linear writes, seed 000"
 
 SCALES: dict[str, dict] = {
     # hey, the article's tool, runs at crosscheck_users: at quick one level (past every stack's

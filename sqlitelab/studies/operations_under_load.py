@@ -12,6 +12,8 @@ from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "08-operations-under-load"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "operations under load"
 
 SCALES: dict[str, dict] = {
     # Quick: six rates from well under the quick closed-loop peaks to past them (the hockey

@@ -12,6 +12,8 @@ from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "03-read-write-mix"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "read/write mix, seed 002"
 
 SCALES: dict[str, dict] = {
     # Quick: the article's lowest, middle and highest stretch of levels (8, 32, 128: each stack's

@@ -9,7 +9,7 @@ needs its .ipynb and one such module; nothing else names it.
     registry.study("03-read-write-mix").SCALES["seed"]
 
 What a study declares (tests/test_studies.py checks every one is there):
-- `ID`: the notebook's name, `NN-title`.
+- `ID`: the notebook's name, `NN-title`; `TITLE`: the notebook in a reader's words.
 - `SCALES`: how big a run is, per scale (quick, seed); sqlitelab.studies.scales.settings reads
   it, and each setting is a `None` parameter of the notebook.
 - `SERVER_SPLIT`: the server CPUs the article gave its server (the generator had the rest),

@@ -14,6 +14,8 @@ from sqlitelab.studies.method import (
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "05-single-machine"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "one machine, seed 004"
 
 SCALES: dict[str, dict] = {
     # Quick: one level between the seed's first two (each endpoint's rate, not a curve), 1.5-s

@@ -16,6 +16,8 @@ from sqlitelab.studies.method import (
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "04-sqlite-as-buffer"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "SQLite as a buffer, seed 003"
 
 SCALES: dict[str, dict] = {
     "quick": {"totals": [1_000, 10_000, 100_000], "rows_per_txn": [10, 25, 100],

@@ -24,6 +24,8 @@ from sqlitelab.studies.method import (
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "07-sqlite-vs-postgres"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "SQLite vs Postgres"
 
 SCALES: dict[str, dict] = {
     # Quick: the seed's first level only (8 users, so a quick ratio meets a seed one on the same

@@ -23,6 +23,8 @@ from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED, P
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "10-your-app"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "your own app"
 
 SCALES: dict[str, dict] = {
     # Quick: one user (the service time), a middle and a high level, enough for the knee of a

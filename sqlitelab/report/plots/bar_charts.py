@@ -16,6 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
+from sqlitelab.studies import registry
 from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _bar_limit, _limit_patches,
                                           draw_ceilings, plain_numbers)
@@ -180,8 +181,11 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
     styles = colours_for(stacks)
     peak_kind, slo_kind = (kinds + [None, None])[:2]
     refs_shown: dict = {}
-    for ax, ((notebook, scenario, database), g) in zip(axes, workloads):
-        profiles = list(dict.fromkeys(g["profile"]))
+    titles = [_panel_title(sc, db, list(dict.fromkeys(g["profile"]))) for (_, sc, db), g in workloads]
+    repeated = {t for t in titles if titles.count(t) > 1}  # the same workload in several notebooks' runs
+    titles = [t + (f"\n({registry.study(nb).TITLE})" if t in repeated else "")
+              for t, ((nb, _, _), _g) in zip(titles, workloads)]
+    for ax, (_, g), panel in zip(axes, workloads, titles):
         top = float(g[value].max()) * 1.08
         for r in g[g["kind"] == peak_kind].itertuples():
             y = stacks.index(r.server)
@@ -214,7 +218,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                                                label=f"{label}: {v:,.0f}/s")
         ax.set_xlim(0, top)
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
-        ax.set_title(_panel_title(scenario, database, profiles), fontsize=8.5, fontweight="normal")
+        ax.set_title(panel, fontsize=8.5, fontweight="normal")
         ax.grid(axis="y", visible=False)
         ax.tick_params(labelsize=8)
         ax.set_xlabel("requests/s" if value == "rps" else value, fontsize=8.5)
