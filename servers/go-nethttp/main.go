@@ -1245,6 +1245,10 @@ func (s *Service) writeBatch(w *writerConn) {
 	release, rollbackTo := s.dialect.release(), s.dialect.rollbackTo()
 	for j := range s.jobs {
 		batch = append(batch[:0], j)
+		// Let the handlers that are ready queue their jobs before the batch is taken: with
+		// one CPU the writer would otherwise commit what one handler queued while the others
+		// wait for it to block in its COMMIT's fsync.
+		runtime.Gosched()
 	drain:
 		for len(batch) < cap(batch) {
 			select {

@@ -425,6 +425,9 @@ module Lab
     def run
       while (job = @queue.pop)
         jobs = [job]
+        # Let the request threads that are ready queue their jobs before the batch is taken
+        # (they wait for the GVL this thread holds): else it commits one job at a time.
+        Thread.pass if @batch
         jobs << @queue.pop while @batch && !@queue.empty?
         @counts_lock.synchronize do
           @transactions += 1
