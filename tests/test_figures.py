@@ -531,3 +531,23 @@ def test_a_row_of_counts_that_are_all_zero_starts_at_zero():
     fig = plots.timeline_chart(sec, title="t", caption="c")
     errors_row = fig.axes[1]  # rows: p99, errors and late sends, WAL; one column per operation
     assert errors_row.get_ylim()[0] == 0 and errors_row.get_ylim()[1] >= 1
+
+
+def test_a_latency_ecdf_under_a_decade_keeps_its_numbers_plain_and_apart(tmp_path):
+    """02's smoke run once measured Rails 8 between 0.2 and 7.3 ms: the ECDF's log axis then
+    labelled its minor ticks in matplotlib's 6×10⁻¹ and printed them over each other. Plain
+    numbers, thinned like any other axis's."""
+    from hdrh.histogram import HdrHistogram
+    rng = np.random.default_rng(3)
+    df = points(stacks=["ruby-puma"], profiles=["rails8"], levels=[1, 2])
+    hists = []
+    for _ in range(len(df)):
+        h = HdrHistogram(1, 100_000_000, 3)
+        for v in rng.uniform(200, 7300, 300):
+            h.record_value(int(v))
+        hists.append(h.encode().decode())
+    fig = plots.latency_ecdf(df.assign(histogram=hists), "txn_mode", panels="profile", title="Metrics writes")
+    paths = plots.save_figure(fig, "ecdf", notebook="unit", figures_dir=tmp_path)
+    assert paths[0].exists()
+    shown = [t.get_text() for ax in fig.axes if ax.axison for t in ax.get_xticklabels() if t.get_text()]
+    assert shown and not any("mathdefault" in t for t in shown), shown

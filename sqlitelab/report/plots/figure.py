@@ -121,7 +121,8 @@ def _freeze_layout(fig) -> None:
     fig.set_layout_engine("none")
 
 
-_NUMBER = re.compile(r"[−-]?[\d,.]+[%kKMG]?")
+# a tick label that is a number: plain, or matplotlib's mathtext for a log axis (6×10⁻¹)
+_NUMBER = re.compile(r"[−-]?[\d,.]+[%kKMG]?|\$\\mathdefault\{[^$]*\}\$")
 
 
 def _shown(labels, renderer):
