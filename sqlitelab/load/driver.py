@@ -582,10 +582,11 @@ def writer_batches(points) -> dict:
     writer_window's columns): its transactions per second, the mean writes per transaction and
     the largest transaction; None for each where no point has the writer's counts (the pool, a
     server without /health's `writer`)."""
-    has = points[points["writer_transactions"].notna()] if "writer_transactions" in points else points.iloc[0:0]
-    tx = has["writer_transactions"].sum() if len(has) else 0
-    jobs = has["writer_jobs"].sum() if len(has) else 0
-    sizes = [int(k) for v in has["writer_sizes"].dropna() for k in json.loads(v)] if len(has) else []
+    if "writer_transactions" not in points:
+        return {"commits_per_s": None, "mean_batch": None, "largest_batch": None}
+    has = points[points["writer_transactions"].notna()]
+    tx, jobs = has["writer_transactions"].sum(), has["writer_jobs"].sum()
+    sizes = [int(k) for v in has["writer_sizes"].dropna() for k in json.loads(v)]
     return {"commits_per_s": float(tx / has["window_s"].sum()) if tx else None,
             "mean_batch": float(jobs / tx) if tx else None,
             "largest_batch": max(sizes) if sizes else None}

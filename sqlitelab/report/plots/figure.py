@@ -125,10 +125,6 @@ def _freeze_layout(fig) -> None:
 _NUMBER = re.compile(r"[−-]?[\d,.]+[%kKMG]?|\$\\mathdefault\{[^$]*\}\$")
 
 
-def _shown(labels, renderer):
-    return [(lab, lab.get_window_extent(renderer)) for lab in labels if lab.get_visible() and lab.get_text().strip()]
-
-
 def thin_tick_labels(fig, rounds: int = 6) -> None:
     """Numbers on an axis never printed over each other: where drawn tick labels touch, an axis
     matplotlib counts out itself (linear) gets fewer ticks; any other (the levels the lab
@@ -154,8 +150,8 @@ def _thin(axis, renderer, gap: float) -> bool:
     """One axis of thin_tick_labels; whether it changed anything."""
     drawn = axis._update_ticks()
     majors = {id(t) for t in axis.get_major_ticks()}
-    shown = [(t, id(t) in majors, e) for t in drawn
-             for lab, e in _shown([t.label1], renderer)]
+    shown = [(t, id(t) in majors, t.label1.get_window_extent(renderer)) for t in drawn
+             if t.label1.get_visible() and t.label1.get_text().strip()]
     if not any(overlaps(a, b, gap) for (_, _, a), (_, _, b) in zip(shown, shown[1:])):
         return False
     if not all(_NUMBER.fullmatch(t.label1.get_text().strip()) for t, _, _ in shown):
