@@ -403,6 +403,23 @@ def test_timing_phases_sum_to_the_wall_time(tmp_path):
         timing.phases("nope", db)
 
 
+def test_a_levels_shutdown_leaves_out_the_servers_answers_to_what_was_in_flight(tmp_path):
+    """level_timing: after the window closed, the time until the run's last answer is the
+    server's (`time_drain_s`), the rest until the level's file the generator's; the two add up to
+    the close-to-exit span, and a run that answered nothing after the close drains in 0 s."""
+    from sqlitelab.load.driver import level_timing
+    launch, t0, t1, exited = 100.0, 100.5, 102.5, 110.0
+    (tmp_path / "proc-1.json").write_text(json.dumps({"t0": t0, "t1": t1, "spawned_at": 100.2,
+                                                      "run_last_end": 109.8}))
+    t = level_timing(tmp_path, launch, t0, 0.3, exited, 110.1)
+    assert t["time_window_s"] == pytest.approx(2.0) and t["time_drain_s"] == pytest.approx(7.3)
+    assert t["time_shutdown_s"] == pytest.approx(0.2)
+    assert t["time_drain_s"] + t["time_shutdown_s"] == pytest.approx(exited - t1)
+    (tmp_path / "proc-1.json").write_text(json.dumps({"t0": t0, "t1": t1, "run_last_end": 102.4}))
+    t = level_timing(tmp_path, launch, t0, 0.3, exited, 110.1)
+    assert t["time_drain_s"] == 0 and t["time_shutdown_s"] == pytest.approx(exited - t1)
+
+
 def test_only_one_local_generator_process_in_closed_loop_steps_through_the_levels(tmp_path):
     """Spec.steps_levels: a sweep's levels share one generator process (load.Session) only where
     run_level would run one local process in closed loop for a window of a duration."""

@@ -341,12 +341,15 @@ TABLES: dict[str, dict] = {
             "time_startup_s": "Level timing: the start-up allowance the window waited for, s.",
             "time_warmup_s": "Level timing: the warm-up, s.",
             "time_window_s": "Level timing: the measurement window, s.",
-            "time_shutdown_s": "Level timing: the generator's exit after the window closed, s.",
+            "time_drain_s": "Level timing: after the window closed, until the server had answered the "
+                            "last request in flight (the server's time: a stalled request holds it), s.",
+            "time_shutdown_s": "Level timing: the generator's exit after the window closed and its last "
+                               "request in flight was answered (before time_drain_s: from the close), s.",
             "time_merge_s": "Level timing: reading and merging the generator's files, s.",
             "time_level_s": "Level timing: the whole level, launch to merged, s.",
             "time_counts_s": "Point timing: counting rows before and after (the audit), s.",
             "time_cache_s": "Point timing: the page-cache probes (fincore) before and after, s.",
-            "time_pause_s": "Point timing: the pause after the level, s.",
+            "time_pause_s": "Point timing: the pause after the level (none after a server's last), s.",
             "time_point_s": "Point timing: the whole point, counts to pause, s.",
             "open_loop": "1: requests were due on a schedule whatever the server answered (open loop, "
                          "`rate`), latencies and percentiles from each request's due time; 0: closed loop.",

@@ -547,8 +547,9 @@ def level_timing(out_dir: Path, launch: float, t0: float, warmup: float, exited:
                  done: float) -> dict:
     """Where a level's wall time went (`time_*` columns, seconds; sqlitelab.report.timing sums them):
     the generator's start-up until its last user ran (`time_spawn_s`) within the allowance the
-    window waited for (`time_startup_s`), the warm-up, the window, the generator's exit after
-    the window closed (`time_shutdown_s`), and reading its files (`time_merge_s`).
+    window waited for (`time_startup_s`), the warm-up, the window, the server's answers to the
+    requests in flight at the close (`time_drain_s`: until the run's last answer), the
+    generator's exit after that (`time_shutdown_s`), and reading its files (`time_merge_s`).
     In a Session, `launch` is when the level was asked for and `exited` when its file was
     there: the first level's start-up holds the process's start (imports, once per session), a
     later one's only the command's pick-up and its users' spawn; each level's shutdown is its
@@ -557,9 +558,13 @@ def level_timing(out_dir: Path, launch: float, t0: float, warmup: float, exited:
     procs = [json.loads(f.read_text()) for f in out_dir.glob("proc-*.json")]
     spawned = [p["spawned_at"] for p in procs if p.get("spawned_at")]
     closed = max((p["t1"] for p in procs), default=t0)
+    # the server answering what was in flight at the close: from the close to the run's last answer
+    answered = [p["run_last_end"] for p in procs if p.get("run_last_end") is not None]
+    drain = min(max(max(answered) - closed, 0.0), max(exited - closed, 0.0)) if answered else None
     return {"time_spawn_s": (max(spawned) - launch) if spawned else None,
             "time_startup_s": t0 - warmup - launch, "time_warmup_s": warmup,
-            "time_window_s": closed - t0, "time_shutdown_s": exited - closed,
+            "time_window_s": closed - t0, "time_drain_s": drain,
+            "time_shutdown_s": exited - closed - (drain or 0.0),
             "time_merge_s": done - exited, "time_level_s": done - launch}
 
 

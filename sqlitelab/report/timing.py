@@ -6,7 +6,8 @@
     timing.breakdown(run_id)        # the largest phases in one line (batch's over-budget note)
 
 Sweeps record it as they go: per point the `time_*` columns (load.level_timing: the
-generator's start-up, warm-up, window, shutdown, merge; sweep: counts, page-cache probes,
+generator's start-up, warm-up, window, the server's answers to what was in flight at the close
+(`time_drain_s`), the generator's shutdown, merge; sweep: counts, page-cache probes,
 pause, the whole point), per server and profile (and scenario) `runs.server_timing` (copy,
 start, prime, levels, the exit of a session's generator, cross-check, confirmation, stop,
 integrity check), per sweep
@@ -30,8 +31,10 @@ POINT_PHASES = [
     ("warm-up", "time_warmup_s", "requests before the window"),
     ("generator start-up", "time_startup_s",
      "launch (a session's later level: its command) until the window's warm-up began"),
+    ("requests in flight answered", "time_drain_s",
+     "window closed until the server answered the last request in flight (the server's time)"),
     ("generator shutdown", "time_shutdown_s",
-     "window closed until the generator exited (a session: until its level's file was written)"),
+     "then until the generator exited (a session: its level's file was written)"),
     ("merge", "time_merge_s", "reading the generator's files"),
     ("row counts", "time_counts_s", "the audit's counts"),
     ("page-cache probes", "time_cache_s", "fincore before and after"),
