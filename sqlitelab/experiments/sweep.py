@@ -80,6 +80,10 @@ def _check_args(server_list, profile_list, scenario, levels, repeats):
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
 
 
+# a level's window in seconds when a sweep is given none (`duration=None`: e.g. a sweep of N requests)
+DURATION = 10.0
+
+
 def _check_window(duration, warmup):
     """The measured window and its warm-up, refused in one line before anything starts (a bad
     one would otherwise surface in load.run_level, with a server already running)."""
@@ -91,7 +95,7 @@ def _check_window(duration, warmup):
 
 def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | None = None, profiles: list[str] | None = None,
           scenario: str | list[str] = "rails-writes", levels: list[int] = (1, 2, 4), repeats: int = 1,
-          duration: float = 10.0, warmup: float = 2.0, requests: int | None = None,
+          duration: float | None = DURATION, warmup: float = 2.0, requests: int | None = None,
           max_duration: float = 300.0, pause: float = 0.1, processes: int | str = "auto",
           server_cpus: str | None = "auto", generator_cpus: str | None = "auto",
           knobs: dict | None = None, server_knobs: dict[str, dict] | None = None,
@@ -245,6 +249,7 @@ class Spec:
         profile_list = list(profiles or ["rails71"])
         levels = list(levels)
         _check_args(server_list, profile_list, scenario, levels, repeats)
+        duration = DURATION if duration is None else duration  # None: the default (a count's sweep needs none)
         _check_window(duration, warmup)
         server_repeats = dict(server_repeats or {})
         for stack, n in server_repeats.items():
@@ -705,7 +710,7 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
             "busy": knobs.get("busy")}
 
         def measure(users: int, rep: int, gen: str, rate: float | None = None,
-                    session: "load.Session | None" = None) -> dict:
+                    session: "load.Session | None" = None, last: bool = False) -> dict:
             bar.set_postfix_str(f"{stack}/{profile}: {users} users"
                                 + (f", {rate:g}/s" if rate is not None else "") + f", repeat {rep}"
                                 + (f" ({gen})" if gen != generator else ""))
@@ -757,7 +762,9 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
             why = verdicts.influence(measured, onsets.get(gen))
             bar.update(1)
             t = time.perf_counter()
-            time.sleep(spec.pause)
+            # a pause between levels, none after a server's last: it is stopped next, or the
+            # cross-check and the confirmation follow with warm-ups of their own
+            time.sleep(0.0 if last else spec.pause)
             return schema.assemble(
                 measured,
                 {"generator_influenced": why is not None, "influence": why,  # the verdicts
@@ -773,10 +780,10 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                            cpus=spec.generator_cpus, scenario_params=scenario_params,
                            keepalive=spec.keepalive, generator=generator)
               if spec.steps_levels else contextlib.nullcontext()) as session:
-            for users in levels:
-                for rate in spec.rates or [None]:
-                    for rep in range(1, repeats + 1):
-                        out.append(measure(users, rep, generator, rate, session))
+            steps = [(users, rate, rep) for users in levels for rate in spec.rates or [None]
+                     for rep in range(1, repeats + 1)]
+            for i, (users, rate, rep) in enumerate(steps):
+                out.append(measure(users, rep, generator, rate, session, last=i == len(steps) - 1))
             st["levels_s"] = time.perf_counter() - t
         st["generator_exit_s"] = session.exit_s if session is not None else 0.0
         t = time.perf_counter()

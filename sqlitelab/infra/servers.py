@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlitelab.core import config, layout
+from sqlitelab.core.vocabulary import SYNCHRONOUS
 from sqlitelab.infra import databases, hosts, postgres
 from sqlitelab.core.processes import free_port, log_tail, pin_command
 
@@ -225,6 +226,19 @@ def pragmas_with(profile: str, **changes) -> str:
     out = {k.strip(): v.strip() for k, v in items}
     out.update({k: str(v) for k, v in changes.items()})
     return ",".join(f"{k}={v}" for k, v in out.items())
+
+
+def synchronous_knobs(profile: str, synchronous: str | None) -> dict:
+    """The knobs that run `profile` at PRAGMA synchronous=`synchronous` (off, normal, full or
+    extra; None: the profile's own, {}): a run with that one knob changed (notebook 03's
+    `synchronous`). Any other value is refused in one line."""
+    if synchronous is None:
+        return {}
+    value = str(synchronous).strip().lower()
+    if value not in SYNCHRONOUS.values():
+        raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS.values())} "
+                         f"(or None: the profile's), not {synchronous!r}")
+    return {"pragmas": pragmas_with(profile, synchronous=value)}
 
 
 def knob_env(profile: str | None = None, *, database: str = "sqlite", stack: str | None = None,

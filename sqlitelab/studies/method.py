@@ -148,6 +148,14 @@ def recorded(column: str, text: str) -> Callable:
     return get
 
 
+def window(run: RunView):
+    """A level's window as the run set it: its count of requests, or, where it counted none, its
+    seconds ("a 1.5-s window")."""
+    if run.parameters.get("requests") is not None:
+        return run.param("requests")
+    return f"a {run.param('duration'):g}-s window"
+
+
 def puma_shape(run: RunView) -> list[str]:
     """ruby-puma's processes × threads, from its /health knobs."""
     r = run.where(server="ruby-puma").points
