@@ -263,17 +263,28 @@ ORDER BY r.started"""
 
 def _compare_runs(schema: dict) -> str:
     """report.compare.compare(side(:a), side(:b)) in SQL: the same keys, spreads, bands and verdicts
-    (the machine's stored spread per family where a point has no repeats, when the file has a
-    `noise` table)."""
+    (the machine's stored spread per family where a point has no repeats, measured over the
+    windows nearest the point's, when the file has a `noise` table)."""
     families = ", ".join(f"('{n}', '{s.family}')" for n, s in scenarios.SCENARIOS.items())
     keys = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
     on = " AND ".join(f"a.{k} = b.{k}" for k in keys)
 
     def band(metric: str) -> str:
-        stored_spread = (f"""(SELECT n.spread FROM noise n WHERE n.machine = lv.machine AND n.metric = '{metric}'
-                AND n.family = coalesce((SELECT f.family FROM fam f WHERE f.scenario = lv.scenario),
+        family = f"""coalesce((SELECT f.family FROM fam f WHERE f.scenario = lv.scenario),
                   (SELECT n2.family FROM noise n2 WHERE n2.machine = lv.machine AND n2.metric = '{metric}'
-                   ORDER BY n2.spread DESC LIMIT 1))
+                   ORDER BY n2.spread DESC LIMIT 1))"""
+
+        def mine(n: str) -> str:  # noise rows of the point's machine, metric and family
+            return f"{n}.machine = lv.machine AND {n}.metric = '{metric}' AND {n}.family = {family}"
+
+        def distance(n: str) -> str:  # how far a row's window is from the point's, as a ratio (0: unknown)
+            return (f"coalesce(CASE WHEN lv.window_s > 0 THEN CASE WHEN {n}.duration_s > 0 THEN "
+                    f"max({n}.duration_s / lv.window_s, lv.window_s / {n}.duration_s) ELSE 1e308 END END, 0)")
+        # the window nearest the point's (a file whose noise rows predate windows: the newest row)
+        nearest = (f"""AND {distance("n")} = (SELECT min({distance("n3")}) FROM noise n3 WHERE {mine("n3")})"""
+                   if "duration_s" in schema.get("noise", ()) else "")
+        stored_spread = (f"""(SELECT n.spread FROM noise n WHERE {mine("n")}
+                {nearest}
               ORDER BY n.measured DESC LIMIT 1)""" if "noise" in schema else "NULL")
         return f"coalesce(lv.{metric}_spread, {stored_spread}) AS {metric}_spread"
 
@@ -289,12 +300,12 @@ WITH fam(scenario, family) AS (VALUES {families}),
 pts AS (
   SELECT p.notebook_run AS run, p.notebook, coalesce(p.experiment, '') AS experiment, p.server,
          coalesce(p.profile, '') AS profile, p.scenario, coalesce(p.database, '') AS database, p.users,
-         coalesce(CAST(p.rate AS TEXT), '') AS rate, p.rps, p.p99_ms, p.machine
+         coalesce(CAST(p.rate AS TEXT), '') AS rate, p.rps, p.p99_ms, p.machine, p.window_s AS window_s
   FROM points p WHERE coalesce(p.headline, 1) = 1 AND p.notebook_run IN (:a, :b)
 ),
 lv AS (
   SELECT run, notebook, experiment, server, profile, scenario, database, users, rate, max(machine) AS machine,
-         avg(rps) AS rps, CASE WHEN count(*) > 1 THEN (max(rps) - min(rps)) / avg(rps) END AS rps_spread,
+         avg(window_s) AS window_s, avg(rps) AS rps, CASE WHEN count(*) > 1 THEN (max(rps) - min(rps)) / avg(rps) END AS rps_spread,
          avg(p99_ms) AS p99_ms,
          CASE WHEN count(*) > 1 THEN (max(p99_ms) - min(p99_ms)) / avg(p99_ms) END AS p99_ms_spread
   FROM pts GROUP BY run, notebook, experiment, server, profile, scenario, database, users, rate
@@ -311,7 +322,8 @@ SELECT a.notebook, a.experiment, a.server, a.profile, a.scenario, a.database, a.
        {verdict("p99_ms", -1)}
 FROM side a JOIN side b ON {on}
 WHERE a.run = :a AND b.run = :b
-ORDER BY a.experiment, a.server, a.profile, a.scenario, a.database, a.users, a.rate""", schema, p="points")
+ORDER BY a.experiment, a.server, a.profile, a.scenario, a.database, a.users, a.rate""", schema, p="points",
+                n="noise", n2="noise", n3="noise")
 
 
 # name -> the tables it needs, title, description, parameters, and its SQL built for a schema

@@ -7,9 +7,10 @@ this machine) or reference:<NN> (notebook NN of the committed reference run); B 
 comparison was made (an empty one says why), 2 a run that is not there or runs of different
 notebooks, in one line.
 
-`python -m sqlitelab.compare --noise [--runs N]`: measure this machine's run-to-run spread per
-scenario family and store it (sqlitelab.experiments.noise; about a minute on 2 cores), the band a
-comparison uses where a point has no repeats.
+`python -m sqlitelab.compare --noise [--runs N] [--duration S]`: measure this machine's run-to-run
+spread per scenario family over windows of S seconds and store it (sqlitelab.experiments.noise;
+about a minute on 2 cores), the band a comparison uses where a point has no repeats: the one
+measured over the windows nearest the point's.
 """
 from __future__ import annotations
 
@@ -22,17 +23,15 @@ import pandas as pd
 from sqlitelab.experiments import noise
 from sqlitelab.report import compare
 
-SHOWN = ["experiment", "server", "profile", "scenario", "database", "users", "rate",
-         "rps_a", "rps_b", "rps_ratio", "rps_band", "rps_verdict",
-         "p99_ms_a", "p99_ms_b", "p99_ms_ratio", "p99_ms_band", "p99_ms_verdict"]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlitelab.compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("a", nargs="?", help="the first run (the baseline): id, newest:<scale>:<NN> or reference:<NN>")
     ap.add_argument("b", nargs="?", help="the second run: the same forms")
     ap.add_argument("--noise", action="store_true", help="measure and store this machine's run-to-run spread")
     ap.add_argument("--runs", type=int, default=noise.RUNS, help="sweeps per family for --noise")
+    ap.add_argument("--duration", type=float, default=noise.DURATION,
+                    help="seconds of each --noise sweep's window (a comparison uses the spread measured "
+                         "over the windows nearest its points')")
     ap.add_argument("--db", type=Path, default=None, help="the results database (default data/results.db)")
     ap.add_argument("--db-b", type=Path, default=None,
                     help="B's results database, when B is in another one (another checkout or machine; default --db)")
@@ -40,11 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.noise:
         try:
-            rows = noise.measure(runs=args.runs, results_db=args.db)
+            rows = noise.measure(runs=args.runs, duration=args.duration, results_db=args.db)
         except ValueError as e:
             print(f"compare: {e}", file=sys.stderr)
             return 2
-        print(rows[["family", "scenario", "metric", "runs", "mean", "spread", "values"]].round(3)
+        print(rows[["family", "scenario", "metric", "duration_s", "runs", "mean", "spread", "values"]].round(3)
               .to_string(index=False))
         return 0
     if args.a is None or args.b is None:
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     print(compare.summary(c))
     if len(c.table):
         with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_rows", 500):
-            print(c.table[SHOWN].round(3).to_string(index=False))
+            print(c.table[compare.SHOWN].round(3).to_string(index=False))
     for name, only in (("only in a", c.only_a), ("only in b", c.only_b)):
         if len(only):
             print(f"\n{name}:\n{only.to_string(index=False)}")

@@ -4,6 +4,7 @@ runs' own repeats or the machine's stored spread, and a clear refusal for what c
 Runs stored in a real results.db, as sweeps store them."""
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pandas as pd
@@ -19,7 +20,8 @@ MACHINE = "2 cores (test), 1 GiB"
 
 
 def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, p99: dict | None = None,
-          commit: str = "aaaa", machine: str = MACHINE) -> None:
+          commit: str = "aaaa", machine: str = MACHINE, window: dict | None = None,
+          parameters: dict | None = None) -> None:
     """A notebook run of one stack: `rps` maps users to a list of repeats' rates."""
     points = []
     for users, rates in rps.items():
@@ -27,10 +29,12 @@ def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, 
             points.append({"run_id": run_id, "server": "go-nethttp", "profile": "single-writer",
                            "scenario": "mix", "database": "sqlite", "users": users, "rate": None,
                            "repeat": rep, "rps": r, "p99_ms": (p99 or {}).get(users, 10.0),
-                           "generator": "loadgen", "headline": True, "audit_ok": True})
+                           "generator": "loadgen", "headline": True, "audit_ok": True,
+                           **({"window_s": window[users]} if window else {})})
     results.store_run({"run_id": run_id, "notebook": notebook, "notebook_run": run_id, "scale": "quick",
                        "machine": machine, "git_commit": commit, "started": results.now_iso(),
-                       "server_cpus": "0", "generator_cpus": "1"}, points, path)
+                       "server_cpus": "0", "generator_cpus": "1",
+                       **({"parameters": json.dumps(parameters)} if parameters else {})}, points, path)
 
 
 def test_points_are_judged_against_the_band_of_their_repeats(tmp_path):
@@ -165,6 +169,47 @@ def test_the_canned_query_gives_the_same_verdicts_as_compare(tmp_path):
         for r, w in zip(got, want.to_dict("records")):
             assert r["rps_ratio"] == pytest.approx(w["rps_ratio"])
             assert (r["rps_verdict"], r["p99_ms_verdict"]) == (w["rps_verdict"], w["p99_ms_verdict"]), (with_noise, r)
+
+
+def test_the_band_is_the_spread_measured_over_the_windows_nearest_the_points(tmp_path, capsys):
+    """Spreads stored for 0.5-s and 5-s windows: a 1-s point takes the 0.5-s one (twice its window,
+    against five times), a 4-s point the 5-s one, in compare and in the canned query alike; the
+    table says where each band came from."""
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={8: [1000], 32: [2000]}, window={8: 1.0, 32: 4.0})
+    store(db, "run-b", rps={8: [1200], 32: [2400]}, window={8: 1.0, 32: 4.0})
+    results.store_rows("noise", [
+        {"machine": MACHINE, "family": "mix", "metric": m, "spread": spread, "duration_s": window,
+         "measured": f"2026-01-0{day}"}
+        for day, (window, spread) in enumerate([(0.5, 0.25), (5.0, 0.05), (0.5, 0.2)], 1)
+        for m in ("rps", "p99_ms")], db)  # the 0.5-s windows measured twice: the newer, 0.2, counts
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    t = c.table.set_index("users")
+    assert t.loc["8", "rps_spread_a"] == pytest.approx(0.2) and t.loc["32", "rps_spread_a"] == pytest.approx(0.05)
+    assert t.loc["8", "rps_spread_from_a"] == "the machine's 0.5-s windows"
+    assert t.loc["32", "rps_spread_from_b"] == "the machine's 5-s windows"
+    # 1.2× is within a band of sqrt(2) * 0.2 = 0.28, beyond one of sqrt(2) * 0.05 = 0.07
+    assert (t.loc["8", "rps_verdict"], t.loc["32", "rps_verdict"]) == ("within noise", "faster")
+    sql = browse.QUERIES["compare_runs"]["sql"](browse.schema(db))
+    con = sqlite3.connect(db)
+    cur = con.execute(sql, {"a": "run-a", "b": "run-b"})
+    got = {r["users"]: r for r in (dict(zip([d[0] for d in cur.description], row)) for row in cur.fetchall())}
+    con.close()
+    assert (got[8]["rps_verdict"], got[32]["rps_verdict"]) == ("within noise", "faster")
+
+
+def test_parameters_set_differently_head_the_provenance(tmp_path, capsys):
+    """A knob changed between two runs (03 at FULL, then NORMAL) is named first; a parameter both
+    set alike, or one that only names the run, is not."""
+    db = tmp_path / "results.db"
+    store(db, "run-a", rps={8: [1000]}, parameters={"synchronous": None, "levels": [8], "run_id": "run-a"})
+    store(db, "run-b", rps={8: [3000]}, parameters={"synchronous": "normal", "levels": [8], "run_id": "run-b"})
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    moved = c.provenance[~c.provenance["same"]]
+    assert moved["what"].tolist() == ["parameter synchronous"]
+    assert (moved["a"].iloc[0], moved["b"].iloc[0]) == ("None", "normal")
+    assert command.main(["run-a", "run-b", "--db", str(db)]) == 0
+    assert "parameter synchronous differs: None | normal" in capsys.readouterr().out
 
 
 def test_the_comparison_figure_keeps_the_vocabulary(tmp_path):

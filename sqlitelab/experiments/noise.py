@@ -11,8 +11,12 @@ twice on this machine within minutes. It does not hold the slower drift of a mac
 (the cores of a VM changing speed): a comparison of runs made hours apart can move more than this
 band and still be the machine; the method section of a comparison says so.
 
-Stored in results.db's `noise` table, one row per machine, family and metric, with how it was
-made; the newest row of a machine and family is the one a comparison reads.
+A spread depends on the window it was measured over (a short window spreads more than a long
+one), so `duration` is a setting (`python -m sqlitelab.compare --noise --duration S`): measure it
+at the windows the runs to be compared use. Stored in results.db's `noise` table, one row per
+machine, family, metric and measurement, with how it was made and its window (`duration_s`); a
+comparison reads, for each point, the newest row of its machine and family measured over the
+windows nearest the point's own.
 """
 from __future__ import annotations
 

@@ -14,11 +14,13 @@ noise`. The noise band of a ratio is each side's relative spread combined in qua
 sqrt(na² + nb²) (two independent measurements); a side's spread at a point is its repeats'
 (max − min) / mean where the point was repeated, else the run-to-run spread stored for its machine
 and its scenario's family (`noise` rows of results.db, measured by `python -m sqlitelab.compare
---noise`: sqlitelab.experiments.noise), else unknown: then the verdict is `no noise band` and says
+--noise`: sqlitelab.experiments.noise) over the windows nearest the point's own (the table's
+`<metric>_spread_from_a/_b` says which), else unknown: then the verdict is `no noise band` and says
 nothing about the direction.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -31,6 +33,10 @@ from sqlitelab.report import reference_run
 KEYS = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
 # metric: +1 when higher is better (throughput), -1 when lower is (latency)
 METRICS = {"rps": +1, "p99_ms": -1}
+# the comparison table's columns a reader is shown (the command's and notebook 11's)
+SHOWN = ["experiment", "server", "profile", "scenario", "database", "users", "rate",
+         "window_s_a", "window_s_b", "rps_a", "rps_b", "rps_ratio", "rps_band", "rps_verdict",
+         "p99_ms_a", "p99_ms_b", "p99_ms_ratio", "p99_ms_band", "p99_ms_verdict"]
 # what the provenance table compares, from each side's runs rows
 PROVENANCE = ("machine", "git_commit", "lock_hash", "scale", "server_cpus", "generator_cpus",
               "calibrations")
@@ -107,28 +113,56 @@ def side(ref: str, path=None, reference_dir=None) -> Side:
 
 
 def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
-    """The newest stored run-to-run spread on the side's machine, {family: {metric: spread}}
-    (experiments.noise), {} when none was measured there."""
+    """The run-to-run spreads stored for the side's machine (experiments.noise),
+    {family: {metric: [(window_s, spread), ...]}}: the newest measurement of each family, metric
+    and window length; {} when none was measured there."""
     machine = pts["machine"].dropna().iloc[0] if "machine" in pts and pts["machine"].notna().any() else None
     tables = results.read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'noise'",
                               (), path)
     if tables.empty:  # nothing measured on any machine yet
         return {}
     rows = results.read_sql("SELECT * FROM noise WHERE machine = ? ORDER BY measured", [machine], path)
-    out: dict = {}
-    for r in rows.to_dict("records"):  # the newest row of each family and metric wins
-        out.setdefault(r["family"], {})[r["metric"]] = float(r["spread"])
+    newest: dict = {}
+    for r in rows.to_dict("records"):  # the newest row of each family, metric and window wins
+        window = r.get("duration_s")
+        window = float(window) if window is not None and window == window else math.nan
+        newest.pop((r["family"], r["metric"], window), None)
+        newest[(r["family"], r["metric"], window)] = float(r["spread"])
+    out: dict = {}  # each list oldest measurement first
+    for (family, metric, window), spread in newest.items():
+        out.setdefault(family, {}).setdefault(metric, []).append((window, spread))
     return out
 
 
-def machine_spread(noise: dict, scenario: str, metric: str) -> float:
+def _nearest(measured: list, window_s) -> tuple[float, float]:
+    """The (window, spread) measured over the window nearest `window_s` in ratio (the newer of a
+    tie; the newest measurement when the point's window is not known)."""
+    if window_s is None or window_s != window_s or window_s <= 0:
+        return measured[-1]
+    ratio = [max(w / window_s, window_s / w) if w == w and w > 0 else math.inf for w, _ in measured]
+    return measured[min(range(len(measured)), key=lambda i: (ratio[i], -i))]
+
+
+def machine_spread(noise: dict, scenario: str, metric: str, window_s: float | None = None) -> float:
     """A point's spread from its machine's measurement: its scenario's family's, or (a scenario
-    the registry does not know, an app's locustfile) the widest family's; nan when none."""
+    the registry does not know, an app's locustfile) the widest family's; of that family, the
+    one measured over windows nearest the point's `window_s` (a short window spreads more than a
+    long one); nan when none."""
+    return machine_spread_from(noise, scenario, metric, window_s)[0]
+
+
+def machine_spread_from(noise: dict, scenario: str, metric: str,
+                        window_s: float | None = None) -> tuple[float, float]:
+    """machine_spread and the window (s) of the measurement it came from (nan, nan: none)."""
     family = scenarios.SCENARIOS[scenario].family if scenario in scenarios.SCENARIOS else None
     if family in noise and metric in noise[family]:
-        return noise[family][metric]
-    values = [m[metric] for m in noise.values() if metric in m]
-    return max(values) if values else math.nan
+        window, spread = _nearest(noise[family][metric], window_s)
+        return spread, window
+    found = [_nearest(m[metric], window_s) for m in noise.values() if metric in m]
+    if not found:
+        return math.nan, math.nan
+    window, spread = max(found, key=lambda f: f[1])
+    return spread, window
 
 
 def _keyed(pts: pd.DataFrame) -> pd.DataFrame:
@@ -154,10 +188,17 @@ def _levels(s: Side) -> pd.DataFrame:
         agg[m] = (m, "mean")
         agg[f"{m}_spread"] = (m, lambda v: (v.max() - v.min()) / v.mean() if len(v) > 1 and v.mean() else math.nan)
     agg["repeats"] = ("rps", "size")
+    agg["window_s"] = ("window_s", "mean") if "window_s" in pts else ("rps", lambda v: math.nan)
     out = pts.groupby(list(KEYS), sort=True).agg(**agg).reset_index()
     for m in METRICS:
-        stored = out["scenario"].map(lambda sc: machine_spread(s.machine_noise, sc, m))
-        out[f"{m}_spread"] = out[f"{m}_spread"].fillna(stored)
+        own = out[f"{m}_spread"].notna()
+        stored = [machine_spread_from(s.machine_noise, sc, m, w)
+                  for sc, w in zip(out["scenario"], out["window_s"])]
+        out[f"{m}_spread"] = out[f"{m}_spread"].fillna(pd.Series([v for v, _ in stored], index=out.index))
+        out[f"{m}_spread_from"] = [
+            f"its {n} repeats" if mine else
+            (f"the machine's {w:g}-s windows" if w == w else "the machine's runs") if v == v else "none"
+            for mine, n, (v, w) in zip(own, out["repeats"], stored)]
     return out
 
 
@@ -214,6 +255,11 @@ def provenance(a: Side, b: Side) -> pd.DataFrame:
         rows.append({"what": what, "a": va, "b": vb, "same": va == vb})
     va, vb = _one(a.points, "generator"), _one(b.points, "generator")
     rows.append({"what": "generator", "a": va, "b": vb, "same": va == vb})
+    pa, pb = _parameters(a.runs), _parameters(b.runs)
+    for name in sorted(set(pa) | set(pb)):  # the notebook's parameters: only those set differently
+        if name not in SAME_RUN + PROVENANCE and pa.get(name, "not set") != pb.get(name, "not set"):
+            rows.append({"what": f"parameter {name}", "a": pa.get(name, "not set"),
+                         "b": pb.get(name, "not set"), "same": False})
     for col, words in CEILING_WORDS.items():  # the machine's own speed, measured by each run
         ca, cb = _ceiling(a, col), _ceiling(b, col)
         if ca is None and cb is None:
@@ -231,6 +277,25 @@ def provenance(a: Side, b: Side) -> pd.DataFrame:
 CEILING_WORDS = {"commits_per_s": "SQLite alone, one-row commits (NORMAL)",
                  "reads_per_s": "SQLite alone, point reads"}
 CEILING_SAME = 0.15
+
+
+# parameters that name the run rather than set it (the scale has its provenance row)
+SAME_RUN = ("run_id", "run_a", "run_b")
+
+
+def _parameters(runs: pd.DataFrame) -> dict:
+    """The notebook parameters a side's runs stored, each as text (a run's experiments store the
+    same ones; where they differ, each value once, joined by ' | ')."""
+    values: dict[str, set] = {}
+    for v in runs.get("parameters", pd.Series(dtype=object)).dropna():
+        try:
+            params = json.loads(v) if isinstance(v, str) else dict(v)
+        except (ValueError, TypeError):
+            continue
+        for k, x in params.items():  # as the notebook's parameters cell reads: None, normal, [8, 32]
+            values.setdefault(k, set()).add(
+                "None" if x is None else x if isinstance(x, str) else json.dumps(x, sort_keys=True))
+    return {k: " | ".join(sorted(v)) for k, v in values.items()}
 
 
 def _ceiling(s: Side, col: str) -> float | None:

@@ -17,6 +17,7 @@ from sqlitelab.load.driver import writer_batches
 from sqlitelab.load.scenarios import SCENARIOS, scenario_title
 from sqlitelab.report import claims
 from sqlitelab.report.capacity import daily_active_users, headline, requests_per_day
+from sqlitelab.studies.registry import experiment_title
 from sqlitelab.core.vocabulary import STALL_MS  # a request still running this long after the window has stalled
 
 
@@ -577,7 +578,7 @@ def comparison(c) -> str:
             far = moved.loc[(moved[f"{metric}_ratio"].apply(lambda r: abs(math.log(r)))).idxmax()]
             users = f"{far['users']} user{'' if str(far['users']) == '1' else 's'}"
             lines.append(f"  The largest move: {servers.stack_title(far['server'])}, {users}"
-                         + (f" ({far['experiment']})" if far["experiment"] else "")
+                         + (f" ({experiment_title(far['notebook'], far['experiment'])})" if far["experiment"] else "")
                          + f": {far[f'{metric}_ratio']:.2f}× (band ±{far[f'{metric}_band']:.0%}).")
     if (c.table["rps_verdict"] == "no noise band").any():
         lines.append("- Points without repeats have a band only from the machine's own measurement: "

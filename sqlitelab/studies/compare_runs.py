@@ -53,7 +53,8 @@ ARTICLE = Article(ID, "—", "two runs of a notebook, point by point", (
            "experiment, stack, profile, scenario, database, users and rate", expect=NOT_STATED,
            why="a point only one run has is listed apart, never compared"),
     Detail("noise band", "—", lambda r: "each run's (max − min) / mean from its repeats, else its "
-           "machine's stored spread for the scenario's family, combined as sqrt(a² + b²)",
+           "machine's stored spread for the scenario's family, measured over the windows nearest the "
+           "point's, combined as sqrt(a² + b²)",
            expect=NOT_STATED, why="the band is measured within minutes; runs hours apart on a VM can "
                                   "differ by more and still be the machine"),
     Detail("machine", "—", "col:machine", expect=NOT_STATED, why=MACHINE_WHY),
