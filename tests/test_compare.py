@@ -200,10 +200,12 @@ def test_the_band_is_the_spread_measured_over_the_windows_nearest_the_points(tmp
 
 def test_parameters_set_differently_head_the_provenance(tmp_path, capsys):
     """A knob changed between two runs (03 at FULL, then NORMAL) is named first; a parameter both
-    set alike, or one that only names the run, is not."""
+    set alike, one that only names the run, or one only the newer notebook has, at its default
+    (None), is not."""
     db = tmp_path / "results.db"
     store(db, "run-a", rps={8: [1000]}, parameters={"synchronous": None, "levels": [8], "run_id": "run-a"})
-    store(db, "run-b", rps={8: [3000]}, parameters={"synchronous": "normal", "levels": [8], "run_id": "run-b"})
+    store(db, "run-b", rps={8: [3000]}, parameters={"synchronous": "normal", "levels": [8], "run_id": "run-b",
+                                                     "duration": None})  # new, at its default: no difference
     c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
     moved = c.provenance[~c.provenance["same"]]
     assert moved["what"].tolist() == ["parameter synchronous"]

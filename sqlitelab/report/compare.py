@@ -257,9 +257,10 @@ def provenance(a: Side, b: Side) -> pd.DataFrame:
     rows.append({"what": "generator", "a": va, "b": vb, "same": va == vb})
     pa, pb = _parameters(a.runs), _parameters(b.runs)
     for name in sorted(set(pa) | set(pb)):  # the notebook's parameters: only those set differently
-        if name not in SAME_RUN + PROVENANCE and pa.get(name, "not set") != pb.get(name, "not set"):
-            rows.append({"what": f"parameter {name}", "a": pa.get(name, "not set"),
-                         "b": pb.get(name, "not set"), "same": False})
+        va, vb = pa.get(name, "not set"), pb.get(name, "not set")
+        # a parameter a run's notebook did not have yet took its default, as None does
+        if name not in SAME_RUN + PROVENANCE and {va, vb} != {"not set", "None"} and va != vb:
+            rows.append({"what": f"parameter {name}", "a": va, "b": vb, "same": False})
     for col, words in CEILING_WORDS.items():  # the machine's own speed, measured by each run
         ca, cb = _ceiling(a, col), _ceiling(b, col)
         if ca is None and cb is None:
