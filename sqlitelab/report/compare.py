@@ -40,6 +40,8 @@ SHOWN = ["experiment", "server", "profile", "scenario", "database", "users", "ra
 # what the provenance table compares, from each side's runs rows
 PROVENANCE = ("machine", "git_commit", "lock_hash", "scale", "server_cpus", "generator_cpus",
               "calibrations")
+# notebook parameters that name the run rather than set it (the scale has its provenance row)
+SAME_RUN = ("run_id", "run_a", "run_b")
 
 
 class CompareError(ValueError):
@@ -279,9 +281,6 @@ CEILING_WORDS = {"commits_per_s": "SQLite alone, one-row commits (NORMAL)",
                  "reads_per_s": "SQLite alone, point reads"}
 CEILING_SAME = 0.15
 
-
-# parameters that name the run rather than set it (the scale has its provenance row)
-SAME_RUN = ("run_id", "run_a", "run_b")
 
 
 def _parameters(runs: pd.DataFrame) -> dict:

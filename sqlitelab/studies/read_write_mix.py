@@ -9,7 +9,7 @@ seconds (SCALES says why).
 from __future__ import annotations
 
 from sqlitelab.infra.servers import knob_value_title
-from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, recorded, window
+from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, window
 
 # What each constant means: sqlitelab.studies.registry.
 ID = "03-read-write-mix"
@@ -22,12 +22,13 @@ SCALES: dict[str, dict] = {
     # a window of seconds lets one loadgen process step through a stack's levels (sweep's
     # steps_levels; a count needs a process per level) and makes every stack's window the same
     # length (5,000 requests, the count until 2026-11-26, lasted 0.19 s on Rust and 1.1 s on
-    # Python at the article's levels, and the windows were 21-26 % of the sweeps' time: issue 32). Load from loadgen, as
-    # the article's own client was compiled and async: Locust set the pace at every quick level
-    # of Go, Rust and Ruby (the quick run of 2026-11-26 at 3e90405), each then measured again
-    # with loadgen. A 0.3-s warm-up, as the other quick notebooks': 0.5 s put it at 150 s and over
-    # (2026-11-26). The sweeps beyond the article (shares, paths) take the same window. wrk's
-    # cross-check counts whole seconds after a warm-up of at least one: 1 s of it is the least.
+    # Python at the article's levels, and the windows were 21-26 % of the sweeps' time: issue 32).
+    # Load from loadgen, as the article's own client was compiled and async: Locust set the pace
+    # at every quick level of Go, Rust and Ruby (the quick run of 2026-11-26 at 3e90405), each then
+    # measured again with loadgen. A 0.3-s warm-up, as the other quick notebooks': 0.5 s put it at
+    # 150 s and over (2026-11-26). The sweeps beyond the article (shares, paths) take the same
+    # window. wrk's cross-check counts whole seconds after a warm-up of at least one: 1 s of it is
+    # the least.
     "quick": {"levels": [8, 32, 128], "requests": None, "duration": 1.5, "warmup": 0.3, "repeats": 1,
               "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
               "paths_users": 64, "beyond_requests": None, "crosscheck_users": 32,
@@ -96,6 +97,13 @@ READING: dict[str, str] = {
         "among the writes that queued, so it should lead when every request writes.",
 }
 
+def _statistic(run) -> str:
+    """What the run's rates and percentiles are taken over: a count's N requests, or a window's."""
+    run.col("p99_ms")  # recorded at all
+    return ("rps and p50/p95/p99 over the level's N requests" if run.parameters.get("requests") is not None
+            else "rps and p50/p95/p99 over the requests that start and finish in the window")
+
+
 # Its method against its article's (sqlitelab.report.methods.table reads it).
 ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
     Detail("machine", "ThinkPad P15v in power-saving mode", "col:machine", why=MACHINE_WHY),
@@ -126,9 +134,7 @@ ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
     Detail("warm-up", "none: after its 1,000 rows the tool sends the level's requests, all counted",
            "param:warmup", expect=0, why="the lab starts counting after a short warm-up"),
     Detail("repeats", "one run per level", "param:repeats", expect=1, why="repeated"),
-    Detail("statistic", "rps and p50/p95/p99 over each level's requests", lambda run: recorded(
-        "p99_ms", "rps and p50/p95/p99 over the level's N requests" if run.parameters.get("requests")
-        else "rps and p50/p95/p99 over the requests that start and finish in the window")(run),
+    Detail("statistic", "rps and p50/p95/p99 over each level's requests", _statistic,
            expect=None, why="the lab counts the first N requests (or, without a count, those) that "
                             "start in its window after the warm-up, if any, and finish, from an "
                             "HdrHistogram in µs"),
