@@ -31,6 +31,11 @@ SCALE ?= quick  # make report: the scale whose newest runs it reports
 APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium iproute2 \
                 openssh-client postgresql ruby-pg
 
+# What the lab keeps for this machine rather than for one clone (sqlitelab/core/config.py says
+# where): oha's build below, cargo's build directory of rust-axum, the generators' calibrations.
+# A fresh clone on a machine that ran the set-up before compiles and calibrates none of them again.
+MACHINE_CACHE := $(shell python3 -c 'import runpy; print(runpy.run_path("sqlitelab/core/config.py")["MACHINE_CACHE"])')
+
 # hey's and oha's versions, as sqlitelab/load/hey.py and oha.py name them (their builds: below)
 HEY_VERSION := $(shell sed -n 's/^VERSION = "\(v[0-9.]*\)".*/\1/p' sqlitelab/load/hey.py)
 OHA_VERSION := $(shell sed -n 's/^VERSION = "\([0-9.]*\)".*/\1/p' sqlitelab/load/oha.py)
@@ -102,10 +107,12 @@ $(STAMP)/bin/litestream:
 	@cd $(STAMP) && GOBIN=$(CURDIR)/$(STAMP)/bin go install github.com/benbjohnson/litestream/cmd/litestream@$(LITESTREAM_VERSION)
 
 # The articles' own load tools, run as the cross-checks of notebooks 01 and 02 (issue 30): hey
-# (seed 000) from its Go module, oha (seed 001) from its crate on crates.io (about ten minutes of
-# compiling on 2 cores, once: its own target, `oha`, which the targets that use it depend on —
-# quick scale cross-checks no level with it), each at the version its module in sqlitelab/load/
-# names (a stamp per version: a new version is built again, an edit of the module is not).
+# (seed 000) from its Go module, oha (seed 001) from its crate on crates.io (minutes of compiling
+# on 2 cores, once per machine: installed in the machine's cache and copied from there; its own
+# target, `oha`, which the targets that use it depend on — quick scale cross-checks no level with
+# it), each at the version its module in sqlitelab/load/ names (a stamp per version: a new
+# version is built again, an edit of the module is not).
+OHA_CACHE = $(MACHINE_CACHE)/oha-$(OHA_VERSION)
 $(STAMP)/hey-$(HEY_VERSION):
 	@mkdir -p $(STAMP)/bin
 	@echo "setup: building hey $(HEY_VERSION) from its Go module (seconds, once)"
@@ -114,17 +121,23 @@ $(STAMP)/hey-$(HEY_VERSION):
 
 $(STAMP)/oha-$(OHA_VERSION):
 	@mkdir -p $(STAMP)/bin
-	@echo "setup: building oha $(OHA_VERSION) from crates.io (several minutes, once)"
-	@CARGO_TARGET_DIR=$(CURDIR)/$(STAMP)/oha-build cargo install oha --version $(OHA_VERSION) --locked --quiet --root $(CURDIR)/$(STAMP)
-	@rm -rf $(STAMP)/oha-build $(STAMP)/.crates.toml $(STAMP)/.crates2.json
+	@if ! "$(OHA_CACHE)/bin/oha" --version >/dev/null 2>&1; then \
+	  echo "setup: building oha $(OHA_VERSION) from crates.io (several minutes, once per machine: $(OHA_CACHE))"; \
+	  mkdir -p "$(OHA_CACHE)" && \
+	  flock "$(OHA_CACHE).lock" env CARGO_TARGET_DIR="$(OHA_CACHE)/build" cargo install oha \
+	    --version $(OHA_VERSION) --locked --quiet --root "$(OHA_CACHE)" && \
+	  rm -rf "$(OHA_CACHE)/build"; \
+	fi
+	@cp "$(OHA_CACHE)/bin/oha" $(STAMP)/bin/oha.tmp && mv $(STAMP)/bin/oha.tmp $(STAMP)/bin/oha
 	@touch $@
 
 servers: $(STAMP)/venv $(STAMP)/apt ## build every bundled server, the Go load generator and the link's delay proxy (cached)
 	@$(PY) -m sqlitelab.build build
 
 # The load generators measured against wrk on this machine (sqlitelab.load.calibrate: a minute or
-# two, once per machine and generator version; a lookup after). Every sweep reads it, and a test
-# session copies it (tests/conftest.py), so neither `make run` nor `make test` pays for it.
+# two, once per machine and generator version, kept in the machine's cache too, so another clone
+# takes it; a lookup after). Every sweep reads it, and a test session copies it
+# (tests/conftest.py), so neither `make run` nor `make test` pays for it.
 calibrated: servers
 	@$(PY) -m sqlitelab.calibrate ensure
 

@@ -1,7 +1,8 @@
 """`make calibrate`: the load generators measured against wrk on this machine, printed and drawn.
 
     python -m sqlitelab.calibrate               # both generators, unless already calibrated
-    python -m sqlitelab.calibrate ensure        # the same, silent when calibrated (make setup)
+    python -m sqlitelab.calibrate ensure        # the same, silent when calibrated (make setup); a
+                                                # calibration another clone measured here is taken
     python -m sqlitelab.calibrate --force       # measure again
     python -m sqlitelab.calibrate compare --servers ruby-puma python-fastapi --users 32
 
@@ -17,7 +18,7 @@ import pandas as pd
 
 from sqlitelab.core import layout
 from sqlitelab.load import commands
-from sqlitelab.load.calibrate import (METHOD, HELLO_USERS, compare, comparison_table, current, calibrate,
+from sqlitelab.load.calibrate import (METHOD, HELLO_USERS, compare, comparison_table, calibrate, ensure,
                                       load_calibrations)
 from sqlitelab.report import plots
 
@@ -49,10 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("calibrate", "ensure"):
         for g in args.generator:
-            if args.force or not current(g, generator_cpus):
+            if args.force:
                 print(f"calibrating {g} against wrk ({METHOD})…", flush=True)
                 calibrate(g, server_cpus=server_cpus, generator_cpus=generator_cpus)
-    if args.command == "ensure":  # a set-up step: a line per generator it measures, else nothing
+            else:  # this clone's, else the machine's (another clone measured it), else measured now
+                ensure(g, server_cpus, generator_cpus)
+    if args.command == "ensure":  # a set-up step: a line per generator it measures or takes, else nothing
         return 0
     cal, pts = load_calibrations()
     if not len(cal):

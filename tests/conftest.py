@@ -25,11 +25,20 @@ if not os.environ.get("LAB_CALIBRATION_DB"):
     os.environ["LAB_CALIBRATION_DB"] = str(_CALIBRATION_DIR / "calibration.db")
     config.CALIBRATION_DB = Path(os.environ["LAB_CALIBRATION_DB"])
     calibrate.copy_calibrations(config.RESULTS_DB, config.CALIBRATION_DB)
+# A test never touches what the lab keeps for the machine (config.MACHINE_CACHE: calibrations
+# that other clones take, cargo's build directory): the session, its pytest-xdist workers (they
+# inherit it), kernels and servers share a throw-away one instead.
+_MACHINE_DIR = None
+if not Path(os.environ.get("LAB_MACHINE_CACHE", "")).name.startswith("lab-test-machine-"):
+    _MACHINE_DIR = Path(tempfile.mkdtemp(prefix="lab-test-machine-"))
+    os.environ["LAB_MACHINE_CACHE"] = str(_MACHINE_DIR)
+    config.MACHINE_CACHE = _MACHINE_DIR
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if _CALIBRATION_DIR is not None:
-        shutil.rmtree(_CALIBRATION_DIR, ignore_errors=True)
+    for made in (_CALIBRATION_DIR, _MACHINE_DIR):
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
     in_controller = not hasattr(session.config, "workerinput")  # pytest-xdist: not a worker
     if in_ci() and in_controller and disallowed_skips() and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

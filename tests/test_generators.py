@@ -15,7 +15,7 @@ import pytest
 
 from sqlitelab.report import analysis, findings, plots
 from sqlitelab.load import calibrate, driver as load, verdicts, wrk
-from sqlitelab.core import layout, machine, results
+from sqlitelab.core import config, layout, machine, results
 from sqlitelab.infra import databases, servers
 from sqlitelab.experiments.sweep import sweep
 
@@ -173,6 +173,45 @@ def test_a_test_session_reuses_the_calibration_the_set_up_stored(tmp_path):
     assert got["calib_id"] == "c1" and got["onset_util"] == 0.61
     assert calibrate.load_calibrations(dst)[1]["rps"].tolist() == [399.5, 598.25]
     assert calibrate.current("loadgen", "0", dst) is None  # another pinning is not this one
+
+
+def _stored_calibration(db, calib_id: str, started: str, onset: float) -> None:
+    """A loadgen calibration row of this machine and method, with two points and a folder."""
+    with results.writing(db) as d:
+        d["calibrations"].insert({"calib_id": calib_id, "generator": "loadgen",
+                                  "version": calibrate.generator_version("loadgen"),
+                                  "machine": machine.machine_label(), "method": calibrate.METHOD,
+                                  "generator_pinning": "1", "started": started, "onset_util": onset},
+                                 pk="calib_id")
+        d["calibration_points"].insert_all([{"calib_id": calib_id, "users": 4, "rps": 399.5},
+                                            {"calib_id": calib_id, "users": 6, "rps": 598.25}])
+    folder = db.parent / "runs" / calib_id
+    folder.mkdir(parents=True)
+    (folder / "calibration_points.csv").write_text("users,rps\n4,399.5\n6,598.25\n")
+
+
+def test_a_fresh_clone_takes_the_calibration_measured_on_its_machine(tmp_path, monkeypatch):
+    """A calibration measured in one clone is kept for the machine too (config.MACHINE_CACHE);
+    a clone with none takes it, points and folder, instead of measuring (this test starts no
+    server: a measurement would fail it), and a clone's own current one is what the machine keeps."""
+    monkeypatch.setattr(config, "MACHINE_CACHE", tmp_path / "machine")
+    first, fresh = tmp_path / "first" / "results.db", tmp_path / "fresh" / "results.db"
+    _stored_calibration(first, "c1", "2026-11-26T10:00:00", 0.61)
+    assert calibrate.current("loadgen", "1", calibrate._machine_db()) is None
+    assert calibrate.ensure("loadgen", "0", "1", path=first, progress=False)["calib_id"] == "c1"
+    assert calibrate.current("loadgen", "1", calibrate._machine_db())["calib_id"] == "c1"
+    got = calibrate.ensure("loadgen", "0", "1", path=fresh, progress=False)
+    assert got["calib_id"] == "c1" and got["onset_util"] == 0.61
+    assert calibrate.load_calibrations(fresh)[1]["rps"].tolist() == [399.5, 598.25]
+    assert (fresh.parent / "runs" / "c1" / "calibration_points.csv").exists()
+    # taken once: asking again adds nothing to either file
+    calibrate.ensure("loadgen", "0", "1", path=fresh, progress=False)
+    assert len(calibrate.load_calibrations(fresh)[0]) == len(calibrate.load_calibrations(calibrate._machine_db())[0]) == 1
+    # a newer one measured in the fresh clone becomes the machine's current one
+    _stored_calibration(fresh, "c2", "2026-11-27T10:00:00", 0.55)
+    assert calibrate.ensure("loadgen", "0", "1", path=fresh, progress=False)["calib_id"] == "c2"
+    assert calibrate.current("loadgen", "1", calibrate._machine_db())["calib_id"] == "c2"
+    assert calibrate.current("loadgen", "0", calibrate._machine_db()) is None  # another pinning
 
 
 # --------------------------------------------------------------------------- real runs

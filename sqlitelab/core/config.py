@@ -15,6 +15,13 @@ RESULTS_DB = DATA_DIR / "results.db"
 # where generator calibrations are kept and looked up (sqlitelab.load.calibrate): results.db,
 # unless a test session shares one calibration between its throw-away data directories
 CALIBRATION_DB = Path(os.environ.get("LAB_CALIBRATION_DB", RESULTS_DB))
+# What the lab keeps for the machine rather than for one clone of it, so that a fresh clone on a
+# machine that ran the set-up before pays for none of it again: the generators' calibrations
+# (a copy of each, sqlitelab.load.calibrate), oha's build (the Makefile) and cargo's build
+# directory (servers/rust-axum/run). `LAB_MACHINE_CACHE`, else $XDG_CACHE_HOME/sqlitelab, else
+# ~/.cache/sqlitelab; a test session points it at a throw-away folder (tests/conftest.py).
+MACHINE_CACHE = Path(os.environ.get("LAB_MACHINE_CACHE")
+                     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sqlitelab")
 RUNS_DIR = DATA_DIR / "runs"
 REPORTS_DIR = DATA_DIR / "reports"  # make report: <scale>/<notebook>.md|.html
 # the committed reference run (sqlitelab.report.reference_run): in the repository, wherever runs go

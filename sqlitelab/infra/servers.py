@@ -284,12 +284,19 @@ def _stop_all_live() -> None:
 atexit.register(_stop_all_live)
 
 
+def build_env() -> dict[str, str]:
+    """The environment a stack's `run` builds in: this one, and the machine's cache folder
+    (`LAB_MACHINE_CACHE`, config.MACHINE_CACHE) where a stack may keep what every clone on this
+    machine can reuse (rust-axum: cargo's build directory)."""
+    return {**os.environ, "LAB_MACHINE_CACHE": os.fspath(config.MACHINE_CACHE)}
+
+
 def build_server(stack: str, timeout: float = 900) -> None:
     """Build a stack once (cached by its `run` script); raises with the build log tail."""
     run = stack_dir(stack) / "run"
     if not run.exists():
         raise ServerStartError(f"unknown stack {stack!r}: {run} does not exist")
-    proc = subprocess.run([str(run)], env={**os.environ, "LAB_BUILD_ONLY": "1"},
+    proc = subprocess.run([str(run)], env={**build_env(), "LAB_BUILD_ONLY": "1"},
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
@@ -362,7 +369,7 @@ class Server:
         if self.command is None and not run.exists():
             raise ServerStartError(f"unknown stack {self.stack!r}: {run} does not exist")
         cmd, self.pinned = pin_command(self.command or [str(run)], self.cpus)
-        env = {**os.environ, **self.env, "LAB_HOST": self.bind or self.host, "LAB_PORT": str(self.port)}
+        env = {**build_env(), **self.env, "LAB_HOST": self.bind or self.host, "LAB_PORT": str(self.port)}
         for name in ("LAB_BUILD_ONLY", "LAB_DB", "LAB_DATABASE_URL"):
             env.pop(name, None)
         if self.command is not None:  # an app: its port and file only where its command puts them

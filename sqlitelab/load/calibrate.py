@@ -25,7 +25,9 @@ wrk's /hello rate among the compiled stacks) on the same pinning as a sweep:
   drift seen, there is no onset and only `generator_bound` (GENERATOR_BOUND_CPU) applies.
 
 A calibration is stored in results.db (`calibrations`, `calibration_points`) and reused while
-the machine, the generator's version and pinning, and this method are the same.
+the machine, the generator's version and pinning, and this method are the same. A copy of each
+is kept for the machine (config.MACHINE_CACHE/calibrations.db, with its folder of points), so
+that another clone on the same machine takes it instead of measuring it again (`ensure`).
 """
 from __future__ import annotations
 
@@ -112,11 +114,40 @@ def current(generator: str, generator_cpus: str | None, path=None) -> dict | Non
                    (generator, generator_version(generator), generator_cpus), path)
 
 
+def _machine_db() -> Path:
+    """The machine's copy of every calibration measured on it (see the module's docstring)."""
+    return config.MACHINE_CACHE / "calibrations.db"
+
+
+def _runs_dir(db: Path) -> Path:
+    return Path(db).parent / "runs"  # a calibration's folder of points, beside its database
+
+
+def share(calib_id: str, src, dst) -> bool:
+    """Calibration `calib_id` of `src` (a results.db, or the machine's copy) with its points and
+    its folder, added to `dst` unless it is there already; whether it was added."""
+    if not copy_calibrations(src, dst, ids=[calib_id]):
+        return False
+    folder = _runs_dir(src) / calib_id
+    if folder.is_dir():
+        shutil.copytree(folder, _runs_dir(dst) / calib_id, dirs_exist_ok=True)
+    return True
+
+
 def ensure(generator: str, server_cpus: str | None, generator_cpus: str | None,
            path=None, progress: bool = True) -> dict:
-    """The current calibration, measured now if there is none (a minute or two)."""
+    """The current calibration: the one `path` holds, else the machine's copy of one (measured
+    in another clone), else measured now (a minute or two). Whichever it is, the machine's copy
+    has it afterwards."""
     found = current(generator, generator_cpus, path)
+    if found is None and (adopted := current(generator, generator_cpus, _machine_db())):
+        share(adopted["calib_id"], _machine_db(), _db(path))
+        if progress:
+            print(f"{generator}: the calibration measured on this machine at {adopted['started']} "
+                  f"({_machine_db()})", flush=True)
+        found = current(generator, generator_cpus, path)
     if found:
+        share(found["calib_id"], _db(path), _machine_db())
         return found
     if progress:
         print(f"Calibrating {generator} against wrk on this machine (once; "
@@ -254,6 +285,8 @@ def calibrate(generator: str, *, server_cpus="auto", generator_cpus="auto",
         db["calibration_points"].insert_all(points.to_dict("records"), alter=True)
     out.mkdir(parents=True, exist_ok=True)
     points.to_csv(out / "calibration_points.csv", index=False)
+    if (tuple(levels), duration, warmup) == (DELAY_LEVELS, DURATION, WARMUP):  # METHOD's: the machine's too
+        share(calib_id, _db(path), _machine_db())
     return summary
 
 
@@ -274,18 +307,31 @@ def load_calibrations(path=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     return cal, pts
 
 
-def copy_calibrations(src, dst) -> int:
-    """Every calibration stored in `src` (a results.db) with its points, added to `dst` (made
-    when missing), as many as were copied: the calibration the set-up measured on this machine
-    (`make setup`: `python -m sqlitelab.calibrate ensure`), reused by a test session that keeps
-    its measurements in a file of its own (tests/conftest.py) instead of measuring it again."""
+def copy_calibrations(src, dst, ids=None) -> int:
+    """The calibrations stored in `src` (a results.db; all, or those whose calib_id `ids` lists)
+    with their points, added to `dst` (made when missing) unless `dst` has them already; as many
+    as were added. The calibration the set-up measured or took on this machine (`make setup`:
+    `python -m sqlitelab.calibrate ensure`) is how a test session that keeps its measurements
+    in a file of its own (tests/conftest.py) reuses it instead of measuring it again."""
     cal, pts = load_calibrations(src)
+    if len(cal) and ids is not None:
+        cal = cal[cal["calib_id"].isin(list(ids))]
     if not len(cal):
         return 0
-    with results.writing(dst) as db:
-        cal.to_sql("calibrations", db.conn, if_exists="append", index=False)
-        pts.to_sql("calibration_points", db.conn, if_exists="append", index=False)
-        db.conn.commit()
+
+    def records(df: pd.DataFrame) -> list[dict]:  # NaN as NULL, numbers as Python's
+        return df.astype(object).where(df.notna(), None).to_dict("records")
+
+    with results.writing(dst) as db:  # the check and the copy under dst's one writer's lock
+        if db["calibrations"].exists():
+            have = {r[0] for r in db.execute("SELECT calib_id FROM calibrations")}
+            cal = cal[~cal["calib_id"].isin(have)]
+        if not len(cal):
+            return 0
+        pts = pts[pts["calib_id"].isin(set(cal["calib_id"]))] if len(pts) else pts
+        db["calibrations"].insert_all(records(cal), pk="calib_id", alter=True)
+        if len(pts):
+            db["calibration_points"].insert_all(records(pts), alter=True)
     return len(cal)
 
 
