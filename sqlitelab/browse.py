@@ -35,6 +35,7 @@ from pathlib import Path
 from sqlitelab.report import capacity
 from sqlitelab.core import config, processes, results
 from sqlitelab.core import schema as stored  # (browse has a `schema(db)`: the file's own)
+from sqlitelab.experiments import noise
 from sqlitelab.load import commands, scenarios, verdicts
 from sqlitelab.infra import servers
 
@@ -263,8 +264,8 @@ ORDER BY r.started"""
 
 def _compare_runs(schema: dict) -> str:
     """report.compare.compare(side(:a), side(:b)) in SQL: the same keys, spreads, bands and verdicts
-    (the machine's stored spread per family where a point has no repeats, measured over the
-    windows nearest the point's, when the file has a `noise` table)."""
+    (the machine's stored spread per family where a point has no repeats — its own stack's where
+    that was measured — over the windows nearest the point's, when the file has a `noise` table)."""
     families = ", ".join(f"('{n}', '{s.family}')" for n, s in scenarios.SCENARIOS.items())
     keys = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
     on = " AND ".join(f"a.{k} = b.{k}" for k in keys)
@@ -274,8 +275,15 @@ def _compare_runs(schema: dict) -> str:
                   (SELECT n2.family FROM noise n2 WHERE n2.machine = lv.machine AND n2.metric = '{metric}'
                    ORDER BY n2.spread DESC LIMIT 1))"""
 
-        def mine(n: str) -> str:  # noise rows of the point's machine, metric and family
+        def same(n: str) -> str:  # noise rows of the point's machine, metric and family
             return f"{n}.machine = lv.machine AND {n}.metric = '{metric}' AND {n}.family = {family}"
+        # whose measurement (compare.measured_on): the point's own stack, else noise.STACK, else max()
+        on = f"""coalesce((SELECT lv.server WHERE EXISTS (SELECT 1 FROM noise n4 WHERE {same("n4")} AND n4.server = lv.server)),
+                  (SELECT '{noise.STACK}' WHERE EXISTS (SELECT 1 FROM noise n5 WHERE {same("n5")} AND n5.server = '{noise.STACK}')),
+                  (SELECT max(n6.server) FROM noise n6 WHERE {same("n6")}))"""
+
+        def mine(n: str) -> str:  # ... and measured on that stack
+            return f"{same(n)} AND {n}.server IS {on}"
 
         def distance(n: str) -> str:  # how far a row's window is from the point's, as a ratio (0: unknown)
             return (f"coalesce(CASE WHEN lv.window_s > 0 THEN CASE WHEN {n}.duration_s > 0 THEN "
@@ -323,7 +331,7 @@ SELECT a.notebook, a.experiment, a.server, a.profile, a.scenario, a.database, a.
 FROM side a JOIN side b ON {on}
 WHERE a.run = :a AND b.run = :b
 ORDER BY a.experiment, a.server, a.profile, a.scenario, a.database, a.users, a.rate""", schema, p="points",
-                n="noise", n2="noise", n3="noise")
+                n="noise", n2="noise", n3="noise", n4="noise", n5="noise", n6="noise")
 
 
 # name -> the tables it needs, title, description, parameters, and its SQL built for a schema

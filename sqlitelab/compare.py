@@ -7,10 +7,12 @@ this machine) or reference:<NN> (notebook NN of the committed reference run); B 
 comparison was made (an empty one says why), 2 a run that is not there or runs of different
 notebooks, in one line.
 
-`python -m sqlitelab.compare --noise [--runs N] [--duration S]`: measure this machine's run-to-run
-spread per scenario family over windows of S seconds and store it (sqlitelab.experiments.noise;
-about a minute on 2 cores), the band a comparison uses where a point has no repeats: the one
-measured over the windows nearest the point's.
+`python -m sqlitelab.compare --noise [--runs N] [--duration S] [--stack STACK --profile P]`: measure
+this machine's run-to-run spread per scenario family over windows of S seconds and store it
+(sqlitelab.experiments.noise; about a minute on 2 cores), the band a comparison uses where a point
+has no repeats: the one measured over the windows nearest the point's, on the point's own stack
+where `--stack` measured that one (a stack can spread more than the machine), else on the
+machine's (the default stack's).
 """
 from __future__ import annotations
 
@@ -32,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=noise.DURATION,
                     help="seconds of each --noise sweep's window (a comparison uses the spread measured "
                          "over the windows nearest its points')")
+    ap.add_argument("--stack", default=noise.STACK,
+                    help="--noise: the stack measured (its points then take its own spread; default: the machine's)")
+    ap.add_argument("--profile", default=noise.PROFILE, help="--noise: the stack's profile")
+    ap.add_argument("--users", type=int, default=noise.USERS, help="--noise: the users of its one level")
     ap.add_argument("--db", type=Path, default=None, help="the results database (default data/results.db)")
     ap.add_argument("--db-b", type=Path, default=None,
                     help="B's results database, when B is in another one (another checkout or machine; default --db)")
@@ -39,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.noise:
         try:
-            rows = noise.measure(runs=args.runs, duration=args.duration, results_db=args.db)
+            rows = noise.measure(runs=args.runs, duration=args.duration, stack=args.stack,
+                                 profile=args.profile, users=args.users, results_db=args.db)
         except ValueError as e:
             print(f"compare: {e}", file=sys.stderr)
             return 2

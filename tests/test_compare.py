@@ -21,12 +21,13 @@ MACHINE = "2 cores (test), 1 GiB"
 
 def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, p99: dict | None = None,
           commit: str = "aaaa", machine: str = MACHINE, window: dict | None = None,
-          parameters: dict | None = None) -> None:
-    """A notebook run of one stack: `rps` maps users to a list of repeats' rates."""
+          parameters: dict | None = None, stacks=("go-nethttp",)) -> None:
+    """A notebook run of one stack (or of each of `stacks`, alike): `rps` maps users to a list of
+    repeats' rates."""
     points = []
-    for users, rates in rps.items():
+    for (users, rates), stack in ((u, st) for u in rps.items() for st in stacks):
         for rep, r in enumerate(rates, 1):
-            points.append({"run_id": run_id, "server": "go-nethttp", "profile": "single-writer",
+            points.append({"run_id": run_id, "server": stack, "profile": "single-writer",
                            "scenario": "mix", "database": "sqlite", "users": users, "rate": None,
                            "repeat": rep, "rps": r, "p99_ms": (p99 or {}).get(users, 10.0),
                            "generator": "loadgen", "headline": True, "audit_ok": True,
@@ -196,6 +197,37 @@ def test_the_band_is_the_spread_measured_over_the_windows_nearest_the_points(tmp
     got = {r["users"]: r for r in (dict(zip([d[0] for d in cur.description], row)) for row in cur.fetchall())}
     con.close()
     assert (got[8]["rps_verdict"], got[32]["rps_verdict"]) == ("within noise", "faster")
+
+
+def test_a_stack_measured_for_itself_is_judged_by_its_own_spread(tmp_path):
+    """Spreads stored for the machine (measured on noise.STACK) and for Ruby · Puma, which spreads
+    more: Ruby's points take its own, a stack measured for nothing but the machine takes the
+    machine's, in compare and in the canned query alike, and the table says which."""
+    db = tmp_path / "results.db"
+    stacks = ("go-nethttp", "python-fastapi", "ruby-puma")
+    store(db, "run-a", rps={32: [1000]}, window={32: 1.5}, stacks=stacks)
+    store(db, "run-b", rps={32: [1250]}, window={32: 1.5}, stacks=stacks)
+    results.store_rows("noise", [
+        {"machine": MACHINE, "family": "mix", "metric": m, "spread": spread, "duration_s": 1.5,
+         "server": stack, "measured": "2026-01-01"}
+        for stack, spread in ((noise.STACK, 0.05), ("ruby-puma", 0.3)) for m in ("rps", "p99_ms")], db)
+    c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
+    t = c.table.set_index("server")
+    assert t.loc["ruby-puma", "rps_spread_a"] == pytest.approx(0.3)
+    assert t.loc["ruby-puma", "rps_spread_from_a"] == "its stack's 1.5-s windows"
+    assert t.loc["python-fastapi", "rps_spread_a"] == pytest.approx(0.05)
+    assert t.loc["python-fastapi", "rps_spread_from_b"] == "the machine's 1.5-s windows (on Go · net/http)"
+    assert t.loc["go-nethttp", "rps_spread_from_a"] == "its stack's 1.5-s windows"
+    # 1.25× is within sqrt(2) * 0.3 = 0.42, beyond sqrt(2) * 0.05 = 0.07
+    want = {"go-nethttp": "faster", "python-fastapi": "faster", "ruby-puma": "within noise"}
+    assert t["rps_verdict"].to_dict() == want
+    sql = browse.QUERIES["compare_runs"]["sql"](browse.schema(db))
+    con = sqlite3.connect(db)
+    cur = con.execute(sql, {"a": "run-a", "b": "run-b"})
+    got = {r[2]: r for r in cur.fetchall()}
+    names = [d[0] for d in cur.description]
+    con.close()
+    assert {k: dict(zip(names, r))["rps_verdict"] for k, r in got.items()} == want
 
 
 def test_parameters_set_differently_head_the_provenance(tmp_path, capsys):

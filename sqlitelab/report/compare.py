@@ -14,9 +14,10 @@ noise`. The noise band of a ratio is each side's relative spread combined in qua
 sqrt(na² + nb²) (two independent measurements); a side's spread at a point is its repeats'
 (max − min) / mean where the point was repeated, else the run-to-run spread stored for its machine
 and its scenario's family (`noise` rows of results.db, measured by `python -m sqlitelab.compare
---noise`: sqlitelab.experiments.noise) over the windows nearest the point's own (the table's
-`<metric>_spread_from_a/_b` says which), else unknown: then the verdict is `no noise band` and says
-nothing about the direction.
+--noise`: sqlitelab.experiments.noise) — its own stack's where that stack was measured (a stack can
+spread more than the machine does), else the machine's (noise.STACK's) — over the windows nearest
+the point's own (the table's `<metric>_spread_from_a/_b` says which), else unknown: then the
+verdict is `no noise band` and says nothing about the direction.
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from sqlitelab.core import machine, results
+from sqlitelab.experiments import noise as noise_measure
+from sqlitelab.infra import servers
 from sqlitelab.load import scenarios
 from sqlitelab.report import reference_run
 
@@ -116,8 +119,9 @@ def side(ref: str, path=None, reference_dir=None) -> Side:
 
 def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
     """The run-to-run spreads stored for the side's machine (experiments.noise),
-    {family: {metric: [(window_s, spread), ...]}}: the newest measurement of each family, metric
-    and window length; {} when none was measured there."""
+    {family: {metric: {stack: [(window_s, spread), ...]}}}: the newest measurement of each family,
+    metric, stack it was measured on (None: not recorded) and window length; {} when none was
+    measured there."""
     machine = pts["machine"].dropna().iloc[0] if "machine" in pts and pts["machine"].notna().any() else None
     tables = results.read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'noise'",
                               (), path)
@@ -128,12 +132,25 @@ def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
     for r in rows.to_dict("records"):  # the newest row of each family, metric and window wins
         window = r.get("duration_s")
         window = float(window) if window is not None and window == window else math.nan
-        newest.pop((r["family"], r["metric"], window), None)
-        newest[(r["family"], r["metric"], window)] = float(r["spread"])
+        stack = r.get("server") if isinstance(r.get("server"), str) else None
+        newest.pop((r["family"], r["metric"], stack, window), None)
+        newest[(r["family"], r["metric"], stack, window)] = float(r["spread"])
     out: dict = {}  # each list oldest measurement first
-    for (family, metric, window), spread in newest.items():
-        out.setdefault(family, {}).setdefault(metric, []).append((window, spread))
+    for (family, metric, stack, window), spread in newest.items():
+        out.setdefault(family, {}).setdefault(metric, {}).setdefault(stack, []).append((window, spread))
     return out
+
+
+def measured_on(by_stack: dict, server: str | None):
+    """Whose measurement a point's band takes, of those stored for its family and metric: its own
+    stack's, else the machine's (noise.STACK, the stack `--noise` measures unless told), else the
+    last stack by name (as the canned query's max())."""
+    if server in by_stack:
+        return server
+    if noise_measure.STACK in by_stack:
+        return noise_measure.STACK
+    named = sorted(k for k in by_stack if k is not None)
+    return named[-1] if named else None
 
 
 def _nearest(measured: list, window_s) -> tuple[float, float]:
@@ -145,26 +162,30 @@ def _nearest(measured: list, window_s) -> tuple[float, float]:
     return measured[min(range(len(measured)), key=lambda i: (ratio[i], -i))]
 
 
-def machine_spread(noise: dict, scenario: str, metric: str, window_s: float | None = None) -> float:
+def machine_spread(noise: dict, scenario: str, metric: str, window_s: float | None = None,
+                   server: str | None = None) -> float:
     """A point's spread from its machine's measurement: its scenario's family's, or (a scenario
     the registry does not know, an app's locustfile) the widest family's; of that family, the
-    one measured over windows nearest the point's `window_s` (a short window spreads more than a
-    long one); nan when none."""
-    return machine_spread_from(noise, scenario, metric, window_s)[0]
+    one measured on the point's own stack `server` where there is one (measured_on), over windows
+    nearest the point's `window_s` (a short window spreads more than a long one); nan when none."""
+    return machine_spread_from(noise, scenario, metric, window_s, server)[0]
 
 
-def machine_spread_from(noise: dict, scenario: str, metric: str,
-                        window_s: float | None = None) -> tuple[float, float]:
-    """machine_spread and the window (s) of the measurement it came from (nan, nan: none)."""
+def machine_spread_from(noise: dict, scenario: str, metric: str, window_s: float | None = None,
+                        server: str | None = None) -> tuple[float, float, str | None]:
+    """machine_spread, the window (s) of the measurement it came from and the stack it was
+    measured on (nan, nan, None: none)."""
+    def pick(by_stack: dict) -> tuple[float, float, str | None]:
+        on = measured_on(by_stack, server)
+        window, spread = _nearest(by_stack[on], window_s)
+        return spread, window, on
     family = scenarios.SCENARIOS[scenario].family if scenario in scenarios.SCENARIOS else None
     if family in noise and metric in noise[family]:
-        window, spread = _nearest(noise[family][metric], window_s)
-        return spread, window
-    found = [_nearest(m[metric], window_s) for m in noise.values() if metric in m]
+        return pick(noise[family][metric])
+    found = [pick(m[metric]) for m in noise.values() if metric in m]
     if not found:
-        return math.nan, math.nan
-    window, spread = max(found, key=lambda f: f[1])
-    return spread, window
+        return math.nan, math.nan, None
+    return max(found, key=lambda f: f[0])
 
 
 def _keyed(pts: pd.DataFrame) -> pd.DataFrame:
@@ -194,14 +215,22 @@ def _levels(s: Side) -> pd.DataFrame:
     out = pts.groupby(list(KEYS), sort=True).agg(**agg).reset_index()
     for m in METRICS:
         own = out[f"{m}_spread"].notna()
-        stored = [machine_spread_from(s.machine_noise, sc, m, w)
-                  for sc, w in zip(out["scenario"], out["window_s"])]
-        out[f"{m}_spread"] = out[f"{m}_spread"].fillna(pd.Series([v for v, _ in stored], index=out.index))
+        stored = [machine_spread_from(s.machine_noise, sc, m, w, srv)
+                  for sc, w, srv in zip(out["scenario"], out["window_s"], out["server"])]
+        out[f"{m}_spread"] = out[f"{m}_spread"].fillna(pd.Series([v for v, _, _ in stored], index=out.index))
         out[f"{m}_spread_from"] = [
-            f"its {n} repeats" if mine else
-            (f"the machine's {w:g}-s windows" if w == w else "the machine's runs") if v == v else "none"
-            for mine, n, (v, w) in zip(own, out["repeats"], stored)]
+            f"its {n} repeats" if mine else _spread_from(w, on, srv) if v == v else "none"
+            for mine, n, srv, (v, w, on) in zip(own, out["repeats"], out["server"], stored)]
     return out
+
+
+def _spread_from(window: float, on: str | None, server: str) -> str:
+    """Where a band measured on the machine came from, in words: the point's own stack's windows,
+    or the machine's (and the stack they were measured on)."""
+    windows = f"{window:g}-s windows" if window == window else "runs"
+    if on is not None and on == server:
+        return f"its stack's {windows}"
+    return f"the machine's {windows}" + (f" (on {servers.stack_title(on)})" if on else "")
 
 
 def verdict(ratio: float, band: float, better: int) -> str:
