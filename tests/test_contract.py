@@ -13,6 +13,7 @@ import email.utils
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import time
@@ -800,6 +801,27 @@ def test_multiprocess_counter_sums_all_workers(tmp_path):
             assert len(pids) == 2, f"{stack}: one worker answered all {sent} connections: {pids}"
             assert after - before == sent  # every worker's /hello, summed
             assert s.get_json("/health")["knobs"]["processes"] == 2
+
+
+def test_a_killed_server_leaves_no_scratch_folder(tmp_path):
+    """A multi-process stack keeps its workers' counters in the folder the lab made for it
+    (LAB_RUNTIME_DIR, servers/README.md); SIGKILLed, it cleans up nothing, and the lab removes
+    the folder all the same."""
+    stacks = [s for s in STACKS if servers.STACKS[s]["multiprocess"]]
+    if not stacks:
+        pytest.skip("no multi-process stack selected")
+    for stack in stacks:
+        db = databases.prepare_database(tmp_path / f"{stack}.db")
+        s = servers.start_server(stack, db, profile="rails71", processes=2, threads=2, timeout=300)
+        try:
+            folder = s.runtime_dir
+            assert folder is not None and folder.is_dir()
+            assert list(folder.iterdir()), f"{stack} keeps nothing in its folder {folder}"
+            os.killpg(s.pid, signal.SIGKILL)  # the server and its workers: no exit handler runs
+            s.proc.wait(timeout=10)
+        finally:
+            s.stop()
+        assert not folder.exists(), f"{stack}: {folder} left behind"
 
 
 INVALID = [

@@ -1098,7 +1098,9 @@ def main(cfg: dict) -> int:
     # leave the stats folder behind)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: sys.exit(0))
-    stats = tempfile.mkdtemp(prefix="lab-stats-")
+    # in the lab's folder for this server when it gives one (LAB_RUNTIME_DIR: removed by the lab
+    # even when this process is SIGKILLed and its `finally` never runs)
+    stats = tempfile.mkdtemp(prefix="lab-stats-", dir=os.environ.get("LAB_RUNTIME_DIR") or None)
     os.environ["LAB_STATS_DIR"] = stats
     try:
         uvicorn.run("app:app", app_dir=str(Path(__file__).resolve().parent),

@@ -641,7 +641,10 @@ module Lab
       @database_version = @db.check
       # The SQLite library this process links (also with postgres, where no file is opened).
       @sqlite_version = config.postgres? ? linked_sqlite_version : @database_version
-      @counter = Counter.new(config.clustered? ? Dir.mktmpdir("lab-ruby-puma-") : nil)
+      # in the lab's folder for this server when it gives one (LAB_RUNTIME_DIR: removed by the
+      # lab even when Puma is SIGKILLed and never runs its at_exit)
+      runtime = ENV["LAB_RUNTIME_DIR"].to_s.empty? ? nil : ENV["LAB_RUNTIME_DIR"]
+      @counter = Counter.new(config.clustered? ? Dir.mktmpdir("lab-ruby-puma-", runtime) : nil)
       @versions = {
         "ruby" => RUBY_VERSION,
         "puma" => defined?(Puma::Const::PUMA_VERSION) ? Puma::Const::PUMA_VERSION : "unknown",

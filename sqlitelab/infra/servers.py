@@ -14,7 +14,9 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import tomllib
 import urllib.error
@@ -25,7 +27,7 @@ from pathlib import Path
 from sqlitelab.core import config, layout
 from sqlitelab.core.vocabulary import SYNCHRONOUS
 from sqlitelab.infra import databases, hosts, postgres
-from sqlitelab.core.processes import free_port, log_tail, pin_command
+from sqlitelab.core.processes import free_port, log_tail, own_path, pin_command, release_path
 
 # --------------------------------------------------------------------------- stacks
 
@@ -334,6 +336,9 @@ class Server:
     command: list[str] | None = None
     ready_path: str | None = None
     attached: int | None = None  # an app already running (apps.reach): its PID; the lab stops nothing
+    # its scratch folder (LAB_RUNTIME_DIR, on this machine): removed once it stopped, however it
+    # ended (SIGKILLed too), and by this process's watchdog if this process dies first
+    runtime_dir: Path | None = None
 
     @property
     def url(self) -> str:
@@ -379,14 +384,22 @@ class Server:
             env["LAB_DATABASE_URL"] = self.db.server_dsn
         else:
             env["LAB_DB"] = os.fspath(self.db)  # on an ssh host: the same path there
+        if self.runner.kind != "ssh":  # a folder on this machine's filesystem (a namespace's too)
+            self.runtime_dir = Path(tempfile.mkdtemp(prefix=f"lab-server-{self.stack}-"))
+            own_path(self.runtime_dir)
+            env["LAB_RUNTIME_DIR"] = os.fspath(self.runtime_dir)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # Own session: the server and any workers it forks form a group we can signal (in a
         # namespace too: `ip netns exec` execs it, the same PID; over ssh, the PID its shell
         # reported, and the repository at the same path there builds and runs it).
         if self.runner.kind == "ssh":
             self.host_cpus = int(self.runner.run(["nproc"], timeout=20).strip())
-        self.started = hosts.start(self.runner, cmd, env, self.log_path,
-                                   cwd=str(config.PROJ_ROOT) if self.runner.kind == "ssh" else None)
+        try:
+            self.started = hosts.start(self.runner, cmd, env, self.log_path,
+                                       cwd=str(config.PROJ_ROOT) if self.runner.kind == "ssh" else None)
+        except BaseException:
+            self.stop()  # nothing started: its folder goes
+            raise
         self.proc = self.started.popen
         _LIVE[self.proc.pid] = self
         try:
@@ -436,12 +449,17 @@ class Server:
     def stop(self, grace: float = 10.0) -> int | None:
         """SIGTERM the server's process group, then SIGKILL; returns the exit status."""
         proc = self.proc
-        if proc is None:
-            return None
         try:
-            return hosts.stop(self.started, grace)
+            if proc is None:
+                return None
+            try:
+                return hosts.stop(self.started, grace)
+            finally:
+                _LIVE.pop(proc.pid, None)
         finally:
-            _LIVE.pop(proc.pid, None)
+            if self.runtime_dir is not None:
+                shutil.rmtree(self.runtime_dir, ignore_errors=True)
+                release_path(self.runtime_dir)
 
     def __enter__(self) -> "Server":
         return self
