@@ -383,20 +383,25 @@ def test_timing_phases_sum_to_the_wall_time(tmp_path):
             "time_window_s": 10.0, "time_shutdown_s": 0.2, "time_merge_s": 0.05, "time_counts_s": 0.01,
             "time_cache_s": 0.01, "time_pause_s": 0.1, "time_level_s": 10.8, "time_point_s": 10.92}
            for u, g in ((1, "locust"), (2, "locust"), (2, "loadgen"))]
+    pts[0]["time_drain_s"] = None  # a generator that does not record it
+    pts[1]["time_drain_s"] = 0.0
+    pts[2].update(time_drain_s=1.5, time_point_s=10.92 + 1.5)  # the server answered for 1.5 s more
     run = {"run_id": "r1/a", "notebook": "nb", "notebook_run": "r1", "experiment": "a",
            "calibration_seconds": 1.0, "seed_seconds": 0.5,
            "server_timing": [{"server": "s", "profile": "p", "scenario": "x", "copy_s": 2.0,
                               "start_s": 0.3, "prime_s": 0.01, "levels_s": 32.76, "crosscheck_s": 0.0,
                               "confirm_s": 0.0, "stop_s": 0.1, "integrity_s": 0.4}],
-           "wall_seconds": 37.5}
+           "wall_seconds": 39.0}
     results.store_run(run, pts, db)
     b = timing.phases("r1", db).set_index("phase")
     assert b.loc["window", "seconds"] == 30 and b.loc["window", "points"] == 3
     assert b.loc["database copy", "seconds"] == 2 and b.loc["database copy", "points"] == 1
     assert b.loc["point bookkeeping", "seconds"] == pytest.approx(3 * (10.92 - 10.87))
     named = b.drop(index=["unaccounted", "sweeps' wall time"])["seconds"].sum()
-    assert b.loc["unaccounted", "seconds"] == pytest.approx(37.5 - named)
+    assert b.loc["unaccounted", "seconds"] == pytest.approx(39.0 - named)
     assert b.loc["sweeps' wall time", "share"] == 1
+    assert timing.window_share("r1", db) == {"of wall time": pytest.approx(30 / 39.0),
+                                             "of lab time": pytest.approx(30 / 37.5)}
     by = timing.phases("r1", db, by="generator")
     assert set(by["generator"].dropna()) == {"locust", "loadgen"}
     with pytest.raises(ValueError, match="no run"):

@@ -4,6 +4,7 @@
     timing.phases(run_id, by="generator")
     timing.buffer_phases(run_id)    # notebook 04's buffer points, per total
     timing.breakdown(run_id)        # the largest phases in one line (batch's over-budget note)
+    timing.window_share(run_id)     # the windows' share: of the wall time, and of the lab's part of it
 
 Sweeps record it as they go: per point the `time_*` columns (load.level_timing: the
 generator's start-up, warm-up, window, the server's answers to what was in flight at the close
@@ -160,6 +161,17 @@ def breakdown(run_id: str, path=None, most: int = 6) -> str:
     return ", ".join(f"{p} {s:.0f} s ({s / wall:.0%})" for p, s in top) + f" of {whole} {wall:.0f} s"
 
 
+def window_share(run_id: str, path=None) -> dict[str, float]:
+    """The measurement windows' share of the sweeps' wall time (`of wall time`), and of the part
+    of it that was not the server answering what was in flight when a window closed (`of lab
+    time`): that wait is the server's (in notebook 01, ruby-puma's stalls, which the
+    article's hey also counts), so the second share is the one the lab's own overheads decide."""
+    t = phases(run_id, path).set_index("phase")["seconds"]
+    wall, window, drain = t["sweeps' wall time"], t["window"], t["requests in flight answered"]
+    drain = 0.0 if pd.isna(drain) else drain
+    return {"of wall time": window / wall, "of lab time": window / (wall - drain)}
+
+
 def newest_runs(path=None) -> list[tuple[str, str]]:
     """(notebook, notebook run) of the newest run of each notebook."""
     runs = results.read_sql("SELECT notebook, notebook_run, started FROM runs ORDER BY started", [], path)
@@ -182,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {run_id}" + (f" ({notebook})" if notebook else ""))
             try:
                 print(phases(run_id, by=args.by).round(2).to_string(index=False))
+                share = window_share(run_id)
+                print(f"windows: {share['of wall time']:.0%} of the sweeps' wall time; "
+                      f"{share['of lab time']:.0%} of the lab's part of it (the wall time less "
+                      "the server's answers to requests in flight)")
             except ValueError:
                 pass
             try:
