@@ -25,7 +25,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from sqlitelab.core import config, machine, results
+from sqlitelab.core import config, machine, results, schema
 from sqlitelab.lab import kernel_ipc_prefix, kernel_transport
 from sqlitelab.report import timing
 from sqlitelab.studies import registry, scales
@@ -35,19 +35,9 @@ from sqlitelab.studies import registry, scales
 # capacity from every load notebook): a batch runs them after the rest, whatever their number.
 READS_THE_OTHERS = tuple(s.ID for s in registry.studies() if s.READS_THE_OTHERS)
 
-# Tables whose rows carry an audit (`audit_ok`: rows written against writes acknowledged, the
-# database's integrity_check), and the columns that name a failed row in the summary (those the
-# table has: `inflight_writes` and `resent_writes` only where the sweep records them).
-AUDITED = {
-    "points": ("server", "profile", "scenario", "users", "repeat", "generator", "acked_writes",
-               "inflight_writes", "resent_writes", "rows_written", "audit_rule", "integrity"),
-    "crosschecks": ("server", "profile", "scenario", "users", "acked_responses",
-                    "unknown_outcomes", "rows_written", "integrity"),
-    "buffer_points": ("method", "variant", "rows_per_txn", "synchronous", "total", "repeat",
-                      "rows", "rows_expected", "records_in_payloads", "journal_mode"),
-    "buffer_slow_sync": ("method", "variant", "rows_per_txn", "total", "sync_delay_ms", "rows",
-                         "rows_expected", "records_in_payloads"),
-}
+# Tables whose rows carry an audit, and the columns that name a failed row in the summary
+# (schema.TABLES' `audited`: those the stored table has).
+AUDITED = schema.audited()
 
 
 def notebooks(only: list[str] | None = None) -> list[Path]:

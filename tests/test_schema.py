@@ -50,6 +50,9 @@ def test_every_column_the_schema_types_or_names_is_described():
             assert set(schema.DESCRIBED) <= set(t["columns"]), name
     used = {c for t in schema.TABLES.values() for c in t["columns"]}
     assert not set(schema.SHARED) - used, "a shared meaning no table has"
+    for name, t in schema.TABLES.items():  # an audited table names its failed rows by its own columns
+        assert ("audit_ok" in t["columns"]) == (name in schema.audited()), name
+        assert not set(t.get("audited", ())) - set(t["columns"]), name
     assert all(t in {int, float} for t in schema.TYPES.values())
 
 

@@ -180,6 +180,9 @@ SHARED: dict[str, str] = {
                          "(seen from the files), empty when not probed.",
     "auto_checkpoints": "Checkpoints at a commit (the 1,000-page autocheckpoint), empty when not probed.",
     "db_mib": "Database size, MiB (buffer points: db + -wal + -shm, as the article's get_db_size_mb).",
+    "rows": "Rows in the queue table after the point (the audit).",
+    "rows_expected": "Rows there should be: total / records_per_row, rounded up.",
+    "records_in_payloads": "Records counted inside the rows' payloads (should be total).",
     # the calibrations' key
     "calib_id": "The calibration (calibrations.calib_id): `<UTC start>-calibration-<generator>-<4 hex>`.",
 }
@@ -192,7 +195,9 @@ def _shared(*names: str) -> dict[str, str]:
 # ----------------------------------------------------------------------------- tables
 
 # Per table: what a row is (`description`) and what each column means (`columns`: its own
-# meanings, and the SHARED ones it has; DESCRIBED on every table keyed by run_id).
+# meanings, and the SHARED ones it has; DESCRIBED on every table keyed by run_id). A table whose
+# rows carry an audit (`audit_ok`) names the columns that say which row failed (`audited`: those
+# the stored table has; batch's summary and sweep's warning show them).
 TABLES: dict[str, dict] = {
     "runs": {
         "description": "One row per sweep (a notebook run with several experiments has one row "
@@ -231,6 +236,8 @@ TABLES: dict[str, dict] = {
         "description": "One row per level and repeat of a sweep: the exact-window measurement, "
                        "the same run counted as `hey` counts it, CPU of server and generator, "
                        "the generator flags and the audit. results.load_points() reads it.",
+        "audited": ("server", "profile", "scenario", "users", "repeat", "generator", "acked_writes",
+                    "inflight_writes", "resent_writes", "rows_written", "audit_rule", "integrity"),
         "columns": {
             **_shared(*DESCRIBED),
             **_shared("run_id", "server", "profile", "scenario", "users", "repeat", "generator",
@@ -421,6 +428,8 @@ TABLES: dict[str, dict] = {
                        "oha (`generator`) — per server, profile and cross-checked level of a sweep "
                        "(sweep's crosscheck), audited like any write; analysis.crosscheck_table "
                        "shows it beside the lab's generators.",
+        "audited": ("server", "profile", "scenario", "users", "acked_responses",
+                    "unknown_outcomes", "rows_written", "integrity"),
         "columns": {
             **_shared(*DESCRIBED),
             **_shared("run_id", "server", "profile", "machine", "scenario", "users", "skipped",
@@ -506,12 +515,14 @@ TABLES: dict[str, dict] = {
         "description": "Notebook 04 (seed 003, SQLite as a write buffer): one row per point, each "
                        "in a fresh process — the author's method, its one-change variants and the "
                        "lab's writer (sqlitelab.experiments.buffer).",
+        "audited": ("method", "variant", "rows_per_txn", "synchronous", "total", "repeat",
+                    "rows", "rows_expected", "records_in_payloads", "journal_mode"),
         "columns": {
             **_shared(*DESCRIBED),
             **_shared("run_id", "method", "variant", "rows_per_txn", "synchronous", "total",
                       "repeat", "seconds", "records_per_s", "db_mib", "audit_ok", "skipped",
                       "machine", "started", "groups", "close_checkpoints", "auto_checkpoints",
-                      "sqlite_version"),
+                      "sqlite_version", "rows", "rows_expected", "records_in_payloads"),
             "records_per_row": "Records serialised into one row's JSON payload (the article: 1,000).",
             "peak_rss_mib": "Peak resident memory of the point's process, MiB.",
             "synchronous_requested": "The synchronous level asked for (tuned), empty for the "
@@ -543,9 +554,6 @@ TABLES: dict[str, dict] = {
             "rss_after_gen_mib": "RSS after generating them, MiB.",
             "records_bytes_per_record": "Memory the generated records hold, bytes per record.",
             "peak_bytes_per_record": "Peak memory above the start, bytes per record.",
-            "rows": "Rows in the queue table after the point (the audit).",
-            "rows_expected": "Rows there should be: total / records_per_row, rounded up.",
-            "records_in_payloads": "Records counted inside the rows' payloads (should be total).",
             "journal_mode": "PRAGMA journal_mode read back after the point (should be wal).",
             "python": "Python version of the point's process.",
             "loadavg_start": "1-minute load average when the point started.",
@@ -590,11 +598,13 @@ TABLES: dict[str, dict] = {
         "description": "Notebook 04: the author's method on emulated slow storage — every "
                        "fsync/fdatasync delayed under strace (buffer.syscall_counts) — with the "
                        "system calls each point made.",
+        "audited": ("method", "variant", "rows_per_txn", "total", "sync_delay_ms", "rows",
+                    "rows_expected", "records_in_payloads"),
         "columns": {
             **_shared(*DESCRIBED),
             **_shared("run_id", "method", "variant", "rows_per_txn", "total", "seconds",
                       "records_per_s", "groups", "close_checkpoints", "auto_checkpoints",
-                      "synchronous", "audit_ok"),
+                      "synchronous", "audit_ok", "rows", "rows_expected", "records_in_payloads"),
             "sync_delay_ms": "Delay added to every fsync/fdatasync, ms.",
             "fsync_calls": "fsync calls made by the point's process.",
             "fdatasync_calls": "fdatasync calls.",
@@ -604,6 +614,11 @@ TABLES: dict[str, dict] = {
         },
     },
 }
+
+
+def audited() -> dict[str, tuple[str, ...]]:
+    """{table: the columns naming a row whose audit failed}, for every audited table."""
+    return {name: t["audited"] for name, t in TABLES.items() if "audited" in t}
 
 
 def assemble(*parts: dict) -> dict:

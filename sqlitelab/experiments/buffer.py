@@ -296,7 +296,8 @@ def syscall_counts(work_dir: Path | str, total: int, rows_per_txn: int, method: 
     return {"method": method, "variant": variant, "rows_per_txn": rows_per_txn, "total": total,
             "sync_delay_ms": sync_delay_ms, **{f"{c}_calls": n for c, n in counts.items()},
             **{k: point.get(k) for k in ("seconds", "records_per_s", "groups", "close_checkpoints",
-                                         "auto_checkpoints", "synchronous", "audit_ok")}}
+                                         "auto_checkpoints", "synchronous", "audit_ok", "rows",
+                                         "rows_expected", "records_in_payloads")}}
 
 
 def slow_sync_sweep(work_dir: Path | str, total: int, rows_per_txn: list[int],

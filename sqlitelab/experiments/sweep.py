@@ -522,9 +522,7 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
             results.store_rows("crosschecks", checks, spec.results_db)
     every = pd.DataFrame(points)
     if len(every) and not every["audit_ok"].all():
-        shown = ["server", "profile", "scenario", "users", "repeat", "generator", "acked_writes",
-                 "inflight_writes", "resent_writes", "rows_written", "audit_rule", "integrity"]
-        bad = every.loc[~every["audit_ok"], [c for c in shown if c in every]]
+        bad = every.loc[~every["audit_ok"], [c for c in schema.TABLES["points"]["audited"] if c in every]]
         warnings.warn(f"AUDIT FAILED for {len(bad)} point(s): rows written outside acknowledged "
                       f"writes .. acknowledged + in flight + sent twice, or integrity_check != ok\n"
                       f"{bad.to_string(index=False)}",
