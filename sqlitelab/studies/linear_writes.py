@@ -23,9 +23,10 @@ SCALES: dict[str, dict] = {
     # as the article's hey ran, and 2.5-s windows: the 0.5 s of warm-up each point paid went
     # into its window (two runs on 2026-11-27: windows 60 % and 57 % of the sweeps' wall time,
     # against 48 % before; ruby-puma's answers after a window closed took most of the rest).
-    # Nothing warms up inside a window: go-nethttp at 1, 2 and 4 users, three runs with no
-    # warm-up and three with 0.5 s alternated, completed the same number of requests in each
-    # second of every window (a slow run was slow throughout, at every level).
+    # No ramp inside a window without warm-up: go-nethttp at 1, 2 and 4 users, three runs with
+    # none and three with 0.5 s alternated (2026-11-27): a window's second second completed more
+    # than its first in 2 of the 9 windows without warm-up and 3 of the 9 with it; the runs that
+    # were slow were slow at every level (the machine's state, not the start).
     # hey, the article's tool, runs at crosscheck_users: at quick one level, 4, where every stack
     # peaks and ruby-puma stalls least (in the 01 runs stored on 2026-11-27 it stalled at 2 of
     # its 6 points at 4 users, at 5 of 6 at 8), so that hey and the lab's generator mostly
