@@ -166,7 +166,12 @@ def window_share(run_id: str, path=None) -> dict[str, float]:
     of it that was not the server answering what was in flight when a window closed (`of lab
     time`): that wait is the server's (in notebook 01, ruby-puma's stalls, which the
     article's hey also counts), so the second share is the one the lab's own overheads decide."""
-    t = phases(run_id, path).set_index("phase")["seconds"]
+    return shares(phases(run_id, path))
+
+
+def shares(table: pd.DataFrame) -> dict[str, float]:
+    """window_share from a table phases() already made."""
+    t = table.set_index("phase")["seconds"]
     wall, window, drain = t["sweeps' wall time"], t["window"], t["requests in flight answered"]
     drain = 0.0 if pd.isna(drain) else drain
     return {"of wall time": window / wall, "of lab time": window / (wall - drain)}
@@ -193,8 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         for notebook, run_id in todo:
             print(f"== {run_id}" + (f" ({notebook})" if notebook else ""))
             try:
-                print(phases(run_id, by=args.by).round(2).to_string(index=False))
-                share = window_share(run_id)
+                table = phases(run_id, by=args.by)
+                print(table.round(2).to_string(index=False))
+                share = shares(table if args.by is None else phases(run_id))
                 print(f"windows: {share['of wall time']:.0%} of the sweeps' wall time; "
                       f"{share['of lab time']:.0%} of the lab's part of it (the wall time less "
                       "the server's answers to requests in flight)")

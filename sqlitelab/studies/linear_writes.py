@@ -21,8 +21,8 @@ SCALES: dict[str, dict] = {
     # peak of every stack on the reference machine, 8, 10 and 16 where ruby-puma's writers stall
     # (Rails 7.1's busy handler holds the GVL up to 5 s) while the others stay flat. No warm-up,
     # as the article's hey ran, and 2.5-s windows: the 0.5 s of warm-up each point paid went
-    # into its window (two runs on 2026-11-27: windows 60 % and 57 % of the sweeps' wall time,
-    # against 48 % before; ruby-puma's answers after a window closed took most of the rest).
+    # into its window (three runs on 2026-11-27: windows 60 %, 57 % and 63 % of the sweeps' wall
+    # time, against 48 % before; ruby-puma's answers after a window closed took most of the rest).
     # No ramp inside a window without warm-up: go-nethttp at 1, 2 and 4 users, three runs with
     # none and three with 0.5 s alternated (2026-11-27): a window's second second completed more
     # than its first in 2 of the 9 windows without warm-up and 3 of the 9 with it; the runs that
