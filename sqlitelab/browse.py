@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from sqlitelab.report import capacity
+from sqlitelab.report import compare as report_compare
 from sqlitelab.core import config, processes, results
 from sqlitelab.core import schema as stored  # (browse has a `schema(db)`: the file's own)
 from sqlitelab.experiments import noise
@@ -299,7 +300,9 @@ def _compare_runs(schema: dict) -> str:
     def verdict(metric: str, better: int) -> str:
         r, b2 = f"b.{metric} / a.{metric}", f"(a.{metric}_spread * a.{metric}_spread + b.{metric}_spread * b.{metric}_spread)"
         up, down = ("faster", "slower") if better > 0 else ("slower", "faster")
-        return f"""CASE WHEN a.{metric} IS NULL OR b.{metric} IS NULL OR a.{metric} = 0 THEN 'not measured'
+        return f"""CASE WHEN a.{metric} = 0 THEN '{report_compare.NONE_FINISHED["a"]}'
+       WHEN b.{metric} = 0 THEN '{report_compare.NONE_FINISHED["b"]}'
+       WHEN a.{metric} IS NULL OR b.{metric} IS NULL THEN 'not measured'
        WHEN a.{metric}_spread IS NULL OR b.{metric}_spread IS NULL THEN 'no noise band'
        WHEN ({r} - 1) * ({r} - 1) <= {b2} THEN 'within noise'
        WHEN {r} > 1 THEN '{up}' ELSE '{down}' END AS {metric}_verdict"""
@@ -324,9 +327,10 @@ side AS (
   FROM lv
 )
 SELECT a.notebook, a.experiment, a.server, a.profile, a.scenario, a.database, a.users, a.rate,
-       a.rps AS rps_a, b.rps AS rps_b, b.rps / a.rps AS rps_ratio,
+       a.rps AS rps_a, b.rps AS rps_b, CASE WHEN a.rps <> 0 AND b.rps <> 0 THEN b.rps / a.rps END AS rps_ratio,
        {verdict("rps", +1)},
-       a.p99_ms AS p99_ms_a, b.p99_ms AS p99_ms_b, b.p99_ms / a.p99_ms AS p99_ms_ratio,
+       a.p99_ms AS p99_ms_a, b.p99_ms AS p99_ms_b,
+       CASE WHEN a.p99_ms <> 0 AND b.p99_ms <> 0 THEN b.p99_ms / a.p99_ms END AS p99_ms_ratio,
        {verdict("p99_ms", -1)}
 FROM side a JOIN side b ON {on}
 WHERE a.run = :a AND b.run = :b
@@ -393,7 +397,8 @@ QUERIES: dict[str, dict] = {
                        "profile, scenario, database, users and rate; per metric the ratio b / a and "
                        "faster, slower or within noise, the noise band each side's repeats' "
                        "(max − min) / mean, or this machine's stored spread for the scenario's family "
-                       "(the `noise` table), combined as sqrt(a² + b²); 'no noise band' without either.",
+                       "(the `noise` table), combined as sqrt(a² + b²); 'no noise band' without either; "
+                       "'none finished in a' (or b) where that side's rate was 0 (a stall: no ratio).",
         "params": ["a", "b"],
         "sql": _compare_runs,
     },

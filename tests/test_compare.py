@@ -152,8 +152,9 @@ def test_the_canned_query_gives_the_same_verdicts_as_compare(tmp_path):
     """browse's compare_runs, run by SQLite on the same file: the same points, ratios and verdicts,
     with repeats, with the machine's stored spread and without either."""
     db = tmp_path / "results.db"
-    store(db, "run-a", rps={8: [1000, 1050, 1100], 32: [2000], 64: [500]}, p99={32: 10.0})
-    store(db, "run-b", rps={8: [1500, 1550, 1600], 32: [2100], 64: [520]}, p99={32: 30.0})
+    # 16 and 128 users: a side where no request finished (rate 0, a stall) has no ratio
+    store(db, "run-a", rps={8: [1000, 1050, 1100], 16: [0], 32: [2000], 64: [500], 128: [700]}, p99={32: 10.0})
+    store(db, "run-b", rps={8: [1500, 1550, 1600], 16: [900], 32: [2100], 64: [520], 128: [0]}, p99={32: 30.0})
     for with_noise in (False, True):
         if with_noise:
             results.store_rows("noise", [{"machine": MACHINE, "family": "mix", "metric": "rps",
@@ -168,8 +169,10 @@ def test_the_canned_query_gives_the_same_verdicts_as_compare(tmp_path):
         got = sorted(got, key=lambda r: r["users"])
         assert [r["users"] for r in got] == want["users"].tolist()
         for r, w in zip(got, want.to_dict("records")):
-            assert r["rps_ratio"] == pytest.approx(w["rps_ratio"])
+            assert (r["rps_ratio"] is None) if w["rps_ratio"] != w["rps_ratio"] else r["rps_ratio"] == pytest.approx(w["rps_ratio"])
             assert (r["rps_verdict"], r["p99_ms_verdict"]) == (w["rps_verdict"], w["p99_ms_verdict"]), (with_noise, r)
+        assert [w["rps_verdict"] for w in want.to_dict("records") if w["users"] in (16, 128)] == \
+            [compare.NONE_FINISHED["a"], compare.NONE_FINISHED["b"]]
 
 
 def test_the_band_is_the_spread_measured_over_the_windows_nearest_the_points(tmp_path, capsys):

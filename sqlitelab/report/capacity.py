@@ -325,7 +325,8 @@ def versus_table(df: pd.DataFrame, slo_p99_ms: float = 100.0) -> pd.DataFrame:
 def versus_ratios(table: pd.DataFrame, against: str = "postgres") -> pd.DataFrame:
     """SQLite against `against` (a store of versus_table) per workload, endpoint and stack:
     throughput and p99 at each one's best level, their ratios (SQLite / Postgres: above 1, SQLite
-    serves more; a p99 ratio below 1, SQLite answers faster), and both capacities at the SLO."""
+    serves more; a p99 ratio below 1, SQLite answers faster), and both capacities at the SLO.
+    Where no request finished on a side at any of its levels (`stalled` names it), no ratio."""
     if table.empty:
         return pd.DataFrame()
     keys = ["workload", "scenario", "server"]
@@ -333,9 +334,14 @@ def versus_ratios(table: pd.DataFrame, against: str = "postgres") -> pd.DataFram
     b = table[table["store"] == against].set_index(keys)
     both = a.index.intersection(b.index)
     a, b = a.loc[both], b.loc[both]
+    # a side where no request finished at any level (a stall longer than the window) has no rate
+    # to divide: no ratio, and `stalled` names the side
+    ran_a, ran_b = a["best_rps"] > 0, b["best_rps"] > 0
     out = pd.DataFrame({
         "sqlite_rps": a["best_rps"], "postgres_rps": b["best_rps"],
-        "rps_ratio": a["best_rps"] / b["best_rps"],
+        "rps_ratio": (a["best_rps"] / b["best_rps"]).where(ran_a & ran_b),
+        "stalled": [", ".join(n for n, ran in (("sqlite", x), (against, y)) if not ran)
+                    for x, y in zip(ran_a, ran_b)],
         "sqlite_p99_ms": a["best_p99_ms"], "postgres_p99_ms": b["best_p99_ms"],
         "p99_ratio": a["best_p99_ms"] / b["best_p99_ms"],
         "sqlite_slo_rps": a["slo_rps"], "postgres_slo_rps": b["slo_rps"],

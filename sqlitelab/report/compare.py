@@ -17,7 +17,8 @@ and its scenario's family (`noise` rows of results.db, measured by `python -m sq
 --noise`: sqlitelab.experiments.noise) — its own stack's where that stack was measured (a stack can
 spread more than the machine does), else the machine's (noise.STACK's) — over the windows nearest
 the point's own (the table's `<metric>_spread_from_a/_b` says which), else unknown: then the
-verdict is `no noise band` and says nothing about the direction.
+verdict is `no noise band` and says nothing about the direction. A point where a side finished no
+request in its window (its rate 0: a stall) has no ratio: its verdict is `none finished in a` (or b).
 """
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ PROVENANCE = ("machine", "git_commit", "lock_hash", "scale", "server_cpus", "gen
               "calibrations")
 # notebook parameters that name the run rather than set it (the scale has its provenance row)
 SAME_RUN = ("run_id", "run_a", "run_b")
+
+
+# the verdict of a point where one side finished no request in its window (its rate 0: a stall)
+NONE_FINISHED = {"a": "none finished in a", "b": "none finished in b"}
 
 
 class CompareError(ValueError):
@@ -263,10 +268,13 @@ def compare(a: Side, b: Side) -> Comparison:
     la, lb = _levels(a), _levels(b)
     both = la.merge(lb, on=list(KEYS), suffixes=("_a", "_b"))
     for m, better in METRICS.items():
-        both[f"{m}_ratio"] = both[f"{m}_b"] / both[f"{m}_a"]
+        # a side at 0 (no request finished in its window: a stall) has no ratio; the verdict names it
+        ran = (both[f"{m}_a"] != 0) & (both[f"{m}_b"] != 0)
+        both[f"{m}_ratio"] = (both[f"{m}_b"] / both[f"{m}_a"]).where(ran)
         both[f"{m}_band"] = (both[f"{m}_spread_a"] ** 2 + both[f"{m}_spread_b"] ** 2) ** 0.5
-        both[f"{m}_verdict"] = [verdict(r, n, better) for r, n in
-                                zip(both[f"{m}_ratio"], both[f"{m}_band"])]
+        both[f"{m}_verdict"] = [NONE_FINISHED["a"] if x == 0 else NONE_FINISHED["b"] if y == 0 else verdict(r, n, better)
+                                for x, y, r, n in zip(both[f"{m}_a"], both[f"{m}_b"], both[f"{m}_ratio"],
+                                                      both[f"{m}_band"])]
     order = list(KEYS[:-2]) + ["_users", "_rate"]
     both = (both.assign(_users=pd.to_numeric(both["users"], errors="coerce"),
                         _rate=pd.to_numeric(both["rate"], errors="coerce"))

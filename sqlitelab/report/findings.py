@@ -17,14 +17,27 @@ from sqlitelab.load.driver import writer_batches
 from sqlitelab.load.scenarios import SCENARIOS, scenario_title
 from sqlitelab.report import claims
 from sqlitelab.report.capacity import daily_active_users, headline, requests_per_day
+from sqlitelab.report.compare import NONE_FINISHED
 from sqlitelab.studies.registry import experiment_title
 from sqlitelab.core.vocabulary import STALL_MS  # a request still running this long after the window has stalled
+
+# A level in which no request finished: a stall longer than its window (a server that died fails
+# its sweep instead, so every stored level had a live server). A measured fact, said in words.
+STALLED = "no request finished in its window (a stall: the server was alive after it)"
+
+
+def _finished(rps) -> bool:
+    """Whether any request finished in the window: a rate above 0 (not 0, None or NaN)."""
+    return rps is not None and rps == rps and rps > 0
 
 
 def linear_writes(table: pd.DataFrame) -> str:
     """Markdown sentences about where throughput peaks and where errors begin."""
     lines = []
     for r in peak(table).itertuples():
+        if not _finished(r.peak_rps):
+            lines.append(f"- **{r.server}** ({r.profile}): at every level, up to {r.max_users} users, {STALLED}.")
+            continue
         s = (f"- **{r.server}** ({r.profile}): throughput peaks at **{r.peak_rps:,.0f} writes/s** "
              f"with {r.peak_users} concurrent users")
         if r.peak_generator_bound:
@@ -46,6 +59,8 @@ def linear_writes(table: pd.DataFrame) -> str:
 
 def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4) -> str:
     """Seed 000's napkin math applied to a measured peak."""
+    if not _finished(peak_rps):
+        return f"No napkin math: {STALLED.replace('its window', 'any window')}, so there is no peak."
     per_day = requests_per_day(peak_rps, peak_hours)
     dau = daily_active_users(peak_rps, writes_per_user, peak_hours)
     return (f"At **{peak_rps:,.0f} writes/s**, with a day's writes packed into {peak_hours:g} peak "
@@ -110,9 +125,11 @@ def stack_ratios(table: pd.DataFrame, base: str = "python-fastapi") -> str:
     if base not in best.index or len(best) < 2:
         return ""
     b = best.loc[base]
-    parts = []
+    if not _finished(b["rps"]):
+        return f"No ratio to {base}'s peak: at every level of {base}, {STALLED}."
+    parts, none = [], [s for s, r in best.iterrows() if not _finished(r["rps"])]
     for s, r in best.iterrows():
-        if s == base:
+        if s == base or s in none:
             continue
         sign = {(True, False): "≥ ", (False, True): "≤ ", (True, True): "? "}.get(
             (limited(r), limited(b)), "")
@@ -121,8 +138,11 @@ def stack_ratios(table: pd.DataFrame, base: str = "python-fastapi") -> str:
     notes = [n for mark, n in (("≥", "≥: that stack's peak was generator-bound or -influenced, the server can do more"),
                                ("≤", f"≤: {base}'s peak was generator-bound or -influenced"),
                                ("?", "?: both were")) if mark in text]
+    stalls = f" At every level of {', '.join(none)}, {STALLED}." if none else ""
+    if not parts:
+        return stalls.strip()
     return ", ".join(parts) + f" the peak of {base} ({b['rps']:,.0f} rps)" + \
-        (f" ({'; '.join(notes)})." if notes else ".")
+        (f" ({'; '.join(notes)})." if notes else ".") + stalls
 
 
 def write_path(paths: pd.DataFrame) -> str:
@@ -155,6 +175,9 @@ def ceiling(peaks: pd.DataFrame, limits: dict[str, float], what: str = "peak") -
              f"Each stack's {what} as a share of them:"]
     for r in peaks.to_dict("records"):
         if r.get("peak_rps") is None or r["peak_rps"] != r["peak_rps"]:
+            continue
+        if not _finished(r["peak_rps"]):
+            lines.append(f"- {servers.stack_title(r['server'])}: at every level, {STALLED}.")
             continue
         ge = "≥ " if r.get("peak_generator_bound") else ""
         shares = ", ".join(f"{ge}{r['peak_rps'] / v:.0%} of {label.split(':')[0]}"
@@ -218,11 +241,15 @@ def beyond(table: pd.DataFrame, profile: str | None, beyond_profile: str | None)
     lines = [f"**Beyond the article**: each endpoint at its best level with *{a}* (the article's "
              f"pool) and with *{b}*:"]
     for r in table.to_dict("records"):
-        lines.append(f"- **{r['scenario']}** on {r['server']}: {r['rps (article)']:,.0f} req/s "
-                     f"({r['error_pct (article)']:.1f} % failed, p99 {r['p99_ms (article)']:,.1f} ms) "
-                     f"against {r['rps (beyond)']:,.0f} ({r['error_pct (beyond)']:.1f} % failed, p99 "
-                     f"{r['p99_ms (beyond)']:,.1f} ms): {r['rps ratio (beyond / article)']:.2f}× the "
-                     f"article's pool's rate.")
+        def side(name, unit=""):
+            if not _finished(r[f"rps ({name})"]):
+                return STALLED
+            return (f"{r[f'rps ({name})']:,.0f}{unit} ({r[f'error_pct ({name})']:.1f} % failed, p99 "
+                    f"{r[f'p99_ms ({name})']:,.1f} ms)")
+        ratio = (f"{r['rps ratio (beyond / article)']:.2f}× the article's pool's rate"
+                 if _finished(r["rps (article)"]) and _finished(r["rps (beyond)"]) else "no ratio")
+        lines.append(f"- **{r['scenario']}** on {r['server']}: {side('article', ' req/s')} "
+                     f"against {side('beyond')}: {ratio}.")
     return "\n".join(lines)
 
 
@@ -375,7 +402,11 @@ def capacity(cap: pd.DataFrame, requests_per_user: float = 35,
         return "No points: nothing to estimate yet (run notebooks 01–05 at this scale first)."
     lines = []
     for r in h.sort_values("slo_rps", ascending=False).itertuples():
-        cut = 1 - r.slo_rps / r.peak_rps if r.peak_rps else 0.0
+        if not _finished(r.peak_rps):
+            lines.append(f"- **{r.server} · {r.scenario}** ({r.profile}, {r.notebook}): at every level, "
+                         f"{STALLED}: no capacity measured.")
+            continue
+        cut = 1 - r.slo_rps / r.peak_rps
         bound = f" ({r.slo_limit}: at least this)" if r.slo_lower_bound else ""
         lines.append(f"- **{r.server} · {r.scenario}** ({r.profile}, {r.notebook}): "
                      f"{r.slo_rps:,.0f} req/s within the SLO{bound} vs a peak of {r.peak_rps:,.0f} "
@@ -396,11 +427,15 @@ def network(table: pd.DataFrame) -> str:
         b = base.iloc[0]
         parts = []
         for r in g[g["link"] != "direct"].itertuples():
+            if not _finished(r.rps):
+                parts.append(f"{r.link}: {STALLED}")
+                continue
             note = f", {limit_note(r._asdict())}" if limited(r._asdict()) else ""
-            parts.append(f"{r.link}: {r.rps:,.0f} req/s ({r.rps / b.rps:.0%} of direct), mean "
-                         f"{r.mean_ms:.2f} ms, {r.of_bound:.0%} of the bound{note}")
-        lines.append(f"- **{server}, {users} users** — direct {b.rps:,.0f} req/s, mean "
-                     f"{b.mean_ms:.2f} ms; " + "; ".join(parts) + ".")
+            of_direct = f" ({r.rps / b.rps:.0%} of direct)" if _finished(b.rps) else ""
+            bound = f", {r.of_bound:.0%} of the bound" if r.of_bound == r.of_bound else ", no bound (no direct service time)"
+            parts.append(f"{r.link}: {r.rps:,.0f} req/s{of_direct}, mean {r.mean_ms:.2f} ms{bound}{note}")
+        direct = f"direct {b.rps:,.0f} req/s, mean {b.mean_ms:.2f} ms" if _finished(b.rps) else f"direct: {STALLED}"
+        lines.append(f"- **{server}, {users} users** — {direct}; " + "; ".join(parts) + ".")
     check = (table["little_rps"] / table["rps"]).dropna()
     if len(check):
         lines.append(f"- Little's law as a check of the measurement: users ÷ mean latency is "
@@ -417,17 +452,20 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
     one = table.empty or table["levels"].max() == 1  # "best" of one level says more than it ran
     at = (f"at the one level measured ({', '.join(map(str, sorted(set(table['best_users']))))} users)"
           if one and not table.empty else "at each one's best level")
+    stalled = ratios["stalled"].astype(bool) if "stalled" in ratios else pd.Series(False, index=ratios.index)
     for (workload, scenario), g in ratios.groupby(["workload", "scenario"], sort=True):
         parts = [f"{r.server} {r.sqlite_rps:,.0f} vs {r.postgres_rps:,.0f} req/s "
-                 f"(×{r.rps_ratio:.2f}; p99 {r.sqlite_p99_ms:.1f} vs {r.postgres_p99_ms:.1f} ms"
-                 + (f"; {r.limits}" if r.limits else "") + ")" for r in g.itertuples()]
+                 + (f"(×{r.rps_ratio:.2f}; p99 {r.sqlite_p99_ms:.1f} vs {r.postgres_p99_ms:.1f} ms"
+                    if not stalled[i] else f"(no ratio: on {r.stalled}, {STALLED}")
+                 + (f"; {r.limits}" if r.limits else "") + ")" for i, r in zip(g.index, g.itertuples())]
         lines.append(f"- **{workload} · {scenario}** — SQLite vs Postgres {at}: "
                      + "; ".join(parts) + ".")
-    wins = ratios[ratios["rps_ratio"] < 1]
+    wins = ratios[(ratios["rps_ratio"] < 1) | ((ratios["sqlite_rps"] <= 0) & (ratios["postgres_rps"] > 0))]
     if len(wins):
         lines.append("- **Where Postgres served more**: " + "; ".join(
-            f"{r.server} on {r.scenario} ({1 / r.rps_ratio:.2f}× SQLite's rate)" for r in wins.itertuples())
-            + ".")
+            f"{r.server} on {r.scenario} ("
+            + (f"{1 / r.rps_ratio:.2f}× SQLite's rate" if _finished(r.sqlite_rps) else "SQLite finished no request")
+            + ")" for r in wins.itertuples()) + ".")
     else:
         lines.append("- **Postgres served more nowhere**: SQLite's " + ("rate" if one else "best rate")
                      + " was higher for every workload and stack measured.")
@@ -442,9 +480,12 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
         lines.append("- **Where Postgres answered with the lower p99** " + ("at that level" if one else "at the best levels") + ": " + "; ".join(
             f"{r.server} on {r.scenario} ({r.postgres_p99_ms:.1f} vs {r.sqlite_p99_ms:.1f} ms)"
             for r in faster.itertuples()) + ".")
+    measured = ratios["rps_ratio"].dropna()
+    unmeasured = (f" (no ratio for {int(stalled.sum())} pair(s): on one side no request finished in any window)"
+                  if stalled.any() else "")
     lines.append(f"- Median SQLite/Postgres throughput ratio over every workload and stack: "
-                 f"{ratios['rps_ratio'].median():.2f} (range {ratios['rps_ratio'].min():.2f}–"
-                 f"{ratios['rps_ratio'].max():.2f}).")
+                 f"{measured.median():.2f} (range {measured.min():.2f}–{measured.max():.2f}){unmeasured}."
+                 if len(measured) else f"- No SQLite/Postgres throughput ratio{unmeasured}.")
     linked = table[table["store"].str.contains("link", na=False)]
     for r in linked.itertuples():
         base = table[(table["workload"] == r.workload) & (table["scenario"] == r.scenario)
@@ -507,6 +548,9 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
     the same locustfile compares (`agreement`: experiments.your_app.agreement)."""
     lines = []
     for c in cap.itertuples():
+        if not _finished(c.peak_rps):
+            lines.append(f"- **{c.server}**: at every level, {STALLED}: no peak was measured.")
+            continue
         note = f" ({c.peak_limit}: a lower bound)" if c.peak_lower_bound else ""
         lines.append(f"- **{c.server}**: the naive peak is **{c.peak_rps:,.0f} requests/s** at "
                      f"{c.peak_users} users (p99 {c.peak_p99_ms:,.1f} ms){note}.")
@@ -571,9 +615,12 @@ def comparison(c) -> str:
     for metric, words in (("rps", "throughput"), ("p99_ms", "p99 latency")):
         v = c.table[f"{metric}_verdict"]
         moved = c.table[v.isin(["faster", "slower"])]
+        stalls = "; ".join(f"{int((v == word).sum())} where {STALLED.replace('its window', 'the window of run ' + s)}"
+                           for s, word in NONE_FINISHED.items() if (v == word).any())
         lines.append(f"- {words.capitalize()}: {int((v == 'faster').sum())} of {len(v)} points faster, "
                      f"{int((v == 'slower').sum())} slower, {int((v == 'within noise').sum())} within "
-                     f"noise, {int((v == 'no noise band').sum())} without a noise band.")
+                     f"noise, {int((v == 'no noise band').sum())} without a noise band"
+                     + (f"; {stalls}" if stalls else "") + ".")
         if len(moved):
             far = moved.loc[(moved[f"{metric}_ratio"].apply(lambda r: abs(math.log(r)))).idxmax()]
             users = f"{far['users']} user{'' if str(far['users']) == '1' else 's'}"

@@ -246,10 +246,12 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
 
 def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: str, title: str,
               xlabel: str, caption: str | None = None, logx: bool = False,
-              ref_value: tuple[str, float] | None = None):
+              ref_value: tuple[str, float] | None = None,
+              missing_why: str = "no value"):
     """A dot per series (a stack in its colour and marker) on one row per category, on a log axis
     if asked — lengths mean nothing here, positions do (ratios). `ref_value`: (label, x) of a
-    vertical grey reference line (`("as fast", 1)`)."""
+    vertical grey reference line (`("as fast", 1)`). A row a series has without a value gets no dot;
+    its legend entry counts them and says `missing_why`."""
     if not isinstance(category, str):
         df = df.assign(_category=_labels(df, list(category)))
         category = "_category"
@@ -263,8 +265,13 @@ def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         vals = [g[g[category] == c][value].mean() for c in cats]
         pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * step
         st = styles[s]
+        # a row without a value (e.g. a ratio with a side where no request finished) has no dot,
+        # and the legend says how many
+        missing = sum(1 for v in vals if v != v) - sum(1 for c in cats if g[g[category] == c].empty)
+        label = value_title(series, s) + (f" (no dot in {missing} row{'' if missing == 1 else 's'}: "
+                                          f"{missing_why})" if missing else "")
         ax.plot(vals, pos, linestyle="none", marker=st["marker"], color=st["color"], markersize=7,
-                markerfacecolor=st["markerfacecolor"], gid=st.get("gid"), label=value_title(series, s))
+                markerfacecolor=st["markerfacecolor"], gid=st.get("gid"), label=label)
     if ref_value:
         ax.axvline(ref_value[1], color="#444444", linestyle=REFERENCE_DASHES[0], linewidth=1.1, zorder=1,
                    label=f"{ref_value[0]}")

@@ -28,7 +28,8 @@ def _label(row: dict, varying: list[str]) -> str:
 
 def comparison_chart(table: pd.DataFrame, title: str, caption: str | None = None):
     """`table`: compare.Comparison.table (its *_ratio and *_band columns). Rows in the table's
-    order; a point without a band shows none (its verdict: no noise band)."""
+    order; a point without a band shows none (its verdict: no noise band), a point without a ratio
+    no marker (its verdict: none finished in a or b)."""
     varying = [k for k in ("experiment", "profile", "scenario", "database")
                if k in table and table[k].nunique() > 1]
     labels = [_label(r, varying) for r in table.to_dict("records")]

@@ -1,0 +1,158 @@
+"""A level in which nothing completed is a measured fact, not an error of the lab.
+
+A stall longer than the window (Rails 7.1's busy timeout, which holds Ruby's GVL) leaves a level
+with no request finished in it: rps 0, no latency, no status. Every table, ratio and findings
+sentence takes such a point and says it in words — never a division by zero, never "nan" or "inf".
+Each findings function is run here on the tables its notebook builds, from points where one level
+of a series stalled and where a series' only level did.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from sqlitelab.report import analysis, capacity, compare, findings
+
+# A findings function that takes no request-level points: why it is not run here.
+NOT_REQUEST_LEVELS = {
+    "buffer": "seed 003's buffer points count records written by one process, not requests",
+}
+
+
+def point(server: str, users: int, rps: float, **extra) -> dict:
+    """One stored point as the driver writes it; rps 0: no request finished in the window."""
+    window = extra.pop("window_s", 1.0)
+    requests = int(rps * window)
+    done = requests > 0
+    lat = (lambda ms: ms * users if done else None)
+    row = {"notebook": "07-sqlite-vs-postgres", "experiment": "000-writes/sqlite", "run_id": "r",
+           "server": server, "profile": "rails71", "scenario": "rails-writes", "database": "sqlite",
+           "db_link_delay_us": None, "users": users, "rate": None, "repeat": 1, "window_s": window,
+           "requests": requests, "rps": float(rps), "mean_ms": lat(1.0), "p50_ms": lat(0.8),
+           "p90_ms": lat(1.5), "p95_ms": lat(2.0), "p99_ms": lat(3.0), "p999_ms": lat(4.0),
+           "max_ms": lat(5.0), "errors": 0, "busy_errors": 0, "server_errors": 0,
+           "status_counts": json.dumps({"201": requests} if done else {}),
+           "run_counts": json.dumps({"POST 201": requests} if done else {}),
+           "overran_window": 0 if done else users, "max_overrun_ms": 20.0 if done else 4200.0,
+           "time_drain_s": 0.02 if done else 4.2, "bytes_per_s": 1000.0 * rps,
+           "server_rss_mb": 40.0, "server_cpu_pct": 90.0, "gen_cpu_pct": 30.0,
+           "generator": "loadgen", "generator_bound": False, "generator_influenced": False,
+           "influence": None, "audit_ok": True, "machine": "test box", "server_pinning": "0",
+           "generator_pinning": "1", "txn_mode": "deferred", "write_path": "pool",
+           "knobs": json.dumps({"pragmas": {"journal_mode": "wal", "synchronous": "1"}}),
+           "acked_writes": requests, "rows_written": requests, "db_cached_before": 1.0, "db_cached_after": 1.0,
+           "db_mib": 1.0}
+    row.update(extra)
+    return row
+
+
+def curves(stalled_users: set[int], levels=(1, 2, 4, 8)) -> pd.DataFrame:
+    """Two stacks over `levels`; ruby-puma stalled (no request finished) at `stalled_users`."""
+    rows = []
+    for server, base in (("ruby-puma", 900.0), ("go-nethttp", 4000.0)):
+        for u in levels:
+            rows.append(point(server, u, 0.0 if server == "ruby-puma" and u in stalled_users else base * min(u, 2)))
+    return pd.DataFrame(rows)
+
+
+# Where the stall is: one level of several (the curve goes on after it), and a series' only level
+# (07's quick scale: one level per workload, and that level stalled).
+SHAPES = {"one level of several": dict(stalled_users={4}),
+          "the only level": dict(stalled_users={8}, levels=(8,))}
+
+
+def versus_points(**shape) -> pd.DataFrame:
+    on_sqlite = curves(**shape)
+    on_pg = curves(set(), shape.get("levels", (1, 2, 4, 8))).assign(
+        database="postgres", experiment="000-writes/postgres")
+    return pd.concat([on_sqlite, on_pg], ignore_index=True)
+
+
+def comparison(**shape) -> compare.Comparison:
+    runs = pd.DataFrame([{"run_id": "r", "machine": "test box", "git_commit": "abc1234", "scale": "quick",
+                          "started": "2026-11-27T00:00:00", "parameters": "{}"}])
+    def repeated(df):  # two repeats 4 % apart: each point has its own noise band
+        return pd.concat([df, df.assign(repeat=2, rps=df["rps"] * 1.04)], ignore_index=True)
+    a = compare.Side("a", repeated(curves(set(), shape.get("levels", (1, 2, 4, 8)))), runs)
+    b = compare.Side("b", repeated(curves(**shape)), runs)
+    return compare.compare(a, b)
+
+
+def cases(shape: dict) -> dict:
+    """Each findings function with the inputs its notebook gives it."""
+    df = curves(**shape)
+    seed = analysis.seed_table(df)
+    summary = analysis.busy_summary(df)
+    sm = df.assign(scenario="user-update", profile="go-seed004")
+    paths = pd.concat([df[df["users"] == df["users"].max()].assign(write_path=w) for w in ("pool", "writer", "batch")],
+                      ignore_index=True)
+    raw = {"commits_per_s": 50_000.0, "reads_per_s": 200_000.0}
+    links = pd.concat([df.assign(link_delay_us=None), df.assign(link_delay_us=500.0)], ignore_index=True)
+    vs = capacity.versus_table(versus_points(**shape))
+    app = df[df["server"] == "ruby-puma"].assign(server="your app", lock_share=0.0)
+    return {
+        "linear_writes": lambda: findings.linear_writes(seed),
+        "napkin": lambda: findings.napkin(analysis.peak(seed)["peak_rps"].min()),
+        "busy": lambda: findings.busy(summary),
+        "txn_mode": lambda: findings.txn_mode(pd.concat([summary, summary.assign(txn_mode="immediate")])),
+        "stack_ratios": lambda: findings.stack_ratios(analysis.mix_table(df), base="ruby-puma"),
+        "write_path": lambda: findings.write_path(paths),
+        "ceiling": lambda: findings.ceiling(analysis.peak(seed), analysis.machine_limits(raw, "writes")),
+        "endpoint_ceilings": lambda: findings.endpoint_ceilings(
+            analysis.single_machine_table(sm), raw, (100_000.0, "go-nethttp"), analysis.synchronous_of(sm)),
+        "single_machine": lambda: findings.single_machine(analysis.single_machine_table(sm), raw, 1388.9),
+        "beyond": lambda: findings.beyond(
+            analysis.beyond_table(pd.concat([sm, sm.assign(profile="go-seed004-pool")]), "go-seed004",
+                                  "go-seed004-pool"), "go-seed004", "go-seed004-pool"),
+        "health": lambda: findings.health(df),
+        "generators": lambda: findings.generators(df),
+        "capacity": lambda: findings.capacity(capacity.estimate(df)),
+        "network": lambda: findings.network(analysis.network_table(links)),
+        "versus": lambda: findings.versus(capacity.versus_ratios(vs), vs),
+        "operations": lambda: findings.operations(capacity.three_ways(df), pd.DataFrame()),
+        "your_app": lambda: findings.your_app(
+            analysis.app_levels(app), capacity.capacity_at_slo(app, 100.0, by=("server",)), pd.DataFrame(),
+            100.0, 35, 4, lambda a, b: "agree", None),
+        "comparison": lambda: findings.comparison(comparison(**shape)),
+    }
+
+
+def test_every_findings_function_is_run_on_a_stalled_level():
+    public = {n for n, f in inspect.getmembers(findings, inspect.isfunction)
+              if f.__module__ == findings.__name__ and not n.startswith("_")}
+    covered = set(cases(SHAPES["the only level"])) | set(NOT_REQUEST_LEVELS)
+    assert public == covered, f"findings functions without a stalled-level case: {sorted(public - covered)}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=list(SHAPES))
+@pytest.mark.parametrize("name", sorted(cases(SHAPES["the only level"])))
+def test_a_stalled_level_is_said_in_words(name, shape):
+    text = cases(SHAPES[shape])[name]()
+    for bad in ("nan", "inf", "None"):
+        assert bad not in text.replace("infl", "").replace("info", ""), f"{name}: {bad!r} in {text!r}"
+    if name in SAYS_IT[shape]:
+        assert "no request finished in" in text, f"{name} does not say the stall: {text!r}"
+
+
+# Where each shape's stall is in what the function reports (a function that reports a stack's best
+# level or its peak does not show a stall at another level).
+SAYS_IT = {"one level of several": {"network", "comparison"},
+           "the only level": {"linear_writes", "napkin", "stack_ratios", "ceiling", "beyond", "network",
+                              "versus", "your_app", "capacity", "comparison"}}
+
+
+def test_a_side_that_finished_nothing_has_no_ratio_and_its_own_verdict():
+    c = comparison(**SHAPES["one level of several"])
+    row = c.table.set_index(["server", "users"]).loc[("ruby-puma", "4")]
+    assert row["rps_verdict"] == compare.NONE_FINISHED["b"] and math.isnan(row["rps_ratio"])
+    assert row["p99_ms_verdict"] == "not measured"
+    ran = c.table[c.table["users"] != "4"]
+    assert set(ran["rps_verdict"]) <= {"within noise", "faster", "slower"}
+    vs = capacity.versus_ratios(capacity.versus_table(versus_points(**SHAPES["the only level"])))
+    stalled = vs.set_index("server").loc["ruby-puma"]
+    assert stalled["stalled"] == "sqlite" and math.isnan(stalled["rps_ratio"])
+    assert vs.set_index("server").loc["go-nethttp", "rps_ratio"] == pytest.approx(1.0)
