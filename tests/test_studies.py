@@ -50,11 +50,12 @@ def test_every_study_declares_what_a_notebook_is(notebook):
 
 @pytest.mark.parametrize("scale", ["quick", "seed"])
 def test_the_notebooks_budgets_fit_the_collections(scale):
-    """`make run` within 15 minutes of notebooks, `make seed` within 90: the studies' shares add
-    up within the collection's budget, and every notebook has one."""
+    """`make run` within 15 minutes of notebooks, `make seed` within 90: the studies' own budgets
+    add up within the collection's, what they leave is spare, and every notebook has one."""
     got = scales.budgets(scale)
     assert list(got) == registry.ids()
     assert sum(got.values()) <= scales.COLLECTION_BUDGET_SECONDS[scale], got
+    assert scales.spare(scale) == scales.COLLECTION_BUDGET_SECONDS[scale] - sum(got.values()) >= 0
     assert scales.settings("09-network-delay", scale)["budget_seconds"] == got["09-network-delay"]
     assert scales.budget("99-mine", scale) is None  # a notebook of one's own has none
 

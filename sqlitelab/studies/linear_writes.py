@@ -48,8 +48,7 @@ SCALES: dict[str, dict] = {
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget). Quick runs took
 # 103-120 s on 2026-11-26: ruby-puma's stalls hold answers 3-8 s past a window
-# (timing's "requests in flight answered", 23 s of 117 in the last), so its budget has that margin,
-# taken from 07's (116 s of its 140 in the make run of 2026-11-26).
+# (timing's "requests in flight answered", 23 s of 117 in the last), so its budget has that margin.
 BUDGET_SECONDS: dict[str, float] = {"quick": 125, "seed": 800}
 
 SERVER_SPLIT: int | None = None

@@ -24,9 +24,10 @@ What a study declares (tests/test_studies.py checks every one is there):
   of sqlitelab.report.summaries (None: no row).
 - `SMOKE`, `STORES`: its papermill smoke run's tiny parameters (tests/test_notebooks.py,
   tests/test_lab_browser.py), and the table its measurements land in (None: none of its own).
-- `BUDGET_SECONDS`: its wall time per scale on the reference machine (2 cores, set-up warm), its
-  share of the collection's (sqlitelab.studies.scales.COLLECTION_BUDGET_SECONDS); sqlitelab.batch
-  names a run over it with where its time went.
+- `BUDGET_SECONDS`: its own wall time per scale on the reference machine (2 cores, set-up warm)
+  with a margin; the budgets together fit the collection's (scales.COLLECTION_BUDGET_SECONDS,
+  what they leave is scales.spare), and sqlitelab.batch names a run over its budget with where
+  its time went.
 - `READING`: what to look for in each of its figures, one sentence shown under the figure when
   the notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
 - `EXPERIMENT_TITLES`: its experiments in plain words, by id or by a pattern whose groups fill

@@ -20,7 +20,9 @@ from sqlitelab.studies import registry
 
 # The collection's wall time per scale on the reference machine (2 cores, set-up warm): `make run`
 # (quick) within 15 minutes of notebooks, `make seed` within 90 (DESIGN), no quick notebook over
-# QUICK_MOST. Each study's BUDGET_SECONDS is its share; tests/test_studies.py checks they fit.
+# QUICK_MOST. Each study's BUDGET_SECONDS is its own wall time with a margin, never a share lent
+# to or from another; what they leave of the collection's is spare(), which a new notebook takes
+# without editing another's. tests/test_studies.py checks they fit.
 COLLECTION_BUDGET_SECONDS: dict[str, float] = {"quick": 15 * 60, "seed": 90 * 60}
 QUICK_MOST = 150.0
 
@@ -37,6 +39,11 @@ def budget(notebook: str, scale: str) -> float | None:
 def budgets(scale: str) -> dict[str, float]:
     """Every notebook's budget at `scale`, in the notebooks' order."""
     return {n: b for n in registry.ids() if (b := budget(n, scale)) is not None}
+
+
+def spare(scale: str) -> float:
+    """What the notebooks' budgets at `scale` leave of the collection's (negative: over it)."""
+    return COLLECTION_BUDGET_SECONDS[scale] - sum(budgets(scale).values())
 
 
 # 03's fine levels, a sweep of 16 levels beyond the article's five (about 9 minutes at seed
