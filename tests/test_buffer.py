@@ -281,3 +281,19 @@ def test_large_totals_run_only_the_named_settings_and_no_consumer(tmp_path):
 
 def pd_isna(v) -> bool:
     return v is None or v != v
+
+
+def test_the_vocabulary_names_the_points_ids_and_the_point_imports_only_the_standard_library():
+    """The buffer methods' and variants' plain words live in sqlitelab.core.vocabulary; the point's
+    module keeps its ids to itself (it imports nothing beyond the standard library), so the two are
+    held to the same ids here."""
+    import ast
+    import sys
+    from sqlitelab.core import vocabulary
+    assert set(vocabulary.METHOD_TITLES) == set(buffer_point.METHODS)
+    assert set(vocabulary.VARIANT_TITLES) == set(buffer_point.VARIANTS)
+    assert vocabulary.TUNED_VARIANT == buffer_point.TUNED_VARIANT
+    tree = ast.parse(open(buffer_point.__file__, encoding="utf-8").read())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported - set(sys.stdlib_module_names)

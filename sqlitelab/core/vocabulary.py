@@ -1,12 +1,31 @@
 """The lab's words for what it measures, shared by every layer: when a request has stalled,
 how a pragma's value is named, how a point's path and store are labelled, when an open-loop
-level kept up."""
+level kept up, which column a reference client's rate is counted as, and notebook 04's buffer
+methods and variants in plain words."""
 from __future__ import annotations
 
 import pandas as pd
 
 STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
 SYNCHRONOUS = {"0": "off", "1": "normal", "2": "full", "3": "extra"}  # PRAGMA synchronous's numbers
+
+# The lab's column whose rate is counted as each client of a sweep's cross-check counts its own:
+# a lab generator's rate is compared with the client's in it (sweep's cross-check,
+# analysis.crosscheck_table). The clients are sqlitelab.load.crosscheck.TOOLS; each one's module
+# reads its own here as `COUNTED_AS`.
+COUNTED_AS = {"wrk": "rps",       # the exact window's, as wrk's
+              "hey": "hey_rps",   # the driver's whole-run accounting, as hey's Requests/sec
+              "oha": "rps"}       # the exact window's, as oha's
+
+# Notebook 04's buffer points (sqlitelab.experiments.buffer_point, which imports only the standard
+# library and so keeps its ids to itself: tests/test_buffer.py holds these to its METHODS, VARIANTS
+# and TUNED_VARIANT). In plain words, for figures and tables: each method, and each variant of the
+# `article` method; TUNED_VARIANT is the variant column of `tuned` points.
+TUNED_VARIANT = "lab"
+METHOD_TITLES = {"article": "the author's method", "tuned": "the lab's tuned writer"}
+VARIANT_TITLES = {"as_published": "as published", "one_connection": "one connection",
+                  "sync_normal": "synchronous= NORMAL", "no_ckpt_on_close": "no checkpoint on close",
+                  "page_size_8192": "8 KiB pages", "py311_gc": "closed by the GC", "no_logging": "no logging"}
 
 
 def link_label(delay_us) -> str:

@@ -97,11 +97,9 @@ VARIANTS = {  # of the `article` method; each changes exactly one thing from "as
     "no_logging": "without the author's logger lines inside the timing",
 }
 TUNED_VARIANT = "lab"           # the variant column of `tuned` points
-# In plain words, for figures: each method, and each variant of the `article` method.
-METHOD_TITLES = {"article": "the author's method", "tuned": "the lab's tuned writer"}
-VARIANT_TITLES = {"as_published": "as published", "one_connection": "one connection",
-                  "sync_normal": "synchronous= NORMAL", "no_ckpt_on_close": "no checkpoint on close",
-                  "page_size_8192": "8 KiB pages", "py311_gc": "closed by the GC", "no_logging": "no logging"}
+# Their plain words for figures and tables (METHOD_TITLES, VARIANT_TITLES) and TUNED_VARIANT for
+# reports are in sqlitelab.core.vocabulary, which this module does not import (standard library
+# only); tests/test_buffer.py holds the two to the same ids.
 SYNCHRONOUS = {"off": 0, "normal": 1, "full": 2, "extra": 3}
 SYNC_NAMES = {v: k for k, v in SYNCHRONOUS.items()}
 TIMESTAMP_FORMAT = "%Y-%m-%d-%H:%M:%S"      # lib/constants.py timestamp_format

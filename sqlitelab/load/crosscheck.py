@@ -1,10 +1,10 @@
 """The clients a sweep's cross-check can run (`sweep(crosscheck=…, crosscheck_tool=…)`), by name:
 wrk, the lab's reference (Debian's package), and the articles' own tools, hey (seed 000) and oha
 (seed 001), each installed by its module's `INSTALL` target. Each module has `available()`, `COUNTED_AS` (the lab's column
-whose rate is counted as the client counts its own), `expressible(scenario, scenario_params,
-keepalive)` (None, or why it cannot send the scenario) and `run_point(server, scenario, users,
-out_dir, *, duration, warmup, cpus, scenario_params, keepalive)`, which returns a row of the
-crosschecks table (sqlitelab.core.schema)."""
+whose rate is counted as the client counts its own, declared in sqlitelab.core.vocabulary),
+`expressible(scenario, scenario_params, keepalive)` (None, or why it cannot send the scenario) and
+`run_point(server, scenario, users, out_dir, *, duration, warmup, cpus, scenario_params, keepalive)`,
+which returns a row of the crosschecks table (sqlitelab.core.schema)."""
 from __future__ import annotations
 
 from types import ModuleType

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sqlitelab.core import config
+from sqlitelab.core import config, vocabulary
 from sqlitelab.infra import servers
 from sqlitelab.load import commands, driver as load, reference
 
@@ -34,7 +34,7 @@ BINARY = config.PROJ_ROOT / ".setup" / "bin" / "hey"
 INSTALL = "make setup"  # what builds it
 # The lab's column that counts a point as hey counts (driver's whole-run accounting): a lab
 # generator's rate is compared with hey's in it (sweep's cross-check, analysis.crosscheck_table).
-COUNTED_AS = "hey_rps"
+COUNTED_AS = vocabulary.COUNTED_AS["hey"]  # "hey_rps"
 TIMEOUT_S = commands.STOP_TIMEOUT  # hey's -t: each request's timeout, as the lab generators'
 
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sqlitelab.core import config
+from sqlitelab.core import config, vocabulary
 from sqlitelab.infra import servers
 from sqlitelab.load import commands, driver as load, reference
 
 VERSION = "1.16.0"  # the Makefile builds it: cargo install oha --version VERSION --locked
 BINARY = config.PROJ_ROOT / ".setup" / "bin" / "oha"
 INSTALL = "make oha"  # what builds it (make test and make seed do too; make run needs none)
-COUNTED_AS = "rps"  # the lab's column comparable with oha's rate (the exact window's)
+COUNTED_AS = vocabulary.COUNTED_AS["oha"]  # the lab's column comparable with oha's rate (the exact window's)
 TIMEOUT_S = commands.STOP_TIMEOUT  # oha's -t: each request's timeout, as the lab generators'
 DEADLINE = "aborted due to deadline"  # oha's error for a request in flight at -z's end
 

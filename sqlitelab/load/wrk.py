@@ -30,12 +30,12 @@ import subprocess
 from pathlib import Path
 
 from sqlitelab.infra import hosts, servers
-from sqlitelab.core import layout, processes
+from sqlitelab.core import layout, processes, vocabulary
 from sqlitelab.load import commands, driver as load, reference, scenarios
 
 BINARY = "wrk"
 INSTALL = "make setup"  # what installs it (Debian's package)
-COUNTED_AS = "rps"  # the lab's column comparable with wrk's rate (the exact window's)
+COUNTED_AS = vocabulary.COUNTED_AS["wrk"]  # the lab's column comparable with wrk's rate (the exact window's)
 TIMEOUT_S = commands.STOP_TIMEOUT       # wrk's --timeout, as the lab generators' request timeout
 
 _DONE = r"""

@@ -12,8 +12,7 @@ import pandas as pd
 
 from sqlitelab.core import results
 from sqlitelab.infra.servers import stack_title
-from sqlitelab.experiments import buffer_point
-from sqlitelab.load import crosscheck
+from sqlitelab.core.vocabulary import COUNTED_AS, METHOD_TITLES, TUNED_VARIANT, VARIANT_TITLES
 from sqlitelab.core.vocabulary import STALL_MS, SYNCHRONOUS, link_label  # STALL_MS: a request still running this long after the window has stalled
 
 
@@ -326,7 +325,7 @@ def buffer_variant_bars(bf: pd.DataFrame) -> pd.DataFrame:
     d = d[d["total"] == _variant_total(d)]
     return (d.groupby(["variant", "rows_per_txn"])["records_per_s"].median().reset_index()
             .assign(variant=lambda x: x["variant"].map(
-                        lambda v: textwrap.fill(buffer_point.VARIANT_TITLES.get(v, v.replace("_", " ")), 12))))
+                        lambda v: textwrap.fill(VARIANT_TITLES.get(v, v.replace("_", " ")), 12))))
 
 
 def buffer_curves(done: pd.DataFrame, ref: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -335,8 +334,8 @@ def buffer_curves(done: pd.DataFrame, ref: pd.DataFrame | None = None) -> tuple[
     panel per rows per transaction); the article's numbers (`ref`) with the same `rows`."""
     def rows(d):
         return d["rows_per_txn"].astype(int).astype(str) + " rows per transaction"
-    curves = done[done["variant"].isin(["as_published", buffer_point.TUNED_VARIANT])]
-    curves = curves.assign(series=curves["method"].map(lambda m: buffer_point.METHOD_TITLES.get(m, m))
+    curves = done[done["variant"].isin(["as_published", TUNED_VARIANT])]
+    curves = curves.assign(series=curves["method"].map(lambda m: METHOD_TITLES.get(m, m))
                            + ", synchronous=" + curves["synchronous"].astype(str).str.upper(), rows=rows(curves))
     return curves, (ref.assign(rows=rows(ref)) if ref is not None else None)
 
@@ -395,7 +394,7 @@ def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
                      "note": f"audit {'ok' if c['audit_ok'] else 'FAILED'} ({c['audit_rule']})"})
         at = pts[(pts["run_id"] == c["run_id"]) & (pts["server"] == c["server"])
                  & (pts["profile"] == c["profile"]) & (pts["users"] == c["users"])]
-        counted_as = crosscheck.TOOLS[tool].COUNTED_AS
+        counted_as = COUNTED_AS[tool]
         if counted_as not in at or at[counted_as].isna().all():  # points from before that column
             counted_as = "rps"
         for gen, g in at.groupby("generator", sort=True):
