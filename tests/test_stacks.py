@@ -3,6 +3,9 @@ everything else reads it — servers.STACKS, the figures' colours (plots.style_f
 calibration's candidates, `make distclean`, .gitignore. No server is started here."""
 from __future__ import annotations
 
+import ast
+import inspect
+import json
 import os
 import re
 import shutil
@@ -14,7 +17,7 @@ import pytest
 import yaml
 
 from sqlitelab.core import config
-from sqlitelab.experiments import sweep
+from sqlitelab.experiments import sweep, versus
 from sqlitelab.infra import servers
 from sqlitelab.load import calibrate
 from sqlitelab.report import plots
@@ -219,3 +222,79 @@ def test_a_variant_beyond_the_article_runs_on_the_stacks_it_changes():
     with pytest.raises(ValueError, match="is ruby-puma's only"):
         sweep.spec(notebook="01-linear-writes", servers=["python-fastapi"], profiles=["rails71"],
                    scenario="hello", levels=[1], knobs={"yjit": "on"})
+
+
+# ------------------------------------------------------------------ a notebook's `servers` (issue 47)
+
+NOTEBOOKS = sorted(config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
+
+
+def parameters_cell(path: Path) -> tuple[str, str]:
+    """A notebook's parameters cell and the cell after it, as source text."""
+    cells = json.loads(path.read_text())["cells"]
+    i = next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+    return "".join(cells[i]["source"]), "".join(cells[i + 1]["source"])
+
+
+def test_none_is_every_bundled_stack_in_their_order():
+    assert servers.chosen(None) == servers.bundled() == list(BUNDLED)
+    assert servers.chosen(None) == ["python-fastapi", "rust-axum", "go-nethttp", "ruby-puma"]
+    assert servers.chosen(["go-nethttp", "ruby-puma"]) == ["go-nethttp", "ruby-puma"]  # a list: its order
+    assert servers.chosen(("rust-axum",)) == ["rust-axum"]
+
+
+@pytest.mark.parametrize("value, says", [
+    (["rust-axum", "cobol-cics"], "unknown servers ['cobol-cics']; known: "),
+    ("rust-axum", "servers must be a non-empty list of stacks, not 'rust-axum'"),
+    ([], "servers must be a non-empty list of stacks, not []"),
+    (["rust-axum", "rust-axum"], "servers names rust-axum more than once"),
+])
+def test_a_stack_the_lab_does_not_know_is_refused_in_one_line(value, says):
+    with pytest.raises(ValueError) as e:
+        servers.chosen(value)
+    said = str(e.value)
+    assert said.startswith(says) and "\n" not in said
+    assert "servers: a list of stacks (servers/<stack>), or None: every stack the lab bundles" in said
+    with pytest.raises(ValueError, match=r"^unknown txn_mode_servers \['nope'\]"):
+        servers.chosen(["nope"], name="txn_mode_servers")
+
+
+def test_the_sweeps_check_their_stacks_through_chosen():
+    args = {k: p.default for k, p in inspect.signature(sweep.sweep).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+    with pytest.raises(ValueError, match=r"^servers names go-nethttp more than once"):
+        sweep.Spec.of(**{**args, "notebook": "01-linear-writes", "servers": ["go-nethttp", "go-nethttp"]})
+    specs = versus.specs(notebook="07-sqlite-vs-postgres", workloads=["002-mix"], servers=None, levels=[1],
+                         duration=1.0, warmup=0.0, repeats=1, users_rows=10, user_bytes=10)
+    assert specs and all(list(s.servers) == servers.bundled() for s in specs)
+
+
+def test_a_new_bundled_folder_is_under_none_and_an_extra_stack_only_when_named(tmp_path, monkeypatch):
+    root = tmp_path / "servers"
+    for name in BUNDLED:
+        stack_folder(root / name, (SERVERS / name / servers.MANIFEST).read_text())
+    text = (SERVERS / "go-nethttp" / "stack.toml").read_text().replace("order = 3", "order = 9")
+    stack_folder(root / "zig-zap", text)
+    monkeypatch.setattr(servers, "STACKS", servers.bundled_stacks(root))
+    assert servers.chosen(None) == list(BUNDLED) + ["zig-zap"]
+    for name, entry in servers.extra_stacks(str(stack_folder(tmp_path / "my-app"))).items():
+        monkeypatch.setitem(servers.STACKS, name, entry)  # as LAB_EXTRA_STACKS registers it
+    assert servers.chosen(None) == list(BUNDLED) + ["zig-zap"]
+    assert servers.chosen(["my-app", "zig-zap"]) == ["my-app", "zig-zap"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem[:2])
+def test_no_parameters_cell_lists_every_bundled_stack(path):
+    """`servers = None` (every bundled stack) rather than the list typed out: a new stack's folder
+    is then swept by every notebook that measures every stack; the cell after the parameters
+    resolves it (servers.chosen) before the run stores its parameters."""
+    cell, after = parameters_cell(path)
+    for node in ast.parse(cell).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple)):
+            named = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+            assert not set(BUNDLED) <= named, \
+                f"{path.stem}: {ast.unparse(node)} types out every bundled stack; use None (servers.chosen)"
+    if re.search(r"^servers = None\b", cell, re.M):
+        resolve = after.find("servers = stacks.chosen(servers)")
+        assert resolve != -1 and (after.find("params = ") == -1 or resolve < after.find("params = ")), \
+            f"{path.stem}: the cell after the parameters resolves `servers` before `params`"

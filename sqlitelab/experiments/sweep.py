@@ -62,9 +62,7 @@ class AuditWarning(UserWarning):
 
 
 def _check_args(server_list, profile_list, scenario, levels, repeats):
-    unknown = [s for s in server_list if s not in stacks.STACKS]
-    if unknown:
-        raise ValueError(f"unknown servers {unknown}; known: {list(stacks.STACKS)}")
+    stacks.chosen(server_list)  # each a known stack, none twice (servers.chosen: the one check)
     known = stacks.load_profiles()
     bad = [p for p in profile_list if any(part not in known for part in p.split("+"))]
     if bad:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from sqlitelab.experiments.sweep import Spec, spec
+from sqlitelab.infra import servers as stacks
 from sqlitelab.studies.sqlite_vs_postgres import WORKLOADS, check, experiment
 
 
-def specs(*, notebook: str, workloads: list[str], servers: list[str], levels: list[int],
+def specs(*, notebook: str, workloads: list[str], servers: list[str] | None, levels: list[int],
           duration: float, warmup: float, repeats: int, users_rows: int, user_bytes: int,
           databases=("sqlite", "postgres"), db_link_workloads: list[str] = (),
           db_delays_us: list[int] = (), postgres_readers: int | None = None, **common) -> list[Spec]:
     """Every workload on every database (each a sweep: the database made, seeded and audited
     per server and profile), then the workloads of `db_link_workloads` on Postgres behind a link
-    of each delay: the sweeps, each checked, for `sweep.run`. `postgres_readers`: the connections
+    of each delay: the sweeps, each checked, for `sweep.run`. `servers`: as servers.chosen
+    reads it (None: every bundled stack). `postgres_readers`: the connections
     each server process keeps to Postgres (LAB_READERS; None: the stack's default, which follows
     its CPUs as on SQLite). `common`: the rest of sweep's arguments (generator, CPUs, run_id, ...)."""
     check(workloads)
+    servers = stacks.chosen(servers)
     if postgres_readers is not None and (not isinstance(postgres_readers, int) or postgres_readers < 1):
         raise ValueError(f"postgres_readers must be an integer >= 1 or None, not {postgres_readers!r}")
     for w in db_link_workloads:

@@ -137,6 +137,33 @@ def extra_stacks(value: str | None = None) -> dict[str, dict]:
 STACKS.update(extra_stacks())
 
 
+def bundled() -> list[str]:
+    """The bundled stacks by name (a folder servers/<stack>/ with its stack.toml), in their
+    `order`: STACKS without LAB_EXTRA_STACKS' (read live: a stack registered later counts)."""
+    return [name for name, s in STACKS.items() if s.get("bundled")]
+
+
+def chosen(stacks: "list[str] | tuple[str, ...] | None", *, name: str = "servers") -> list[str]:
+    """The stacks a notebook's `servers` (or `name`) parameter means, the one place it is
+    resolved: None is every stack the lab bundles, in their stack.toml `order` (bundled(): a new
+    folder servers/<stack>/ joins it; an extra stack, LAB_EXTRA_STACKS, runs when named); a list
+    is kept in its order, each a known stack (STACKS) and none twice. Anything else is refused
+    in one line naming `name` and what it accepts."""
+    if stacks is None:
+        return bundled()
+    accepts = (f"{name}: a list of stacks (servers/<stack>), or None: every stack the lab bundles "
+               f"({', '.join(bundled())})")
+    if isinstance(stacks, str) or not isinstance(stacks, (list, tuple)) or not stacks:
+        raise ValueError(f"{name} must be a non-empty list of stacks, not {stacks!r} ({accepts})")
+    unknown = [s for s in stacks if not isinstance(s, str) or s not in STACKS]
+    if unknown:
+        raise ValueError(f"unknown {name} {unknown}; known: {list(STACKS)} ({accepts})")
+    twice = sorted({s for s in stacks if stacks.count(s) > 1})
+    if twice:
+        raise ValueError(f"{name} names {', '.join(twice)} more than once ({accepts})")
+    return list(stacks)
+
+
 def stack_dir(stack: str) -> Path:
     """The folder of a stack's files (its `run`): servers/<stack>/, or an extra stack's own."""
     return STACKS.get(stack, {}).get("dir") or config.SERVERS_DIR / stack
