@@ -35,8 +35,8 @@ from pathlib import Path
 from sqlitelab.report import capacity
 from sqlitelab.report import compare as report_compare
 from sqlitelab.core import config, processes, results
+from sqlitelab.core.vocabulary import NOISE_STACK
 from sqlitelab.core import schema as stored  # (browse has a `schema(db)`: the file's own)
-from sqlitelab.experiments import noise
 from sqlitelab.load import commands, scenarios, verdicts
 from sqlitelab.infra import servers
 
@@ -278,9 +278,9 @@ def _compare_runs(schema: dict) -> str:
 
         def same(n: str) -> str:  # noise rows of the point's machine, metric and family
             return f"{n}.machine = lv.machine AND {n}.metric = '{metric}' AND {n}.family = {family}"
-        # whose measurement (compare.measured_on): the point's own stack, else noise.STACK, else max()
+        # whose measurement (compare.measured_on): the point's own stack, else NOISE_STACK, else max()
         on = f"""coalesce((SELECT lv.server WHERE EXISTS (SELECT 1 FROM noise n4 WHERE {same("n4")} AND n4.server = lv.server)),
-                  (SELECT '{noise.STACK}' WHERE EXISTS (SELECT 1 FROM noise n5 WHERE {same("n5")} AND n5.server = '{noise.STACK}')),
+                  (SELECT '{NOISE_STACK}' WHERE EXISTS (SELECT 1 FROM noise n5 WHERE {same("n5")} AND n5.server = '{NOISE_STACK}')),
                   (SELECT max(n6.server) FROM noise n6 WHERE {same("n6")}))"""
 
         def mine(n: str) -> str:  # ... and measured on that stack

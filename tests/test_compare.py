@@ -291,3 +291,22 @@ def test_the_machines_own_speed_heads_the_provenance_when_the_runs_measured_it(t
     assert (row["a"], row["b"], bool(row["same"])) == ("20,000/s", "80,000/s", False)
     assert bool(p.loc["SQLite alone, point reads (b ÷ a 1.00×)", "same"])
     assert "one-row commits (NORMAL) (b ÷ a 4.00×) differs: 20,000/s | 80,000/s" in compare.summary(c)
+
+
+def test_the_noise_stack_is_declared_once_and_the_comparison_imports_no_runner():
+    """The stack this machine's noise is measured on lives in sqlitelab.core.vocabulary: the
+    measurement (noise.STACK, `--noise`'s default) and the comparison (measured_on, the canned
+    query) read the same one, and report.compare reads it without importing an experiment."""
+    import ast
+    from sqlitelab.core import vocabulary
+    from sqlitelab.infra import servers
+    assert noise.STACK == vocabulary.NOISE_STACK == "go-nethttp"
+    assert vocabulary.NOISE_STACK in servers.STACKS
+    assert compare.measured_on({None: [], vocabulary.NOISE_STACK: [], "ruby-puma": []}, "python-fastapi") \
+        == vocabulary.NOISE_STACK
+    tree = ast.parse(open(compare.__file__, encoding="utf-8").read())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                 for a in n.names}
+    assert not {m for m in imported if m.startswith("sqlitelab.experiments")}, imported

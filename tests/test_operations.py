@@ -178,3 +178,11 @@ def test_during_waits_for_its_second_and_reports_when_it_started(live, tmp_path)
     r = run(t0, t0 + 5, {})
     assert r["operation"] == "checkpoint" and 0.3 <= r["started_s"] < 2.0
     assert run(time.time() + 60, 0, {"stop": True}) is None  # the level ended first: nothing ran
+
+
+def test_every_operation_has_its_plain_words_in_the_vocabulary():
+    """An operation's plain words live in sqlitelab.core.vocabulary (a figure names it without
+    importing this module); operations declares the ids, so the two are held to the same ids here."""
+    from sqlitelab.core import vocabulary
+    assert set(vocabulary.OPERATION_TITLES) == set(operations.OPERATIONS) == set(operations.PARAMS)
+    assert vocabulary.OPERATION_TITLES["backup"] == "online backup"

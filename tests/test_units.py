@@ -494,3 +494,16 @@ def test_the_writers_window_counts_are_the_difference_of_its_two_health_reads():
     for edge in (None, {"writer": None}, {"handled": None}):
         assert writer_window(m0, edge) == {"writer_transactions": None, "writer_jobs": None,
                                            "writer_sizes": None}
+
+
+def test_group_commits_batches_are_arithmetic_on_stored_points_that_a_report_reads_without_the_driver():
+    """writer_batches (load.verdicts, read by report.findings without the driver): commits per
+    second, mean and largest batch over the points' windows."""
+    from sqlitelab.load import verdicts
+    pts = pd.DataFrame([{"writer_transactions": 5, "writer_jobs": 35, "writer_sizes": '{"3": 1, "8": 4}', "window_s": 2.0},
+                        {"writer_transactions": 5, "writer_jobs": 15, "writer_sizes": '{"3": 5}', "window_s": 3.0},
+                        {"writer_transactions": None, "writer_jobs": None, "writer_sizes": None, "window_s": 9.0}])
+    assert verdicts.writer_batches(pts) == {"commits_per_s": 2.0, "mean_batch": 5.0, "largest_batch": 8}
+    none = {"commits_per_s": None, "mean_batch": None, "largest_batch": None}
+    assert verdicts.writer_batches(pd.DataFrame([{"rps": 1.0}])) == none
+    assert verdicts.writer_batches(pts.iloc[2:]) == none

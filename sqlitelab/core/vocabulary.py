@@ -1,7 +1,8 @@
 """The lab's words for what it measures, shared by every layer: when a request has stalled,
 how a pragma's value is named, how a point's path and store are labelled, when an open-loop
-level kept up, which column a reference client's rate is counted as, and notebook 04's buffer
-methods and variants in plain words."""
+level kept up, which column a reference client's rate is counted as, notebook 04's buffer
+methods and variants and each operation in plain words, and the stack this machine's noise is
+measured on."""
 from __future__ import annotations
 
 import pandas as pd
@@ -26,6 +27,17 @@ METHOD_TITLES = {"article": "the author's method", "tuned": "the lab's tuned wri
 VARIANT_TITLES = {"as_published": "as published", "one_connection": "one connection",
                   "sync_normal": "synchronous= NORMAL", "no_ckpt_on_close": "no checkpoint on close",
                   "page_size_8192": "8 KiB pages", "py311_gc": "closed by the GC", "no_logging": "no logging"}
+
+# Each operation of sqlitelab.infra.operations (its OPERATIONS: tests/test_operations.py holds the
+# two to the same ids) in plain words, for figures, tables and experiment titles.
+OPERATION_TITLES: dict[str, str] = {"backup": "online backup", "vacuum-into": "VACUUM INTO",
+                                    "create-index": "CREATE INDEX", "checkpoint": "WAL checkpoint",
+                                    "litestream": "Litestream replication"}
+
+# The stack this machine's noise is measured on unless told (sqlitelab.experiments.noise reads it
+# as `STACK`, `python -m sqlitelab.compare --noise --stack`'s default): a comparison's band is a
+# point's own stack's spread, else this one's (report.compare.measured_on, browse's canned query).
+NOISE_STACK = "go-nethttp"
 
 
 def link_label(delay_us) -> str:

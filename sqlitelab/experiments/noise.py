@@ -24,14 +24,15 @@ import json
 
 import pandas as pd
 
-from sqlitelab.core import machine, results
+from sqlitelab.core import machine, results, vocabulary
 from sqlitelab.experiments.sweep import run, spec
 
 # One scenario per family, the level and stack each is measured at, and the sweeps' settings: a
 # small measurement (about a minute on 2 cores) that every family's points can lean on.
 FAMILY_SCENARIOS = {"no-database": "hello", "reads": "user-read", "writes": "rails-writes",
                     "mix": "mix"}
-STACK, PROFILE, USERS, RUNS, DURATION, WARMUP = "go-nethttp", "rails71", 16, 5, 2.0, 0.5
+# STACK is declared in sqlitelab.core.vocabulary (NOISE_STACK), where a comparison reads it.
+STACK, PROFILE, USERS, RUNS, DURATION, WARMUP = vocabulary.NOISE_STACK, "rails71", 16, 5, 2.0, 0.5
 METRICS = ("rps", "p99_ms")
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from sqlitelab.core import results
 from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import servers as stacks
-from sqlitelab.load.driver import writer_batches
+from sqlitelab.load.verdicts import writer_batches
 
 PROFILE = "single-writer"  # WAL, BEGIN IMMEDIATE, busy_timeout:5000; the path and synchronous set per sweep
 PATHS = ("pool", "writer", "batch")

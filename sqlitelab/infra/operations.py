@@ -43,9 +43,8 @@ OPERATIONS: dict[str, str] = {
     "litestream": "Litestream (built from its Go module) replicating the database to a file replica "
                   "for `seconds`, then the replica restored into a new file and checked",
 }
-# Each operation in plain words, for figures and tables.
-TITLES: dict[str, str] = {"backup": "online backup", "vacuum-into": "VACUUM INTO", "create-index": "CREATE INDEX",
-                          "checkpoint": "WAL checkpoint", "litestream": "Litestream replication"}
+# Each operation in plain words, for figures and tables: sqlitelab.core.vocabulary's
+# OPERATION_TITLES, so that a figure or a study names an operation without importing this module.
 PARAMS: dict[str, dict[str, type]] = {  # each operation's parameters and their types
     "backup": {"keep_copies": bool},
     "vacuum-into": {"keep_copies": bool},

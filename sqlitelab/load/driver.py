@@ -582,21 +582,6 @@ def writer_window(m0: dict | None, m1: dict | None) -> dict:
             "writer_sizes": json.dumps({str(k): v for k, v in sorted(sizes.items()) if v})}
 
 
-def writer_batches(points) -> dict:
-    """Group commit as the writer counted it over the windows of `points` (a frame with
-    writer_window's columns): its transactions per second, the mean writes per transaction and
-    the largest transaction; None for each where no point has the writer's counts (the pool, a
-    server without /health's `writer`)."""
-    if "writer_transactions" not in points:
-        return {"commits_per_s": None, "mean_batch": None, "largest_batch": None}
-    has = points[points["writer_transactions"].notna()]
-    tx, jobs = has["writer_transactions"].sum(), has["writer_jobs"].sum()
-    sizes = [int(k) for v in has["writer_sizes"].dropna() for k in json.loads(v)]
-    return {"commits_per_s": float(tx / has["window_s"].sum()) if tx else None,
-            "mean_batch": float(jobs / tx) if tx else None,
-            "largest_batch": max(sizes) if sizes else None}
-
-
 def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, requests,
                 window, returncode, generator: str = "locust", keepalive: bool = True,
                 writes: "scenarios.Writes | None" = None) -> dict:

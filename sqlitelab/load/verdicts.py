@@ -1,9 +1,12 @@
 """What a point's numbers say about who limited it: the generator saturated
 (`generator_saturated`), the generator the limit (`generator_bound`: saturated while the server
-was not), or plausibly setting the pace (`influence`: the point's `generator_influenced`); and
-whether the generator's count and the server's own agree (`counts_agree`)."""
+was not), or plausibly setting the pace (`influence`: the point's `generator_influenced`);
+whether the generator's count and the server's own agree (`counts_agree`); and how much group
+commit grouped over stored points (`writer_batches`, arithmetic on the writer's counts that
+driver.writer_window stores, here so that a report reads it without importing the driver)."""
 from __future__ import annotations
 
+import json
 import math
 
 from sqlitelab.core.vocabulary import STALL_MS
@@ -87,3 +90,18 @@ def counts_agree(point) -> bool:
     if _missing(point["server_requests"]):
         return False
     return abs(point["requests"] - point["server_requests"]) <= count_tolerance(point)
+
+
+def writer_batches(points) -> dict:
+    """Group commit as the writer counted it over the windows of `points` (a frame with
+    driver.writer_window's columns): its transactions per second, the mean writes per transaction
+    and the largest transaction; None for each where no point has the writer's counts (the pool, a
+    server without /health's `writer`)."""
+    if "writer_transactions" not in points:
+        return {"commits_per_s": None, "mean_batch": None, "largest_batch": None}
+    has = points[points["writer_transactions"].notna()]
+    tx, jobs = has["writer_transactions"].sum(), has["writer_jobs"].sum()
+    sizes = [int(k) for v in has["writer_sizes"].dropna() for k in json.loads(v)]
+    return {"commits_per_s": float(tx / has["window_s"].sum()) if tx else None,
+            "mean_batch": float(jobs / tx) if tx else None,
+            "largest_batch": max(sizes) if sizes else None}

@@ -15,7 +15,7 @@ sqrt(na² + nb²) (two independent measurements); a side's spread at a point is 
 (max − min) / mean where the point was repeated, else the run-to-run spread stored for its machine
 and its scenario's family (`noise` rows of results.db, measured by `python -m sqlitelab.compare
 --noise`: sqlitelab.experiments.noise) — its own stack's where that stack was measured (a stack can
-spread more than the machine does), else the machine's (noise.STACK's) — over the windows nearest
+spread more than the machine does), else the machine's (NOISE_STACK's) — over the windows nearest
 the point's own (the table's `<metric>_spread_from_a/_b` says which), else unknown: then the
 verdict is `no noise band` and says nothing about the direction. A point where a side finished no
 request in its window (its rate 0: a stall) has no ratio: its verdict is `none finished in a` (or b).
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from sqlitelab.core import machine, results
-from sqlitelab.experiments import noise as noise_measure
+from sqlitelab.core.vocabulary import NOISE_STACK
 from sqlitelab.infra import servers
 from sqlitelab.load import scenarios
 from sqlitelab.report import reference_run
@@ -148,12 +148,12 @@ def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
 
 def measured_on(by_stack: dict, server: str | None):
     """Whose measurement a point's band takes, of those stored for its family and metric: its own
-    stack's, else the machine's (noise.STACK, the stack `--noise` measures unless told), else the
+    stack's, else the machine's (NOISE_STACK, the stack `--noise` measures unless told), else the
     last stack by name (as the canned query's max())."""
     if server in by_stack:
         return server
-    if noise_measure.STACK in by_stack:
-        return noise_measure.STACK
+    if NOISE_STACK in by_stack:
+        return NOISE_STACK
     named = sorted(k for k in by_stack if k is not None)
     return named[-1] if named else None
 

@@ -13,7 +13,7 @@ import pandas as pd
 from sqlitelab.report.analysis import (_measured, _variant_total, article_groups, buffer_variants, flagged,
                        limit_note, limited, machine_limits, peak)
 from sqlitelab.infra import servers
-from sqlitelab.load.driver import writer_batches
+from sqlitelab.load.verdicts import writer_batches
 from sqlitelab.load.scenarios import SCENARIOS, scenario_title
 from sqlitelab.report import claims
 from sqlitelab.report.capacity import daily_active_users, headline, requests_per_day
@@ -148,7 +148,7 @@ def stack_ratios(table: pd.DataFrame, base: str = "python-fastapi") -> str:
 def write_path(paths: pd.DataFrame) -> str:
     """Group commit (`batch`) against the single writer and the connection pool, per stack, and
     how much it grouped: the writes per transaction the writer counted in the batch path's
-    windows (mean and largest; driver.writer_batches)."""
+    windows (mean and largest; verdicts.writer_batches)."""
     pv = paths.pivot_table(index="server", columns="write_path", values="rps")
     lines = []
     for s, r in pv.iterrows():

@@ -6,7 +6,7 @@ users rows (seed 004's size).
 """
 from __future__ import annotations
 
-from sqlitelab.infra.operations import TITLES
+from sqlitelab.core.vocabulary import OPERATION_TITLES
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
@@ -42,7 +42,7 @@ HEADLINE_EXPERIMENTS: set[str] | None = {"closed"}
 
 # Its experiments in plain words, by id or pattern (sqlitelab.studies.registry.experiment_title).
 EXPERIMENT_TITLES: dict = {"closed": "closed loop", "open": "open loop",
-                           r"op/([a-z-]+)/([a-z-]+)": lambda op, server: f"{TITLES[op]} on {stack_title(server)}"}
+                           r"op/([a-z-]+)/([a-z-]+)": lambda op, server: f"{OPERATION_TITLES[op]} on {stack_title(server)}"}
 
 # The workload, declared once: seed 002's 90/10 mix through one writer (notebook 03), on a
 # database whose users table is large (the index builds on it; the mix never reads it).

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from sqlitelab.infra import operations
+from sqlitelab.core.vocabulary import OPERATION_TITLES
 from sqlitelab.report.analysis import flagged, rate_points
 from sqlitelab.report.plots.figure import (_titled, finish_legend, new_figure, new_panels, panel_grid,
                                            panel_title, panel_values)
@@ -262,7 +262,7 @@ def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
                 ax.set_ylim(0, max(1.0, ax.get_ylim()[1]))
             label_coincident(ax)
             if i == 0:
-                ax.set_title(operations.TITLES.get(op, op))
+                ax.set_title(OPERATION_TITLES.get(op, op))
             if j == 0:
                 ax.set_ylabel(label, fontsize=8)
             if i == rows - 1:
