@@ -98,11 +98,14 @@ def clipped_legends(fig, tolerance_px: float = 1.0) -> list[str]:
 
 def fit_legends(fig):
     """Lay the figure out, put every below-the-axes legend under its axes' tick labels, and
-    take columns off any legend wider than the canvas until it fits. Returns `fig`."""
+    take columns off any legend wider than the canvas until it fits — or, where the layout could
+    not give the axes any room beside a legend (matplotlib's "axes sizes collapsed"), off every
+    legend of several columns. Returns `fig`."""
     for _ in range(20):
-        with warnings.catch_warnings():  # a legend too wide squeezes the axes until narrowed
-            warnings.filterwarnings("ignore", message="constrained_layout not applied")
+        with warnings.catch_warnings(record=True) as said:  # a legend too wide squeezes the axes
+            warnings.simplefilter("always")
             fig.canvas.draw()
+        collapsed = any("constrained_layout not applied" in str(w.message) for w in said)
         renderer = fig.canvas.get_renderer()
         moved = False
         for ax in fig.axes:
@@ -118,7 +121,7 @@ def fit_legends(fig):
                 moved = True
         if moved:
             continue
-        bad = [lg for lg in _legends(fig) if not _inside(lg, fig)]
+        bad = [lg for lg in _legends(fig) if not _inside(lg, fig) or (collapsed and lg._ncols > 1)]
         if not bad:
             break
         narrowed = [_narrower(lg) for lg in bad]
