@@ -84,6 +84,17 @@ def check_overrides(paths: list[Path], overrides: dict) -> dict[Path, dict]:
     return {p: {n: v for n, v in overrides.items() if n in d} for p, d in declared.items()}
 
 
+def literal_params(pairs: list) -> dict:
+    """-p NAME VALUE pairs as parameters: each value a Python literal, a bare word a string."""
+    out = {}
+    for name, value in pairs:
+        try:
+            out[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[name] = value
+    return out
+
+
 def run_notebook(path: Path, scale: str, overrides: dict | None = None,
                  runs_dir: Path | None = None, log_output: bool = True) -> dict:
     import papermill as pm  # lazy: papermill takes ~3 s to import; --help and what only lists notebooks need none of it
@@ -195,12 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="override a parameter (a Python literal; bare words are strings)")
     args = ap.parse_args(argv)
-    overrides = {}
-    for name, value in args.param:
-        try:
-            overrides[name] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            overrides[name] = value
+    overrides = literal_params(args.param)
     found = notebooks(args.only)
     if not found:
         print(f"No notebooks to run in {config.NOTEBOOKS_DIR}"

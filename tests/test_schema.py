@@ -10,7 +10,7 @@ from sqlitelab import browse
 from sqlitelab.core import results, schema
 
 # how sqlite-utils declares a Python type (a float: REAL in a new table, FLOAT when added)
-SQL_TYPES = {int: {"INTEGER"}, float: {"REAL", "FLOAT"}}
+SQL_TYPES = {int: {"INTEGER"}, float: {"REAL", "FLOAT"}, bool: {"INTEGER"}}
 
 
 def _fields(text: str) -> set[str]:
@@ -53,7 +53,7 @@ def test_every_column_the_schema_types_or_names_is_described():
     for name, t in schema.TABLES.items():  # an audited table names its failed rows by its own columns
         assert ("audit_ok" in t["columns"]) == (name in schema.audited()), name
         assert not set(t.get("audited", ())) - set(t["columns"]), name
-    assert all(t in {int, float} for t in schema.TYPES.values())
+    assert all(t in {int, float, bool} for t in schema.TYPES.values())
 
 
 def test_store_rows_types_the_schemas_columns(tmp_path):

@@ -186,11 +186,101 @@ def writing(path: Path | str | None = None):
             db.conn.close()
 
 
+# ------------------------------------------------------------------------------------- replay
+# A notebook re-made from a run it stored, measuring nothing: the notebook's `replay` parameter
+# names the run (`replay(...)` below, in its setup cell). While it is on, every experiment that
+# would measure (sweep.run, baseline.ceiling, buffer's sweeps) returns what that run stored
+# instead (`replayed`, `replayed_table`), and nothing is written to results.db or data/runs/.
+_REPLAY: dict = {}
+
+
+class ReplayError(ValueError):
+    """A replay that cannot be made: no such run, or not one of this notebook's, or a sweep the
+    run did not store (other parameters than it ran with)."""
+
+
+def replay(notebook: str, run: str | None, scale: str | None = None,
+           path: Path | str | None = None) -> str | None:
+    """Turn replaying `run` of `notebook` on (None: off) and return its id. `run`: a notebook
+    run's id in results.db, or "newest" (the notebook's newest run at `scale`)."""
+    _REPLAY.clear()
+    if run is None:
+        return None
+    if not isinstance(run, str) or not run:
+        raise ReplayError(f"replay must be a run id of {notebook} in results.db or \"newest\", not {run!r}")
+    runs = read_sql("SELECT notebook_run, notebook, scale, started FROM runs WHERE notebook = ?"
+                    + ("" if run == "newest" else " AND notebook_run = ?")
+                    + (" AND scale = ?" if run == "newest" and scale else "") + " ORDER BY started DESC",
+                    [notebook] + ([] if run == "newest" else [run]) + ([scale] if run == "newest" and scale else []),
+                    path)
+    if runs.empty:
+        raise ReplayError(f"replay: no stored run {run!r} of {notebook}"
+                          + (f" at {scale} scale" if run == "newest" and scale else "")
+                          + f" in {path or config.RESULTS_DB}")
+    _REPLAY.update(notebook=notebook, run=str(runs["notebook_run"].iloc[0]), path=path)
+    return _REPLAY["run"]
+
+
+def replaying() -> str | None:
+    """The notebook run being replayed, None when measuring."""
+    return _REPLAY.get("run")
+
+
+def _stored_run(key: str, parameters: dict | None) -> None:
+    """Refuse a sweep the replayed run did not store, or stored with other parameters."""
+    rows = read_sql("SELECT parameters FROM runs WHERE run_id = ?", [key], _REPLAY.get("path"))
+    if rows.empty:
+        raise ReplayError(f"replay: run {_REPLAY['run']} stored no {key!r} (was it run with other parameters?)")
+    if parameters is not None:
+        stored = json.loads(rows["parameters"].iloc[0] or "{}")
+        given = json.loads(json.dumps(parameters, sort_keys=True, default=str))
+        differ = [f"{k}: stored {stored.get(k)!r}, given {given.get(k)!r}"
+                  for k in sorted(set(stored) | set(given)) if k != "run_id" and stored.get(k) != given.get(k)]
+        if differ:
+            raise ReplayError(f"replay: {_REPLAY['run']} ran with other parameters — " + "; ".join(differ))
+
+
+def typed(rows: pd.DataFrame) -> pd.DataFrame:
+    """Stored rows with schema.TYPES' columns in their types, as a live point has them: its flags
+    True/False (stored as 0/1), its numbers numbers (a file whose column was made TEXT before it
+    was declared there keeps them as text)."""
+    out = {}
+    for c, kind in schema.TYPES.items():
+        if c not in rows or rows[c].dtype == bool:
+            continue
+        if kind is bool:
+            flags = rows[c].map(lambda v: None if v is None or v != v else bool(int(v)))
+            out[c] = flags.astype(bool) if flags.notna().all() else flags.astype("boolean")
+        elif not pd.api.types.is_numeric_dtype(rows[c]):
+            out[c] = pd.to_numeric(rows[c], errors="coerce")
+    return rows.assign(**out)
+
+
+def replayed(key: str, parameters: dict | None = None) -> pd.DataFrame:
+    """The headline points the replayed run's sweep `key` stored, in the order it measured them."""
+    _stored_run(key, parameters)
+    return typed(read_sql("SELECT * FROM points WHERE run_id = ? AND coalesce(headline, 1) = 1 ORDER BY rowid",
+                          [key], _REPLAY.get("path")))
+
+
+def replayed_table(table: str, experiment: str | None = None, parameters: dict | None = None,
+                   own: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The rows of `table` the replayed run stored with store_table (its `experiment`), without the
+    description store_table added to each, but for the columns of it the rows had of their `own`
+    (buffer points name their machine)."""
+    key = sweep_id(_REPLAY["run"], experiment)
+    _stored_run(key, parameters)
+    rows = typed(read_sql(f"SELECT * FROM [{table}] WHERE run_id = ? ORDER BY rowid", [key], _REPLAY.get("path")))
+    return rows.drop(columns=[c for c in ("run_id", *schema.DESCRIBED) if c in rows and c not in own])
+
+
 def store_run(run: dict, points: list[dict], path: Path | str | None = None,
               table: str = "points") -> None:
     """The run's row in `runs` (dicts and lists as JSON), with the lock it ran from, and its
     measurements in `table`, each carrying the run's description (schema.DESCRIBED: `describe`)
-    where it does not give its own."""
+    where it does not give its own. Nothing while a replay is on (`replay`)."""
+    if replaying():
+        return
     missing = [k for k in ("run_id", "notebook", "notebook_run") if not run.get(k)]
     if missing:
         raise ValueError(f"a run needs {', '.join(missing)} (results.describe)")
@@ -207,6 +297,8 @@ def store_run(run: dict, points: list[dict], path: Path | str | None = None,
 def store_rows(table: str, rows: list[dict], path: Path | str | None = None) -> None:
     """Rows of a run's side table (e.g. `crosschecks`), each carrying its run_id; the columns
     schema.TYPES declares get their declared type."""
+    if replaying():
+        return
     types = {k: t for k, t in schema.TYPES.items() if any(k in r for r in rows)}
     with writing(path) as db:
         if db[table].exists():
@@ -287,7 +379,10 @@ def store_table(run_id: str, notebook: str, table: str, rows: pd.DataFrame,
                 experiment: str | None = None) -> None:
     """A run row plus its measurements in another table (e.g. `buffer_points`), each row
     describing itself (`describe`), and a CSV copy under data/runs/<run_id>/. `run_id`: the
-    notebook run; `experiment`: which of its tables, when it stores several."""
+    notebook run; `experiment`: which of its tables, when it stores several. Nothing while a
+    replay is on (`replay`)."""
+    if replaying():
+        return
     key = sweep_id(run_id, experiment)
     described = describe(notebook, run_id, experiment, parameters)
     run = {"run_id": key, **described, "started": now_iso(), "finished": now_iso(),

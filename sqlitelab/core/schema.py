@@ -53,6 +53,14 @@ TYPES: dict[str, type] = {
     # a calibration's drift onset: empty when no drift was seen, which made the column TEXT in
     # results.db files made before it was typed here (calibrate reads such a value back as a number)
     "onset_util": float,
+    # a point's copy of it, and Locust's own numbers (empty on loadgen's points, the first a run
+    # stores when loadgen measures first): TEXT otherwise, and read back as text
+    "gen_onset_util": float, "locust_avg_ms": float, "locust_window_avg_ms": float,
+    "locust_window_requests": int, "locust_exit": int,
+    # flags: stored as 0/1, read back as yes/no (results.typed), as a live point has them
+    "audit_ok": bool, "headline": bool, "keepalive": bool, "generator_bound": bool,
+    "generator_saturated": bool, "ramp_in_window": bool, "locust_cpu_warning": bool,
+    "open_loop": bool, "generator_influenced": bool,
 }
 
 

@@ -107,9 +107,11 @@ def ceiling(notebook: str, run_id: str, seconds: float, cpus: str | None,
             parameters: dict | None = None, path: Path | str | None = None) -> dict:
     """raw_sqlite at NORMAL and at FULL and disk_syncs (half as long), for a notebook run, stored
     as its `ceiling` experiment (one row in `ceilings`, described like every row:
-    results.describe), and returned."""
+    results.describe), and returned; while a replay is on, the one the replayed run stored."""
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
         raise ValueError(f"ceiling seconds must be a number > 0, not {seconds!r}")
+    if results.replaying():
+        return results.replayed_table("ceilings", "ceiling", parameters).iloc[0].to_dict()
     full = raw_sqlite(float(seconds), cpus, synchronous="full", reads=False)
     raw = {**raw_sqlite(float(seconds), cpus), "full_commits_per_s": full["commits_per_s"],
            **disk_syncs(float(seconds) / 2, cpus), "seconds": float(seconds)}

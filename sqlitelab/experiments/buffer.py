@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from sqlitelab.core import processes
+from sqlitelab.core import processes, results
 from sqlitelab.core.machine import machine_label
 from sqlitelab.experiments.buffer_point import (METHODS, TUNED_VARIANT, VARIANTS, PointTimeout, check_point,
                                                 run_point)
@@ -184,7 +184,9 @@ def sweep_buffer(work_dir: Path, totals: list[int], rows_per_txn: list[int],
     rows_per_txn, synchronous — the value read back on the writing connection —, total,
     records_per_row, repeat) and the measurements. `large`: fewer tuned points above a total
     (plan), and there no consumer unless large["consume"] (a point that did not consume has
-    no `consume_*`)."""
+    no `consume_*`). While a replay is on (results.replay), the points the replayed run stored."""
+    if results.replaying():
+        return results.replayed_table("buffer_points", own=("machine",))
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     pts = plan(totals, rows_per_txn, synchronous, methods, variants, variant_totals, repeats, large)
@@ -304,7 +306,10 @@ def slow_sync_sweep(work_dir: Path | str, total: int, rows_per_txn: list[int],
                     variants: list[str] = ("as_published", "one_connection"),
                     sync_delay_ms: float = 40.0, progress: bool = True):
     """The author's method (and variants) on emulated slow storage: every fsync/fdatasync
-    delayed by `sync_delay_ms` (syscall_counts), with the syncs each point made. A DataFrame."""
+    delayed by `sync_delay_ms` (syscall_counts), with the syncs each point made. A DataFrame;
+    while a replay is on (results.replay), the one the replayed run stored."""
+    if results.replaying():
+        return results.replayed_table("buffer_slow_sync", "slow-sync")
     rows = []
     todo = [(v, r) for v in variants for r in rows_per_txn]
     for variant, rpt in tqdm(todo, desc="slow storage", disable=not progress, mininterval=0.5):

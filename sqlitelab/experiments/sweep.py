@@ -167,11 +167,15 @@ def spec(**arguments) -> "Spec":
 def run(*specs: "Spec | list[Spec]") -> pd.DataFrame:
     """The one way a notebook runs an experiment: its sweeps, each a checked `spec` (or a list of
     them, as versus.specs and underload's builders return), in turn; every headline point of them.
-    What a killed kernel left behind is stopped and removed first."""
+    What a killed kernel left behind is stopped and removed first. While a replay is on
+    (results.replay), the points the replayed run stored for these sweeps, measuring nothing."""
     flat = [s for item in specs for s in (item if isinstance(item, (list, tuple)) else [item])]
     for s in flat:
         if not isinstance(s, Spec):
             raise TypeError(f"run takes sweeps checked by spec(...), not {type(s).__name__}")
+    if results.replaying():
+        frames = [results.replayed(s.run_id(name), s.parameters) for s in flat for name in s.scenarios]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     seen: dict[str, int] = {}
     for i, s in enumerate(flat):  # each sweep its own runs rows: a shared one is replaced
         for name in s.scenarios:
