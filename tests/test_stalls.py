@@ -156,3 +156,16 @@ def test_a_side_that_finished_nothing_has_no_ratio_and_its_own_verdict():
     stalled = vs.set_index("server").loc["ruby-puma"]
     assert stalled["stalled"] == "sqlite" and math.isnan(stalled["rps_ratio"])
     assert vs.set_index("server").loc["go-nethttp", "rps_ratio"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("stalled", [{4}, {1, 2, 4, 8}], ids=["one level", "every level"])
+def test_the_curves_are_drawn_with_a_stalled_level(stalled):
+    """A stalled level has no latency: a gap in its latency line; a stack that stalled at every
+    level (10's smoke run met one) leaves a latency chart with no scale, and its axis says why."""
+    from sqlitelab.report import plots
+    df = curves(stalled)
+    for fig in (plots.throughput_chart(df, title="Writes per second", caption="c"),
+                plots.latency_chart(df[df["server"] == "ruby-puma"], title="Latency", caption="c")):
+        assert plots.problems(plots.lay_out(fig)) == []
+    label = fig.axes[0].get_ylabel()
+    assert ("no request finished" in label) == (stalled == {1, 2, 4, 8})

@@ -81,8 +81,11 @@ def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurr
                   caption: str | None = None, percentiles=("p50_ms", "p95_ms", "p99_ms"),
                   logx: bool = True):
     """One panel per percentile on a shared log-scale milliseconds axis; in each, a colour per
-    stack, as in every other figure (one profile: a second one would need panels of its own)."""
+    stack, as in every other figure (one profile: a second one would need panels of its own). A
+    level where no request finished has no latency (a gap in its line); where none finished at
+    any level, the axis says so instead of a scale."""
     s = summarise(df)
+    measured = bool((s[list(percentiles)] > 0).to_numpy().any())
     if "profile" in s and s["profile"].nunique() > 1:
         raise ValueError("latency_chart draws one profile (its panels are the percentiles); "
                          f"got {sorted(s['profile'].unique())}")
@@ -95,11 +98,15 @@ def latency_chart(df: pd.DataFrame, title: str = "Latency percentiles vs concurr
         _users_axis(ax, s, logx, xlabel="concurrent users", thin=True)
         ax.tick_params(axis="x", labelsize=8)
         ax.xaxis.label.set_fontsize(9)
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(PlainLogFormatter())
+        if measured:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(PlainLogFormatter())
+        else:
+            ax.set_yticks([])
         ax.set_title(PERCENTILE_NAMES.get(col, col), fontsize=10)
         label_coincident(ax)
-    axes[0].set_ylabel("latency (ms, log scale)")
+    axes[0].set_ylabel("latency (ms, log scale)" if measured else
+                       "latency: no request finished\nin any window (a stall)")
     _titled(fig, title)
     panel_legend(key, styles.handles() + _extra_handles(*axes))
     return fit_legends(fig)
