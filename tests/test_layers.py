@@ -69,3 +69,21 @@ def test_no_import_inside_a_function_without_its_reason():
                 unexplained.append(where)
     assert not own, "the lab's modules imported inside a function:\n" + "\n".join(own)
     assert not unexplained, "imports inside a function without a `# lazy: why`:\n" + "\n".join(unexplained)
+
+
+# What runs load, a sweep or an operation: a table, a sentence or a figure needs none of it, only
+# words and arithmetic, which live low in the house (core.vocabulary, load.verdicts, ...).
+RUNNERS = ("sqlitelab.experiments", "sqlitelab.load.driver", "sqlitelab.load.crosscheck",
+           "sqlitelab.load.sampler", "sqlitelab.load.wrk", "sqlitelab.load.hey", "sqlitelab.load.oha",
+           "sqlitelab.load.reference", "sqlitelab.load.calibrate", "sqlitelab.infra.operations",
+           "sqlitelab.infra.link", "sqlitelab.infra.netns")
+
+
+def test_the_report_layer_reaches_no_runner():
+    """Numbers, sentences and figures (sqlitelab.report, directly or through what it imports)
+    import no module that runs load, a sweep or an operation."""
+    import grimp  # import-linter's own graph of the package
+    graph = grimp.build_graph("sqlitelab")
+    reached = {m: sorted(u for u in graph.find_upstream_modules(m) if u.startswith(RUNNERS))
+               for m in graph.modules if m.startswith("sqlitelab.report")}
+    assert not {m: r for m, r in reached.items() if r}
