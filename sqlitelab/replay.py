@@ -111,11 +111,14 @@ def remake(path: Path, out: Path, scale: str, run: str = "newest", overrides: di
 def differences(new: Path, old: Path) -> list[str]:
     """What differs between two re-makings: each notebook's text (a unified diff's first lines)
     and each figure's SVG (byte for byte); a file only one of them has."""
+    def only_one(name, a, b) -> str | None:
+        return None if a.exists() and b.exists() else \
+            f"{name}: only in {'the new' if b.exists() else 'the earlier'} re-making"
     found = []
     for name in sorted({p.name for p in new.glob("*.txt")} | {p.name for p in old.glob("*.txt")}):
         a, b = old / name, new / name
-        if not a.exists() or not b.exists():
-            found.append(f"{name}: only in {'the new' if b.exists() else 'the earlier'} re-making")
+        if only_one(name, a, b):
+            found.append(only_one(name, a, b))
             continue
         diff = list(difflib.unified_diff(a.read_text().splitlines(), b.read_text().splitlines(),
                                          str(a), str(b), lineterm="", n=0))
@@ -125,8 +128,8 @@ def differences(new: Path, old: Path) -> list[str]:
            {p.relative_to(old / "figures") for p in (old / "figures").rglob("*.svg")}
     for rel in sorted(svgs):
         a, b = old / "figures" / rel, new / "figures" / rel
-        if not a.exists() or not b.exists():
-            found.append(f"figures/{rel}: only in {'the new' if b.exists() else 'the earlier'} re-making")
+        if only_one(f"figures/{rel}", a, b):
+            found.append(only_one(f"figures/{rel}", a, b))
         elif a.read_bytes() != b.read_bytes():
             found.append(f"figures/{rel}: SVG differs")
     return found

@@ -217,7 +217,7 @@ def replay(notebook: str, run: str | None, scale: str | None = None,
         raise ReplayError(f"replay: no stored run {run!r} of {notebook}"
                           + (f" at {scale} scale" if run == "newest" and scale else "")
                           + f" in {path or config.RESULTS_DB}")
-    _REPLAY.update(notebook=notebook, run=str(runs["notebook_run"].iloc[0]), path=path)
+    _REPLAY.update(run=str(runs["notebook_run"].iloc[0]), path=path)
     return _REPLAY["run"]
 
 

@@ -53,8 +53,9 @@ READS_THE_OTHERS = False
 # its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
 SUMMARY: str | None = None
 
-SMOKE: dict = {"levels": [1, 4], "duration": 1.5, "warmup": 0.2, "plain_users": 2}  # 1.5-s windows: a slow day
-# (2026-11-27, the machine 3-4x slower) made 0.5-s ones hold no request that started and finished in them
+# 1.5-s windows: when the machine runs slow, Datasette answers in hundreds of ms and a 0.5-s window
+# holds no request that both started and finished in it
+SMOKE: dict = {"levels": [1, 4], "duration": 1.5, "warmup": 0.2, "plain_users": 2}
 STORES: str | None = "points"
 
 EXAMPLES_DIR = config.PROJ_ROOT / "examples" / "your-app"
