@@ -370,9 +370,13 @@ def test_sampler_waits_for_a_window_the_generator_opens():
     t0, t1 = known["w"]
     assert s.t0 == t0 and s.t1 == t1
     assert set(s.marks) == {"t0", "t1"}
-    assert t0 <= s.marks["t0"]["t"] < t0 + 0.03 and t1 <= s.marks["t1"]["t"] < t1 + 0.03
-    assert s.marks["t0"]["handled"] == 7 and len(s.samples) >= 5
-    assert 0 <= s.marks["t1"]["late_s"] <= s.marks["t1"]["t"] - t1  # the count read before the CPU
+    # a mark is never taken before its edge; how late it comes depends on the machine's load, and
+    # a mark later than MARK_LATE_S counts nothing rather than a count read at the wrong time
+    for name, due in (("t0", t0), ("t1", t1)):
+        m = s.marks[name]
+        assert due <= m["t"] and 0 <= m["late_s"] <= m["t"] - due  # the count read before the CPU
+        assert m["handled"] == (7 if m["late_s"] <= sampler.MARK_LATE_S else None)
+    assert len(s.samples) >= 2
 
 
 def test_timing_phases_sum_to_the_wall_time(tmp_path):
