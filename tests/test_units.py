@@ -379,6 +379,20 @@ def test_sampler_waits_for_a_window_the_generator_opens():
     assert len(s.samples) >= 2
 
 
+def test_a_window_mark_taken_late_counts_nothing():
+    import os
+    import time
+    from types import SimpleNamespace
+    from sqlitelab.load import sampler
+    srv = SimpleNamespace(pid=os.getpid(), pids=[os.getpid()], runner=SimpleNamespace(kind="local"),
+                          get_json=lambda path, timeout: {"requests_handled": 7})
+    s = sampler.Sampler(srv, os.getpid(), None, None)
+    s.mark("t0", due=time.time() + 1)  # taken before its edge would be due: not late
+    s.mark("t1", due=time.time() - 2 * sampler.MARK_LATE_S)
+    assert s.marks["t0"]["handled"] == 7 and s.marks["t0"]["late_s"] == 0
+    assert s.marks["t1"]["handled"] is None and s.marks["t1"]["late_s"] > sampler.MARK_LATE_S
+
+
 def test_timing_phases_sum_to_the_wall_time(tmp_path):
     from sqlitelab.core import results
     from sqlitelab.report import timing
