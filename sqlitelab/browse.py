@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sqlitelab.report import capacity
+from sqlitelab.notebooks import capacity  # notebook 06's estimate, mirrored in SQL
 from sqlitelab.report import compare as report_compare
 from sqlitelab.core import config, processes, results
 from sqlitelab.core.vocabulary import NOISE_STACK

@@ -1,11 +1,13 @@
-"""What every notebook's first cell takes, in one line:
+"""What every notebook's first cell takes, in two lines:
 
     from sqlitelab.notebook import *   # pandas as pd, plt, Markdown, display, the lab's modules
+    from sqlitelab.notebooks import read_write_mix as this   # this notebook's own code
 
-It applies the lab's one figure style (sqlitelab/report/blog.mplstyle) and names the modules the
-notebooks read by the names they use: `analysis.…`, `plots.…`, and the one way to run an
-experiment: `run(spec(…))`, `run(versus.specs(…))`, `run(underload.capacity_specs(…))`. A notebook's own
-knowledge stays in its study (sqlitelab.studies) and the modules; nothing here computes.
+It applies the lab's one figure style (sqlitelab/report/blog.mplstyle) and names the shared
+modules the notebooks read by the names they use: `analysis.…`, `plots.…`, and the one way to run
+an experiment: `run(spec(…))`, `run(versus.specs(…))`, `run(underload.capacity_specs(…))`. What a
+notebook declares is its study (sqlitelab.studies), what only it computes is its module
+(sqlitelab.notebooks, imported as `this`); nothing here computes.
 """
 from __future__ import annotations
 

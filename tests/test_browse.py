@@ -18,9 +18,9 @@ import pytest
 
 from sqlitelab.experiments import baseline, noise, sweep
 from sqlitelab import browse
-from sqlitelab.report import capacity
 from sqlitelab.core import config, processes, results, schema
 from sqlitelab.load import driver as load
+from sqlitelab.notebooks import capacity as capacity_notebook
 
 T = "2026-01-01T0{}:00:00+00:00"
 R1 = "20260101T000000Z-01-linear-writes-aaaa"   # older quick run of 01: must not count
@@ -28,7 +28,7 @@ R5 = "20260101T010000Z-01-linear-writes-cccc"   # seed run of 01
 R2 = "20260101T020000Z-01-linear-writes-bbbb"   # newest quick run of 01
 R3 = "20260101T030000Z-03-read-write-mix-dddd"  # two experiments
 R4 = "20260101T040000Z-04-sqlite-as-buffer-eeee"
-TRY = "try-1"                                    # an ad-hoc sweep, not in capacity.COLLECTION
+TRY = "try-1"                                    # an ad-hoc sweep, not in capacity_notebook.COLLECTION
 CAL = "20260101T000000Z-calibration-locust-ffff"
 CAL2 = "20260101T000000Z-calibration-loadgen-9999"   # no drift seen: no onset
 
@@ -199,9 +199,9 @@ CAP_COLUMNS = ("peak_rps", "peak_users", "peak_p99_ms", "peak_errors", "peak_low
 
 
 def _same_as_python(rows, db, slo, scale=None):
-    """The canned query's rows are capacity.estimate(capacity.latest_runs(load_points())) rows."""
-    py = capacity.estimate(capacity.latest_runs(results.load_points(db), scale=scale), slo)
-    key = lambda r: tuple(r[k] for k in capacity.GROUP)  # noqa: E731
+    """The canned query's rows are capacity_notebook.estimate(capacity_notebook.latest_runs(load_points())) rows."""
+    py = capacity_notebook.estimate(capacity_notebook.latest_runs(results.load_points(db), scale=scale), slo)
+    key = lambda r: tuple(r[k] for k in capacity_notebook.GROUP)  # noqa: E731
     assert sorted(map(key, rows)) == sorted(map(key, py.to_dict("records")))
     ours = {key(r): r for r in rows}
     for want in py.to_dict("records"):

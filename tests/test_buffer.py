@@ -11,7 +11,7 @@ import pytest
 
 from sqlitelab.experiments import buffer, buffer_point
 from sqlitelab.core import processes
-from sqlitelab.report import analysis
+from sqlitelab.notebooks import sqlite_as_buffer
 
 
 def _rows(path):
@@ -127,7 +127,7 @@ def test_sweep_is_tidy(tmp_path):
     assert ("article", "sync_normal", "normal", 3000) in got
     assert ("tuned", "lab", "normal", 3000) in got and ("tuned", "lab", "full", 3000) in got
     assert df["audit_ok"].all() and df["skipped"].isna().all()
-    tab = analysis.article_tables(df)
+    tab = sqlite_as_buffer.article_tables(df)
     assert list(tab["rows_per_txn"].drop_duplicates()) == [25, 100, 10, 2]   # the article's order
     assert {"published_records_per_s", "records_per_s", "published_mib", "db_mib"} <= set(tab)
 

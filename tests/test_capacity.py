@@ -4,32 +4,32 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sqlitelab.report import capacity as cap
-from sqlitelab.report import findings
+from sqlitelab.report import capacity
+from sqlitelab.notebooks import capacity as capacity_notebook
 
 
 def test_a_million_requests_a_day_is_about_70_per_second():
-    assert cap.rps_needed(1_000_000) == pytest.approx(69.44, abs=0.01)
-    assert round(cap.rps_needed(1_000_000)) == 69  # the article rounds 69.4 up to "70"
+    assert capacity.rps_needed(1_000_000) == pytest.approx(69.44, abs=0.01)
+    assert round(capacity.rps_needed(1_000_000)) == 69  # the article rounds 69.4 up to "70"
 
 
 def test_2500_writes_per_second_is_over_35_million_a_day_and_a_million_dau():
-    assert cap.requests_per_day(2500) == 36_000_000 > 35_000_000
-    assert cap.daily_active_users(2500, requests_per_user=35) == pytest.approx(1_028_571, abs=1)
-    assert cap.daily_active_users(2500, 35) > 1_000_000
+    assert capacity.requests_per_day(2500) == 36_000_000 > 35_000_000
+    assert capacity.daily_active_users(2500, requests_per_user=35) == pytest.approx(1_028_571, abs=1)
+    assert capacity.daily_active_users(2500, 35) > 1_000_000
 
 
 def test_1107_requests_per_second_is_about_11000_active_users():
-    assert cap.active_users(1107, seconds_between_requests=10) == 11_070
-    assert cap.active_users(6680, 10) == pytest.approx(66_800)  # seed 002's Rust: "~66,000"
+    assert capacity.active_users(1107, seconds_between_requests=10) == 11_070
+    assert capacity.active_users(6680, 10) == pytest.approx(66_800)  # seed 002's Rust: "~66,000"
 
 
 def test_yahoo_monthly_visits_are_about_1388_per_second():
-    assert cap.rps_from_monthly(3.6e9) == pytest.approx(1388.9, abs=0.1)
+    assert capacity.rps_from_monthly(3.6e9) == pytest.approx(1388.9, abs=0.1)
 
 
 def test_reference_loads():
-    ref = cap.reference_loads().set_index("name")["rps"]
+    ref = capacity_notebook.reference_loads().set_index("name")["rps"]
     assert ref["Twitter 2007"] == 600 and ref["Shopify 2013"] == 833
     assert ref["Yahoo (3.6 B visits/month)"] == pytest.approx(1388.9, abs=0.1)
 
@@ -37,7 +37,7 @@ def test_reference_loads():
 @pytest.mark.parametrize("bad", [0, -1, "70", None, True])
 def test_bad_inputs_are_refused(bad):
     with pytest.raises(ValueError, match="positive number"):
-        cap.rps_needed(bad)
+        capacity.rps_needed(bad)
 
 
 def test_capacity_at_slo_is_not_the_peak():
@@ -47,10 +47,10 @@ def test_capacity_at_slo_is_not_the_peak():
          "server": "s", "profile": "p", "scenario": "x"}
         for (u, r, p, e) in [(1, 100, 5, 0), (4, 300, 40, 0), (16, 500, 400, 0), (32, 450, 900, 7)]
         for d in (-1, 1)])
-    out = cap.capacity_at_slo(pts, slo_p99_ms=100).iloc[0]
+    out = capacity.capacity_at_slo(pts, slo_p99_ms=100).iloc[0]
     assert out["peak_rps"] == 500 and out["peak_users"] == 16
     assert out["slo_rps"] == 300 and out["slo_users"] == 4
-    none = cap.capacity_at_slo(pts, slo_p99_ms=1).iloc[0]
+    none = capacity.capacity_at_slo(pts, slo_p99_ms=1).iloc[0]
     assert none["slo_rps"] == 0 and none["slo_users"] is None
 
 
@@ -70,12 +70,12 @@ def test_latest_runs_keeps_every_experiment_of_the_newest_run_only():
         _pts("01-linear-writes", "one", None, "2026-01-15T00:00") +
         _pts("01-linear-writes", "seedrun", None, "2026-03-01T00:00", scale="seed") +
         _pts("adhoc", "mine", None, "2026-04-01T00:00", scale=None))
-    quick = cap.latest_runs(pts, scale="quick")
+    quick = capacity_notebook.latest_runs(pts, scale="quick")
     assert set(quick["run_id"]) == {"new/article", "new/path-batch", "one"}
-    assert set(cap.latest_runs(pts, scale="seed")["run_id"]) == {"seedrun"}
-    assert set(cap.latest_runs(pts)["run_id"]) == {"new/article", "new/path-batch", "seedrun"}
-    assert cap.latest_runs(pts, notebooks=["adhoc"])["run_id"].unique().tolist() == ["mine"]
-    assert cap.latest_runs(pts, scale="nope").empty
+    assert set(capacity_notebook.latest_runs(pts, scale="seed")["run_id"]) == {"seedrun"}
+    assert set(capacity_notebook.latest_runs(pts)["run_id"]) == {"new/article", "new/path-batch", "seedrun"}
+    assert capacity_notebook.latest_runs(pts, notebooks=["adhoc"])["run_id"].unique().tolist() == ["mine"]
+    assert capacity_notebook.latest_runs(pts, scale="nope").empty
 
 
 def test_estimate_keeps_experiments_apart_and_headline_picks_the_article():
@@ -85,25 +85,25 @@ def test_estimate_keeps_experiments_apart_and_headline_picks_the_article():
         _pts("02-busy-errors", "q", "profiles", "t", rps=50, profile="a", scenario="m", users=(1, 3)) +
         _pts("02-busy-errors", "q", "profiles", "t", rps=60, profile="b", scenario="m", users=(1, 3)) +
         _pts("01-linear-writes", "o", None, "t", rps=70, scenario="w", users=(1, 16)))
-    est = cap.estimate(pts, slo_p99_ms=100, requests_per_user=35, seconds_between_requests=10)
+    est = capacity_notebook.estimate(pts, slo_p99_ms=100, requests_per_user=35, seconds_between_requests=10)
     art = est[(est.experiment == "article")].iloc[0]
     assert art.peak_rps == 3200 and art.slo_rps == 800  # 32 users has p99 320 ms > 100
-    assert art.slo_dau == pytest.approx(cap.daily_active_users(800, 35))
+    assert art.slo_dau == pytest.approx(capacity.daily_active_users(800, 35))
     assert art.slo_active_users == 8000
     assert est[est.experiment == "share-100"].iloc[0].peak_rps == 320  # not averaged with the article
-    h = cap.headline(est)
+    h = capacity_notebook.headline(est)
     assert set(zip(h.notebook, h.experiment, h.profile)) == {
         ("03-read-write-mix", "article", "p"), ("02-busy-errors", "profiles", "b"), ("01-linear-writes", "", "p")}
-    long = cap.chart_frame(est, 100)
+    long = capacity_notebook.chart_frame(est, 100)
     assert len(long) == 2 * len(h) and set(long["kind"]) == {"naive peak", "p99 ≤ 100 ms"}
-    dau = cap.dau_table(est, cap.reference_loads(), per_user=[1, 35])
-    assert len(dau) == len(h) + len(cap.reference_loads())
-    text = findings.capacity(est)
+    dau = capacity_notebook.dau_table(est, capacity_notebook.reference_loads(), per_user=[1, 35])
+    assert len(dau) == len(h) + len(capacity_notebook.reference_loads())
+    text = capacity_notebook.capacity_findings(est)
     assert text.count("\n") == len(h) - 1 and "800 req/s within the SLO" in text
 
 
 def test_estimate_of_nothing_says_so():
-    empty = cap.estimate(pd.DataFrame(), 100)
-    assert empty.empty and cap.headline(empty).empty
-    assert "No points" in findings.capacity(empty)
-    assert cap.chart_frame(empty, 100)["what"].tolist() == ["(no points)"]
+    empty = capacity_notebook.estimate(pd.DataFrame(), 100)
+    assert empty.empty and capacity_notebook.headline(empty).empty
+    assert "No points" in capacity_notebook.capacity_findings(empty)
+    assert capacity_notebook.chart_frame(empty, 100)["what"].tolist() == ["(no points)"]

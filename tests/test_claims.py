@@ -2,7 +2,8 @@
 import pandas as pd
 import pytest
 
-from sqlitelab.report import analysis, claims, findings
+from sqlitelab.report import analysis, claims
+from sqlitelab.notebooks import sqlite_as_buffer
 
 
 def test_the_articles_ratio_only_within_the_band():
@@ -59,8 +60,8 @@ def _variants(ratio_10_to_25: float) -> pd.DataFrame:
 
 def test_buffer_says_no_change_brings_back_the_collapse_only_when_none_does():
     ref, _ = analysis.reference("seed003_buffer")
-    none = findings.buffer(_variants(0.9), ref)
+    none = sqlite_as_buffer.buffer(_variants(0.9), ref)
     assert "No single change brings the 10-row rate below 50% of the 25-row rate" in none
-    one = findings.buffer(_variants(0.05), ref)
+    one = sqlite_as_buffer.buffer(_variants(0.05), ref)
     assert "No single change" not in one
     assert "Changes that bring the 10-row rate below 50% of the 25-row rate: one_connection." in one

@@ -19,10 +19,11 @@ matplotlib.use("Agg")
 import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from sqlitelab.report import capacity, plots  # noqa: E402
+from sqlitelab.report import plots  # noqa: E402
 from sqlitelab.core import config
 from sqlitelab.infra import servers
 from sqlitelab.studies import registry
+from sqlitelab.notebooks import capacity as capacity_notebook
 
 STACKS = list(servers.STACKS)
 PROFILES = ["rails71", "rails8", "rails71-retries+rails-dev"]
@@ -67,7 +68,7 @@ def points(stacks=STACKS, profiles=PROFILES, levels=LEVELS, scenario="rails-writ
 
 
 def estimate() -> pd.DataFrame:
-    """capacity.estimate over seven workloads of four notebooks, like notebook 06's."""
+    """capacity_notebook.estimate over seven workloads of four notebooks, like notebook 06's."""
     parts = []
     for nb, scen, prof in (("01-linear-writes", "rails-writes", ["rails71"]),
                            ("02-busy-errors", "metrics-writes", ["rails71", "rails8"]),
@@ -77,7 +78,7 @@ def estimate() -> pd.DataFrame:
         experiment = {"02-busy-errors": "profiles", "03-read-write-mix": "article"}.get(nb, scen)
         parts.append(points(profiles=prof, levels=[1, 8, 64, 256], scenario=scen).assign(
             notebook=nb, experiment=experiment))
-    return capacity.estimate(pd.concat(parts, ignore_index=True), slo_p99_ms=100)
+    return capacity_notebook.estimate(pd.concat(parts, ignore_index=True), slo_p99_ms=100)
 
 
 @functools.cache
@@ -107,7 +108,7 @@ def charts() -> dict:
                                     "generator_influenced": False}), bars], ignore_index=True)
     summary = df.groupby(["server", "profile", "txn_mode"], as_index=False)["busy_errors"].sum()
     cap = _estimate()
-    refs = capacity.reference_loads()
+    refs = capacity_notebook.reference_loads()
     cal_points = pd.DataFrame([{"generator": g, "endpoint": "delay", "users": u, "gen_util": u / 200,
                                 "rps_ratio": 1 - u / 1000 * i, "p99_ratio": 1 + u / 500 * i}
                                for i, g in enumerate(["locust", "loadgen"]) for u in (4, 16, 64, 160)])
@@ -138,7 +139,7 @@ def charts() -> dict:
             summary, category=["server", "profile"], value="busy_errors", series="txn_mode", hatch_col=None, horizontal=True, title="t",
             ylabel="busy", caption="c", ref_lines={LONG: 3, "Shopify 2013": 5, "Twitter 2007": 4}),
         "capacity": lambda: plots.capacity_chart(
-            capacity.chart_frame(cap, 100), title="Capacity at a latency objective vs the naive peak",
+            capacity_notebook.chart_frame(cap, 100), title="Capacity at a latency objective vs the naive peak",
             caption="c", ref_lines={r.name: r.rps for r in refs.itertuples() if r.rps < 5000}),
         "ratio-dots": lambda: plots.dot_chart(
             bars[bars.server.isin(STACKS)].assign(ratio=bars.rps / 1000), category="scenario", value="ratio",
@@ -273,7 +274,7 @@ def test_reference_lines_are_named_clear_of_the_bars():
 
 def test_capacity_is_one_panel_per_workload_with_one_legend():
     cap = _estimate()
-    frame = capacity.chart_frame(cap, 100)
+    frame = capacity_notebook.chart_frame(cap, 100)
     fig = plots.capacity_chart(frame, title="t", caption="c", ref_lines={"Twitter 2007": 600})
     panels = [ax for ax in fig.axes if ax.axison]
     workloads = frame[["notebook", "scenario"]].drop_duplicates()
@@ -297,7 +298,7 @@ def test_capacity_is_one_panel_per_workload_with_one_legend():
     assert sum(t.endswith(f"({registry.study(one['notebook'].iloc[0]).TITLE})") for t in titles) == 1
     assert plots.problems(plots.lay_out(fig)) == []
     # with no points: one panel that says so
-    empty = plots.capacity_chart(capacity.chart_frame(capacity.estimate(pd.DataFrame(), 100), 100),
+    empty = plots.capacity_chart(capacity_notebook.chart_frame(capacity_notebook.estimate(pd.DataFrame(), 100), 100),
                                  title="t", caption="c")
     assert tuple(empty.get_size_inches()) == plots.CAPACITY_FIGSIZE
 
@@ -355,10 +356,10 @@ def test_figures_are_deterministic_and_fixed_in_size(tmp_path):
 
 def test_dau_table_scales_every_row_the_same_way():
     cap = _estimate()
-    table = capacity.dau_table(cap, capacity.reference_loads(), per_user=[1, 35])
+    table = capacity_notebook.dau_table(cap, capacity_notebook.reference_loads(), per_user=[1, 35])
     assert list(table.columns) == ["what", "capacity_rps", "dau_at_1", "dau_at_35"]
     assert (table["dau_at_1"] / table["dau_at_35"]).round(9).eq(35).all()
-    assert table["what"].str.endswith("(reference)").sum() == len(capacity.reference_loads())
+    assert table["what"].str.endswith("(reference)").sum() == len(capacity_notebook.reference_loads())
 
 
 def test_every_notebook_figure_says_what_to_look_for(tmp_path):

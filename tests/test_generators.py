@@ -18,6 +18,7 @@ from sqlitelab.load import calibrate, driver as load, verdicts, wrk
 from sqlitelab.core import config, layout, machine, results
 from sqlitelab.infra import databases, servers
 from sqlitelab.experiments.sweep import sweep
+from sqlitelab.notebooks import linear_writes, read_write_mix
 
 needs_wrk = pytest.mark.skipif(not wrk.available(), reason="wrk is not installed (make setup)")
 
@@ -144,10 +145,10 @@ def test_tables_treat_an_influenced_peak_as_a_lower_bound():
                          "generator_bound": False, "generator_influenced": influenced and users == 32,
                          "generator": "locust", "mean_ms": 1.0, "max_ms": 4.0, "busy_errors": 0})
     df = pd.DataFrame(rows)
-    table = analysis.mix_table(df)
+    table = read_write_mix.mix_table(df)
     assert table.set_index(["server", "users"]).loc[("ruby-puma", 32), "generator_influenced"]
-    assert "ruby-puma ≥ 1.5×" in findings.stack_ratios(table)
-    pk = analysis.peak(analysis.seed_table(df)).set_index("server")
+    assert "ruby-puma ≥ 1.5×" in read_write_mix.stack_ratios(table)
+    pk = linear_writes.peak(linear_writes.seed_table(df)).set_index("server")
     assert pk.loc["ruby-puma", "peak_generator_bound"] and pk.loc["ruby-puma", "peak_limit"] == "generator-influenced"
     assert "generator-influenced" in findings.health(df.assign(influence="x"))
     fig = plots.throughput_chart(df)

@@ -8,6 +8,7 @@ import pytest
 from sqlitelab.infra import databases, link, servers
 from sqlitelab.load import driver as load
 from sqlitelab.experiments import sweep
+from sqlitelab.notebooks import network_delay
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "100", True, link.MAX_DELAY_US + 1])
@@ -90,15 +91,14 @@ def network_points():
 
 
 def test_the_network_table_puts_each_path_against_littles_law():
-    from sqlitelab.report import analysis, findings
-    t = analysis.network_table(network_points())
+    t = network_delay.network_table(network_points())
     assert t["link"].drop_duplicates().tolist() == ["direct", "link 0 µs", "link 100 µs", "link 500 µs"]
     # users = rps × mean latency for every level; the bound holds what the points were built on
     assert t["little_rps"].to_numpy() == pytest.approx(t["rps"].to_numpy())
     assert t["of_bound"].to_numpy() == pytest.approx(1.0)
     r = t[(t.link == "link 500 µs") & (t.users == 1)].iloc[0]
     assert r["added_rtt_ms"] == pytest.approx(1.02) and r["service_ms"] == pytest.approx(1.0)
-    text = findings.network(t)
+    text = network_delay.network(t)
     assert "go-nethttp, 1 users" in text and "link 500 µs: 495 req/s (50% of direct)" in text
     assert "within 0.0%" in text
 

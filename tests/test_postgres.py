@@ -14,12 +14,12 @@ import psutil
 import pytest
 from conftest import command_line
 
-from sqlitelab.report import capacity, findings
 from sqlitelab import batch
 from sqlitelab.infra import databases, postgres, servers
 from sqlitelab.load import verdicts
 from sqlitelab.experiments import sweep
 from sqlitelab.studies import sqlite_vs_postgres as workloads
+from sqlitelab.notebooks import capacity as capacity_notebook, sqlite_vs_postgres
 
 
 # ---------------------------------------------------------------------------- fast: declarations
@@ -85,7 +85,7 @@ def test_workloads_name_their_runs_per_database():
     # 06 reads each workload on each database, not the linked runs
     assert "004-users/postgres/user-page" in workloads.experiments()
     assert not [e for e in workloads.experiments() if "link" in e]
-    assert capacity.HEADLINE_EXPERIMENTS["07-sqlite-vs-postgres"] == workloads.experiments()
+    assert capacity_notebook.HEADLINE_EXPERIMENTS["07-sqlite-vs-postgres"] == workloads.experiments()
 
 
 def test_capacity_reads_notebooks_after_the_load_notebooks():
@@ -113,20 +113,20 @@ def test_versus_ratios_compare_each_ones_best_level():
         _point(experiment="000-writes/postgres-link-100us", database="postgres", db_link_delay_us=100,
                users=8, rps=300.0, p99_ms=9.0, generator_bound=True),
     ])
-    table = capacity.versus_table(pts, slo_p99_ms=100.0)
+    table = sqlite_vs_postgres.versus_table(pts, slo_p99_ms=100.0)
     assert set(table["store"]) == {"sqlite", "postgres", "postgres, link 100 µs"}
     pg = table[table["store"] == "postgres"].iloc[0]
     assert pg.best_users == 8 and pg.best_rps == 700.0  # 32 users averaged to 500 over repeats
     assert pg.slo_rps == 700.0  # 32 users' worst repeat p99 150 ms misses the SLO
     assert table[table["store"].str.contains("link")].iloc[0].generator_bound
-    r = capacity.versus_ratios(table).iloc[0]
+    r = sqlite_vs_postgres.versus_ratios(table).iloc[0]
     assert r.rps_ratio == pytest.approx(1200 / 700) and r.p99_ratio == pytest.approx(20 / 6)
     assert r.sqlite_slo_rps == 1200.0 and r.audit_ok and not r.generator_bound
     assert sorted(table["levels"]) == [1, 2, 2]  # the link ran one level
-    assert "at each one's best level" in findings.versus(capacity.versus_ratios(table), table)
+    assert "at each one's best level" in sqlite_vs_postgres.versus(sqlite_vs_postgres.versus_ratios(table), table)
     one = pts[pts["users"] == 8]  # one level: no "best" of it
-    table = capacity.versus_table(one, slo_p99_ms=100.0)
-    text = findings.versus(capacity.versus_ratios(table), table)
+    table = sqlite_vs_postgres.versus_table(one, slo_p99_ms=100.0)
+    text = sqlite_vs_postgres.versus(sqlite_vs_postgres.versus_ratios(table), table)
     assert "at the one level measured (8 users)" in text and "best" not in text
 
 

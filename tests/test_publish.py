@@ -37,7 +37,7 @@ def _executed(path, run_id, scale="quick", exception=False):
         v4.new_code_cell("scale = 'quick'", outputs=[v4.new_output("execute_result", data={"text/plain": "{'a': 1}"},
                                                                       execution_count=1)]),
         v4.new_markdown_cell("## Findings"),
-        v4.new_code_cell("display(Markdown(findings.single_machine(t)))", outputs=[
+        v4.new_code_cell("display(Markdown(this.single_machine(t)))", outputs=[
             v4.new_output("display_data", data={"text/markdown": "- **hello**: best go at 1,234 req/s",
                                                 "text/plain": "<Markdown>"}),
             v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {"model_id": "x"},

@@ -1,14 +1,15 @@
 """The README's tables of the reference run are generated from its committed export: the
-block equals what `python -m sqlitelab.report.readme` writes, and a number typed over fails."""
+block equals what `python -m sqlitelab.readme` writes, and a number typed over fails."""
 import pytest
 
-from sqlitelab.report import readme, reference_run, summaries
+from sqlitelab import notebooks, readme
+from sqlitelab.report import reference_run, summaries
 from sqlitelab.studies import registry
 
 
 def test_the_readme_block_is_the_exports():
     assert readme.check() == [], "README.md's reference-run block differs from data/reference-run/: " \
-                                 "run `python -m sqlitelab.report.readme`"
+                                 "run `python -m sqlitelab.readme`"
 
 
 def test_a_number_typed_over_in_the_block_fails_the_check(tmp_path):
@@ -35,7 +36,12 @@ def test_a_readme_without_its_block_is_refused(tmp_path):
 
 def test_every_article_has_its_row_from_the_reference_run():
     x = reference_run.load()
+    rows = 0
     for s in registry.studies():
-        if s.SUMMARY:
-            article, here = getattr(summaries, s.SUMMARY)(s, x)
+        code = notebooks.module(s.ID)
+        if code is not None and hasattr(code, "summary"):
+            assert s.ARTICLE is not None, f"{s.ID} writes a README row but declares no article"
+            article, here = code.summary(s, x)
             assert article and here != summaries.NOT_IN_RUN, f"{s.ID} has no points in the reference run"
+            rows += 1
+    assert rows == readme.articles_table(x).count("\n") - 1  # every row, under the header's two lines

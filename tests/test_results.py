@@ -11,8 +11,9 @@ import pytest
 
 from sqlitelab.experiments import baseline
 from sqlitelab import browse
-from sqlitelab.report import capacity, timing
+from sqlitelab.report import timing
 from sqlitelab.core import machine, results, schema
+from sqlitelab.notebooks import capacity as capacity_notebook
 
 
 def _store(db, notebook_run, experiment, rps, minute, scale="quick", notebook="03-read-write-mix"):
@@ -45,7 +46,7 @@ def test_points_say_what_they_belong_to_and_readers_select_by_those_columns(tmp_
     assert (mine["git_commit"] == results.git_commit()).all()
     assert set(results.load_points(db, run_id=b)["experiment"]) == {"paths/mix"}  # one sweep
     assert set(results.load_table("runs", nb_run, db)["run_id"]) == {a, b}
-    latest = capacity.latest_runs(every, scale="quick", notebooks=["03-read-write-mix"])
+    latest = capacity_notebook.latest_runs(every, scale="quick", notebooks=["03-read-write-mix"])
     assert set(latest["run_id"]) == {a, b}
     assert dict(timing.newest_runs(db)) == {"03-read-write-mix": seed_run}  # it started last
 

@@ -15,7 +15,12 @@ import math
 import pandas as pd
 import pytest
 
+from sqlitelab import notebooks
+from sqlitelab.notebooks import (busy_errors, capacity as capacity_notebook, compare_runs, linear_writes,
+                                 network_delay, operations_under_load, read_write_mix, single_machine,
+                                 sqlite_vs_postgres, your_app)
 from sqlitelab.report import analysis, capacity, compare, findings
+from sqlitelab.studies import registry
 
 # A findings function that takes no request-level points: why it is not run here.
 NOT_REQUEST_LEVELS = {
@@ -85,45 +90,53 @@ def comparison(**shape) -> compare.Comparison:
 def cases(shape: dict) -> dict:
     """Each findings function with the inputs its notebook gives it."""
     df = curves(**shape)
-    seed = analysis.seed_table(df)
-    summary = analysis.busy_summary(df)
+    seed = linear_writes.seed_table(df)
+    summary = busy_errors.busy_summary(df)
     sm = df.assign(scenario="user-update", profile="go-seed004")
     paths = pd.concat([df[df["users"] == df["users"].max()].assign(write_path=w) for w in ("pool", "writer", "batch")],
                       ignore_index=True)
     raw = {"commits_per_s": 50_000.0, "reads_per_s": 200_000.0}
     links = pd.concat([df.assign(link_delay_us=None), df.assign(link_delay_us=500.0)], ignore_index=True)
-    vs = capacity.versus_table(versus_points(**shape))
+    vs = sqlite_vs_postgres.versus_table(versus_points(**shape))
     app = df[df["server"] == "ruby-puma"].assign(server="your app", lock_share=0.0)
     return {
-        "linear_writes": lambda: findings.linear_writes(seed),
-        "napkin": lambda: findings.napkin(analysis.peak(seed)["peak_rps"].min()),
-        "busy": lambda: findings.busy(summary),
-        "txn_mode": lambda: findings.txn_mode(pd.concat([summary, summary.assign(txn_mode="immediate")])),
-        "stack_ratios": lambda: findings.stack_ratios(analysis.mix_table(df), base="ruby-puma"),
-        "write_path": lambda: findings.write_path(paths),
-        "ceiling": lambda: findings.ceiling(analysis.peak(seed), analysis.machine_limits(raw, "writes")),
+        "linear_writes": lambda: linear_writes.linear_writes(seed),
+        "napkin": lambda: linear_writes.napkin(linear_writes.peak(seed)["peak_rps"].min()),
+        "busy": lambda: busy_errors.busy(summary),
+        "txn_mode": lambda: busy_errors.txn_mode(pd.concat([summary, summary.assign(txn_mode="immediate")])),
+        "stack_ratios": lambda: read_write_mix.stack_ratios(read_write_mix.mix_table(df), base="ruby-puma"),
+        "write_path": lambda: read_write_mix.write_path(paths),
+        "ceiling": lambda: findings.ceiling(linear_writes.peak(seed), analysis.machine_limits(raw, "writes")),
         "endpoint_ceilings": lambda: findings.endpoint_ceilings(
             analysis.single_machine_table(sm), raw, (100_000.0, "go-nethttp"), analysis.synchronous_of(sm)),
-        "single_machine": lambda: findings.single_machine(analysis.single_machine_table(sm), raw, 1388.9),
-        "beyond": lambda: findings.beyond(
-            analysis.beyond_table(pd.concat([sm, sm.assign(profile="go-seed004-pool")]), "go-seed004",
+        "single_machine": lambda: single_machine.single_machine(analysis.single_machine_table(sm), raw, 1388.9),
+        "beyond": lambda: single_machine.beyond(
+            single_machine.beyond_table(pd.concat([sm, sm.assign(profile="go-seed004-pool")]), "go-seed004",
                                   "go-seed004-pool"), "go-seed004", "go-seed004-pool"),
         "health": lambda: findings.health(df),
         "generators": lambda: findings.generators(df),
-        "capacity": lambda: findings.capacity(capacity.estimate(df)),
-        "network": lambda: findings.network(analysis.network_table(links)),
-        "versus": lambda: findings.versus(capacity.versus_ratios(vs), vs),
-        "operations": lambda: findings.operations(capacity.three_ways(df), pd.DataFrame()),
-        "your_app": lambda: findings.your_app(
-            analysis.app_levels(app), capacity.capacity_at_slo(app, 100.0, by=("server",)), pd.DataFrame(),
+        "capacity_findings": lambda: capacity_notebook.capacity_findings(capacity_notebook.estimate(df)),
+        "network": lambda: network_delay.network(network_delay.network_table(links)),
+        "versus": lambda: sqlite_vs_postgres.versus(sqlite_vs_postgres.versus_ratios(vs), vs),
+        "operations": lambda: operations_under_load.operations(capacity.three_ways(df), pd.DataFrame()),
+        "your_app": lambda: your_app.your_app(
+            your_app.app_levels(app), capacity.capacity_at_slo(app, 100.0, by=("server",)), pd.DataFrame(),
             100.0, 35, 4, lambda a, b: "agree", None),
-        "comparison": lambda: findings.comparison(comparison(**shape)),
+        "comparison": lambda: compare_runs.comparison(comparison(**shape)),
     }
 
 
+def findings_functions() -> set[str]:
+    """Every function that writes findings sentences (a public function returning str): the shared
+    ones (sqlitelab.report.findings) and each notebook's own (its module, sqlitelab.notebooks)."""
+    modules = [findings] + [m for m in map(notebooks.module, registry.ids()) if m is not None]
+    return {n for m in modules for n, f in inspect.getmembers(m, inspect.isfunction)
+            if f.__module__ == m.__name__ and not n.startswith("_")
+            and inspect.signature(f).return_annotation in ("str", str)}
+
+
 def test_every_findings_function_is_run_on_a_stalled_level():
-    public = {n for n, f in inspect.getmembers(findings, inspect.isfunction)
-              if f.__module__ == findings.__name__ and not n.startswith("_")}
+    public = findings_functions()
     covered = set(cases(SHAPES["the only level"])) | set(NOT_REQUEST_LEVELS)
     assert public == covered, f"findings functions without a stalled-level case: {sorted(public - covered)}"
 
@@ -142,7 +155,7 @@ def test_a_stalled_level_is_said_in_words(name, shape):
 # level or its peak does not show a stall at another level).
 SAYS_IT = {"one level of several": {"network", "comparison"},
            "the only level": {"linear_writes", "napkin", "stack_ratios", "ceiling", "beyond", "network",
-                              "versus", "your_app", "capacity", "comparison"}}
+                              "versus", "your_app", "capacity_findings", "comparison"}}
 
 
 def test_a_side_that_finished_nothing_has_no_ratio_and_its_own_verdict():
@@ -152,7 +165,7 @@ def test_a_side_that_finished_nothing_has_no_ratio_and_its_own_verdict():
     assert row["p99_ms_verdict"] == "not measured"
     ran = c.table[c.table["users"] != "4"]
     assert set(ran["rps_verdict"]) <= {"within noise", "faster", "slower"}
-    vs = capacity.versus_ratios(capacity.versus_table(versus_points(**SHAPES["the only level"])))
+    vs = sqlite_vs_postgres.versus_ratios(sqlite_vs_postgres.versus_table(versus_points(**SHAPES["the only level"])))
     stalled = vs.set_index("server").loc["ruby-puma"]
     assert stalled["stalled"] == "sqlite" and math.isnan(stalled["rps_ratio"])
     assert vs.set_index("server").loc["go-nethttp", "rps_ratio"] == pytest.approx(1.0)

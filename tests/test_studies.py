@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sqlitelab.core import config
-from sqlitelab.report import summaries
+from sqlitelab import notebooks
 from sqlitelab.studies import registry, scales
 
 NOTEBOOK_IDS = sorted(p.stem for p in config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
@@ -15,7 +15,7 @@ PACKAGE = config.PROJ_ROOT / "sqlitelab"
 
 # What every study declares, module-level data (None where it has none).
 DECLARED = ("ID", "TITLE", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
-            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "SUMMARY", "BUDGET_SECONDS",
+            "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "BUDGET_SECONDS",
             "EXPERIMENT_TITLES")
 
 
@@ -44,8 +44,17 @@ def test_every_study_declares_what_a_notebook_is(notebook):
     assert s.HEADLINE_EXPERIMENTS is None or (s.IN_COLLECTION and isinstance(s.HEADLINE_EXPERIMENTS, set))
     assert set(s.BUDGET_SECONDS) == set(s.SCALES) and all(b > 0 for b in s.BUDGET_SECONDS.values())
     assert s.BUDGET_SECONDS["quick"] <= scales.QUICK_MOST, f"{notebook}: no quick notebook over {scales.QUICK_MOST:.0f} s"
-    assert s.SUMMARY is None or (s.ARTICLE is not None and callable(getattr(summaries, s.SUMMARY, None))), \
-        f"{s.__name__}.SUMMARY names no function of sqlitelab.report.summaries"
+
+
+def test_every_notebook_module_is_a_studys():
+    """sqlitelab.notebooks holds one module per notebook, named as its study; a module there of no
+    study's name would be code no notebook finds."""
+    code = {p.stem for p in (PACKAGE / "notebooks").glob("*.py")} - {"__init__"}
+    studies = {registry.study(i).__name__.rsplit(".", 1)[1] for i in registry.ids()}
+    assert code <= studies, f"sqlitelab/notebooks/ modules of no study: {sorted(code - studies)}"
+    for notebook in registry.ids():
+        module = notebooks.module(notebook)
+        assert module is None or module.__name__.rsplit(".", 1)[1] in code
 
 
 @pytest.mark.parametrize("scale", ["quick", "seed"])

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from sqlitelab.report import capacity, findings, plots
+from sqlitelab.report import capacity, plots
 from sqlitelab.load import driver as load
 from sqlitelab.experiments import sweep, underload
 from sqlitelab.core import vocabulary
-from sqlitelab.report import analysis
+from sqlitelab.notebooks import capacity as capacity_notebook, operations_under_load
 
 
 def _open(server, rate, p99, served=None, backlog=0, errors=0, rep=1):
@@ -61,7 +61,7 @@ def test_three_ways_sets_open_loop_beside_closed_loop_and_the_naive_peak():
     axum = t.loc["rust-axum"]
     assert (axum["open_rps"], axum["slo_rps"], axum["peak_rps"]) == (1000, 6500, 7200)
     # the closed-loop estimate never reads open-loop points as levels of users
-    est = capacity.estimate(POINTS, 100.0)
+    est = capacity_notebook.estimate(POINTS, 100.0)
     assert set(est["experiment"]) == {"closed"} and est["peak_rps"].max() == 7200
     assert capacity.three_ways(POINTS[~POINTS["open_loop"]], 100.0).empty
     # a level with an operation running is not a capacity rate (08 stores both)
@@ -115,26 +115,26 @@ OP_POINTS = pd.DataFrame([{"run_id": "r/op/backup", "server": "go-nethttp", "ope
 
 
 def test_cost_table_compares_the_seconds_before_with_the_worst_while_it_ran():
-    cost = analysis.cost_table(OP_POINTS, SECONDS).iloc[0]
+    cost = operations_under_load.cost_table(OP_POINTS, SECONDS).iloc[0]
     assert cost["p99_before_ms"] == pytest.approx(2.0) and cost["worst_p99_during_ms"] == 30.0
     assert cost["p99_cost_x"] == pytest.approx(15.0) and cost["errors_during"] == 1
     assert cost["wal_peak_mib"] == pytest.approx(2.0) and cost["audit_ok"]
-    text = findings.operations(capacity.three_ways(POINTS, 100.0), analysis.cost_table(OP_POINTS, SECONDS))
+    text = operations_under_load.operations(capacity.three_ways(POINTS, 100.0), operations_under_load.cost_table(OP_POINTS, SECONDS))
     assert "Hurt most**: backup on go-nethttp" in text and "×15.0" in text
     assert "open-loop capacity 4,000 req/s" in text and "closed-loop capacity 6,000" in text
     # an operation started within the window's first second: no second before it to compare
-    early = analysis.cost_table(OP_POINTS.assign(operation_started_s=0.5), SECONDS)
+    early = operations_under_load.cost_table(OP_POINTS.assign(operation_started_s=0.5), SECONDS)
     assert early["p99_before_ms"].isna().all()
-    text = findings.operations(capacity.three_ways(POINTS, 100.0), early)
+    text = operations_under_load.operations(capacity.three_ways(POINTS, 100.0), early)
     assert "no whole second before it to compare" in text and "Hurt most" not in text
 
 
 def test_steady_rates_take_a_fraction_of_each_stacks_open_loop_capacity():
-    steady = capacity.steady_rates(POINTS, 0.5, 100.0).set_index("server")
+    steady = operations_under_load.steady_rates(POINTS, 0.5, 100.0).set_index("server")
     assert steady.loc["go-nethttp", "steady_rate"] == 2000 and steady.loc["rust-axum", "steady_rate"] == 500
     for bad in (0, 1.5, -1):
         with pytest.raises(ValueError, match="fraction"):
-            capacity.steady_rates(POINTS, bad, 100.0)
+            operations_under_load.steady_rates(POINTS, bad, 100.0)
 
 
 def test_the_timeline_and_the_hockey_stick_draw_with_their_legends_inside():

@@ -20,6 +20,7 @@ from sqlitelab.load import calibrate
 from sqlitelab.studies import registry, scales
 from sqlitelab.core.failures import CONTRACT, LockRule, failure_kind
 from sqlitelab.experiments import sweep, versus
+from sqlitelab.notebooks import busy_errors, linear_writes, read_write_mix, single_machine, sqlite_as_buffer
 
 
 def test_knob_env_from_profile_with_overrides():
@@ -156,14 +157,14 @@ def synthetic_points() -> pd.DataFrame:
 
 def test_seed_table_and_findings():
     df = synthetic_points()
-    t = analysis.seed_table(df)
+    t = linear_writes.seed_table(df)
     py = t[(t.server == "python-fastapi") & (t.users == 4)].iloc[0]
     assert py["rps"] == pytest.approx(301.5) and py["max_ms"] == 38 and py["repeats"] == 2
-    pk = analysis.peak(t).set_index("server")
+    pk = linear_writes.peak(t).set_index("server")
     assert pk.loc["python-fastapi", "peak_users"] == 4
     assert pk.loc["python-fastapi", "errors_from_users"] == 8
     assert pk.loc["rust-axum", "peak_generator_bound"]
-    text = findings.linear_writes(t)
+    text = linear_writes.linear_writes(t)
     assert "302 writes/s" in text and "begin at 8 users" in text and "generator-bound" in text
 
 
@@ -179,8 +180,8 @@ def test_a_level_with_no_completions_is_a_stall_not_a_success():
     df.loc[(df.server == "python-fastapi") & (df.users == 8), ["rps", "errors"]] = [0.0, 0]
     df["max_overrun_ms"] = 0.0
     df.loc[(df.server == "rust-axum") & (df.users == 2), "max_overrun_ms"] = 4800.0
-    t = analysis.seed_table(df)
-    pk = analysis.peak(t).set_index("server")
+    t = linear_writes.seed_table(df)
+    pk = linear_writes.peak(t).set_index("server")
     assert pk.loc["python-fastapi", "errors_from_users"] == 8
     assert pk.loc["rust-axum", "errors_from_users"] == 2
 
@@ -188,19 +189,19 @@ def test_a_level_with_no_completions_is_a_stall_not_a_success():
 def test_findings_read_well_when_some_series_never_err():
     df = synthetic_points()
     df.loc[df.server == "rust-axum", "errors"] = 0
-    text = findings.linear_writes(analysis.seed_table(df))
+    text = linear_writes.linear_writes(linear_writes.seed_table(df))
     assert "nan" not in text.lower() and "+" not in text
     assert "no errors at any level" in text and "begin at 8 users" in text
 
 
 def test_stack_ratios_mark_generator_bound_peaks_as_lower_bounds():
     df = synthetic_points()  # python peaks at 4 users (~301 rps); rust-axum's peak is generator-bound
-    t = analysis.mix_table(df)
-    text = findings.stack_ratios(t)
+    t = read_write_mix.mix_table(df)
+    text = read_write_mix.stack_ratios(t)
     rust = t[t.server == "rust-axum"]["rps"].max() / t[t.server == "python-fastapi"]["rps"].max()
     assert f"rust-axum ≥ {rust:.1f}×" in text and "generator-bound" in text
     df["generator_bound"] = False
-    assert "≥" not in findings.stack_ratios(analysis.mix_table(df))
+    assert "≥" not in read_write_mix.stack_ratios(read_write_mix.mix_table(df))
 
 
 def test_write_path_and_ceiling_and_single_machine_findings():
@@ -209,15 +210,15 @@ def test_write_path_and_ceiling_and_single_machine_findings():
                           for w, r, tx, jobs, sizes in (("pool", 100.0, None, None, None),
                                                         ("writer", 200.0, 40, 40, '{"1": 40}'),
                                                         ("batch", 500.0, 250, 1000, '{"1": 10, "4": 200, "25": 40}'))])
-    text = findings.write_path(paths)
+    text = read_write_mix.write_path(paths)
     assert "**Go · net/http**: group commit 2.5× the single writer, 5.0× the pool" in text
     assert "its transactions held 4.0 writes on average, 25 at most, 125 commits/s" in text
-    t = analysis.seed_table(synthetic_points())
+    t = linear_writes.seed_table(synthetic_points())
     raw = {"commits_per_s": 1000.0, "reads_per_s": 5000.0}
     limits = analysis.machine_limits(raw, "writes", http=(4000.0, "rust-axum"))
     assert list(limits.values()) == [1000.0, 4000.0]
-    text = findings.ceiling(analysis.peak(t), limits)
-    py = analysis.peak(t).set_index("server").loc["python-fastapi", "peak_rps"]
+    text = findings.ceiling(linear_writes.peak(t), limits)
+    py = linear_writes.peak(t).set_index("server").loc["python-fastapi", "peak_rps"]
     assert "one-row commits (NORMAL) **1,000/s**" in text and "wrk on /hello (Rust · Axum) **4,000/s**" in text
     assert f"{py / 1000:.0%} of SQLite alone, {py / 4000:.0%} of HTTP alone" in text
     assert "≥ " in text  # rust-axum's peak is generator-bound: a lower bound
@@ -227,12 +228,12 @@ def test_write_path_and_ceiling_and_single_machine_findings():
     assert list(analysis.machine_limits(raw, "reads").values()) == [5000.0]
     with pytest.raises(ValueError, match="kind must be one of"):
         analysis.machine_limits(raw, "disk")
-    assert "none measured" in findings.ceiling(analysis.peak(t), {})
+    assert "none measured" in findings.ceiling(linear_writes.peak(t), {})
     sm = pd.DataFrame([{"server": "a", "scenario": "hello", "rps": 12000.0, "mbit_s": 8.0,
                         "server_rss_mb": 20.0, "generator_bound": True},
                        {"server": "b", "scenario": "hello", "rps": 3000.0, "mbit_s": 2.0,
                         "server_rss_mb": 30.0, "generator_bound": False}])
-    text = findings.single_machine(sm, raw, yahoo_rps=1388.9)
+    text = single_machine.single_machine(sm, raw, yahoo_rps=1388.9)
     assert "best a at 12,000 req/s (generator-bound" in text and "2.0× Twitter" in text
     assert "8.6× Yahoo's 1,389 req/s" in text and "5,000 point reads/s" in text
 
@@ -270,14 +271,14 @@ def test_busy_summary_counts_stalls_and_busy_errors_outside_the_window():
                      "repeat": rep, "requests": requests, "busy_errors": busy, "errors": busy,
                      "rps": requests / 5, "p99_ms": 5.0, "max_ms": 9.0, "audit_ok": True,
                      "max_overrun_ms": overrun, "run_counts": json.dumps(run)})
-    s = analysis.busy_summary(pd.DataFrame(rows)).set_index(["txn_mode", "users"])
+    s = busy_errors.busy_summary(pd.DataFrame(rows)).set_index(["txn_mode", "users"])
     assert s.loc[("deferred", 3), "run_busy_errors"] == 40 and s.loc[("deferred", 3), "stalled_repeats"] == 0
     assert s.loc[("immediate", 3), "stalled_repeats"] == 2 and s.loc[("immediate", 3), "run_busy_errors"] == 3
     assert s.loc[("immediate", 1), "stalled_repeats"] == 0
-    text = findings.txn_mode(s.reset_index())
+    text = busy_errors.txn_mode(s.reset_index())
     assert "30 busy errors with deferred" in text and "0 with immediate" in text
     assert "stalled** in 2 of 3 repeats" in text and "3 busy errors came outside the windows" in text
-    assert "stalls** from 3 user(s)" in findings.busy(s.reset_index())
+    assert "stalls** from 3 user(s)" in busy_errors.busy(s.reset_index())
 
 
 def test_every_series_has_its_own_colour():
@@ -300,7 +301,7 @@ def test_every_series_has_its_own_colour():
 
 def test_seed003_groups_read_from_the_published_tables():
     ref, _ = analysis.reference("seed003_buffer")
-    g = analysis.article_groups(ref).set_index("records")
+    g = sqlite_as_buffer.article_groups(ref).set_index("records")
     assert list(g.index) == [1000, 10000, 100000, 1000000, 10000000]
     assert g.loc[1000, "same work"] and g.loc[10000, "same work"] and not g.loc[100000, "same work"]
     assert g.loc[1000000, "groups at 10 rows"] == 100 and g.loc[1000000, "groups at 25 rows"] == 40
@@ -322,7 +323,7 @@ def test_buffer_findings_name_the_variant_total_and_each_skip_once():
     for rpt in (10, 25):
         rows.append({"method": "article", "variant": "as_published", "rows_per_txn": rpt, "total": 50_000_000,
                      "skipped": f"needs ~30.8 GiB of memory, {rpt} GiB available", "error": None})
-    text = findings.buffer(pd.DataFrame(rows), ref)
+    text = sqlite_as_buffer.buffer(pd.DataFrame(rows), ref)
     assert "at 1,000,000 records (the article: ~0.05): as_published 0.50; one_connection 0.50" in text
     assert text.count("Not run:") == 1 and "(10, 25 rows per transaction)" in text
     assert "84× and 15× as long" in text

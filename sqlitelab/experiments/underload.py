@@ -9,8 +9,8 @@ open-loop load at a fraction of it while, at a marked second, one heavy operatio
    `op/<operation>`), the operation started `at_s` seconds into the window on the server's CPUs
    (as an operator's command on the server machine), every point audited, its window stored
    second by second (results.db `seconds`).
-sqlitelab.report.analysis.cost_table reads what each operation cost the users from those seconds;
-capacity.steady_rates picks each stack's steady rate.
+Notebook 08's module (sqlitelab.notebooks.operations_under_load) reads what each operation cost
+the users from those seconds (cost_table) and picks each stack's steady rate (steady_rates).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """The committed reference run: the newest run of each notebook at a scale, exported from
 data/results.db into a folder of CSV files that the repository keeps (data/reference-run/), with
 the method tables and the reports of those runs beside them. The README's result tables are
-generated from it (sqlitelab.report.readme), and anyone can re-analyse it with the lab's own
+generated from it (sqlitelab.readme), and anyone can re-analyse it with the lab's own
 functions: `load(dir)["points"]` has the columns of `results.load_points`.
 
-    python -m sqlitelab.report.reference_run --scale seed      # export (then: python -m sqlitelab.report.readme)
+    python -m sqlitelab.report.reference_run --scale seed      # export (then: python -m sqlitelab.readme)
 
 Every row of every exported table belongs to one of the exported notebook runs (its
 `notebook_run`); the points keep every column but the encoded histograms, so a percentile is the
@@ -98,7 +98,7 @@ def describe(manifest: dict) -> str:
     lines = ["# The reference run", "",
              "Written by `python -m sqlitelab.report.reference_run` (do not edit by hand): the newest "
              f"{'/'.join(manifest['scale'])}-scale run of each notebook, exported from `data/results.db`. "
-             "The README's tables are generated from it (`python -m sqlitelab.report.readme`).", "",
+             "The README's tables are generated from it (`python -m sqlitelab.readme`).", "",
              "| notebook | run | commit | machine |", "|---|---|---|---|"]
     lines += [f"| {r['notebook']} | `{r['run_id']}` | `{r['git_commit']}` | {r['machine']} |" for r in manifest["runs"]]
     lines += ["", "| file | rows | what |", "|---|---:|---|"]

@@ -41,9 +41,6 @@ EXPERIMENT_TITLES: dict = {"article": "the article's set-ups", "profiles": "each
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = "busy_errors"
-
 SMOKE: dict = {"servers": ["ruby-puma", "rust-axum"],
                "txn_mode_servers": ["ruby-puma"],
                "levels": [3],

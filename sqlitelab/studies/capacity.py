@@ -30,9 +30,6 @@ EXPERIMENT_TITLES: dict = {}
 
 READS_THE_OTHERS = True
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = None
-
 SMOKE: dict = {}
 STORES: str | None = None
 

@@ -36,7 +36,6 @@ EXPERIMENT_TITLES: dict = {}
 # it reads the newest run of another notebook: a batch runs it after them
 READS_THE_OTHERS = True
 
-SUMMARY: str | None = None
 
 # the smoke run: the committed reference run against itself (every ratio 1)
 SMOKE: dict = {"run_a": "reference:03", "run_b": "reference:03"}

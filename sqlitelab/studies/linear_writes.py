@@ -61,9 +61,6 @@ EXPERIMENT_TITLES: dict = {}
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = "linear_writes"
-
 SMOKE: dict = {"servers": ["ruby-puma", "go-nethttp"],
                "levels": [1, 2],
                "duration": 0.5,

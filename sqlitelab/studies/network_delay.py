@@ -36,9 +36,6 @@ EXPERIMENT_TITLES: dict = {"direct": "direct", r"link-(\d+)us": lambda delay: li
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = None
-
 SMOKE: dict = {"server": "go-nethttp",
                "levels": [1, 4],
                "delays_us": [500],

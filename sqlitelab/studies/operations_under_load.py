@@ -53,9 +53,6 @@ WORKLOAD = {"scenario": "mix", "profile": "single-writer", "scenario_params": {"
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = None
-
 SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "levels": [4],
                "rates": [100, 400],

@@ -62,9 +62,6 @@ EXPERIMENT_TITLES: dict = {"article": "the article's levels", "fine": "the fine 
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = "read_write_mix"
-
 # the smoke run: every sweep, table and figure of the notebook, each at its smallest (two write
 # shares still draw the share line; quick's 1,000 requests at 32 and 64 users would be most of it)
 SMOKE: dict = {"servers": ["python-fastapi", "rust-axum"],

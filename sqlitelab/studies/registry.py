@@ -1,9 +1,10 @@
 """The studies: one module of sqlitelab.studies per notebook, found by what it declares.
 
 A module of this package that defines `ID` (the notebook's name, `NN-title`, as in
-notebooks/NN-title.ipynb) is that notebook's study: its scales, server split, article, figure
-sentences, place in the capacity collection, and whatever else is only its own. A new notebook
-needs its .ipynb and one such module; nothing else names it.
+notebooks/NN-title.ipynb) is that notebook's study: what it declares — its scales, server split,
+article, figure sentences, place in the capacity collection. Its code (tables, findings, figures'
+choices, README row) is in sqlitelab.notebooks, in the module of the same name. A new notebook needs
+its .ipynb, one such study, its module there and its test; nothing else names it.
 
     registry.ids()                    # every study's ID, in the notebooks' order
     registry.study("03-read-write-mix").SCALES["seed"]
@@ -17,11 +18,9 @@ What a study declares (tests/test_studies.py checks every one is there):
 - `ARTICLE`: its method rows against its article (sqlitelab.studies.method; the table:
   sqlitelab.report.methods).
 - `IN_COLLECTION`, `HEADLINE_EXPERIMENTS`: whether notebook 06 reads its newest run
-  (sqlitelab.report.capacity.COLLECTION), and which of its experiments reproduce its article
+  (sqlitelab.notebooks.capacity.COLLECTION), and which of its experiments reproduce its article
   (None: every one; the others are "beyond" sweeps: write shares, write paths...).
 - `READS_THE_OTHERS`: it reads the newest runs of the other notebooks (a batch runs it last).
-- `SUMMARY`: its article's row in the README's table of the reference run: the name of a function
-  of sqlitelab.report.summaries (None: no row).
 - `SMOKE`, `STORES`: its papermill smoke run's tiny parameters (tests/test_notebooks.py,
   tests/test_lab_browser.py), and the table its measurements land in (None: none of its own).
 - `BUDGET_SECONDS`: its own wall time per scale on the reference machine (2 cores, set-up warm)

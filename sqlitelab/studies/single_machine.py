@@ -45,9 +45,6 @@ EXPERIMENT_TITLES: dict = {}
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = "single_machine"
-
 SMOKE: dict = {"servers": ["go-nethttp", "python-fastapi"],
                "users_rows": 2000,
                "levels": [4],

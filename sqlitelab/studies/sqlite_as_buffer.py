@@ -49,9 +49,6 @@ EXPERIMENT_TITLES: dict = {"slow-sync": "a slow disk (every sync delayed)"}
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = "sqlite_as_buffer"
-
 # the smoke run: every table and figure of the notebook, the variants and the slow-disk run at
 # its largest total (quick's 100,000 would be most of its time: 40 ms a sync)
 SMOKE: dict = {"totals": [1000, 5000],

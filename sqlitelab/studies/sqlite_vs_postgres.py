@@ -113,9 +113,6 @@ EXPERIMENT_TITLES: dict = {r"(\d{3})-[a-z]+": "seed {}'s workload",
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = None
-
 SMOKE: dict = {"servers": ["rust-axum", "ruby-puma"],
                "workloads": ["001-metrics", "004-users"],
                "db_link_workloads": ["001-metrics"],

@@ -50,9 +50,6 @@ EXPERIMENT_TITLES: dict = {}
 
 READS_THE_OTHERS = False
 
-# its row in the README's table of the reference run (a function of sqlitelab.report.summaries)
-SUMMARY: str | None = None
-
 # 1.5-s windows: when the machine runs slow, Datasette answers in hundreds of ms and a 0.5-s window
 # holds no request that both started and finished in it
 SMOKE: dict = {"levels": [1, 4], "duration": 1.5, "warmup": 0.2, "plain_users": 2}

@@ -154,7 +154,7 @@ def _panel_title(scenario, database, profiles) -> str:
 
 def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                    ref_lines: dict[str, float] | None = None, value: str = "rps", ncols: int = 4):
-    """Small multiples of capacity.chart_frame(), a dot plot: one panel per workload that has
+    """Small multiples of sqlitelab.notebooks.capacity.chart_frame(), a dot plot: one panel per workload that has
     points (notebook, scenario and database), each on its own requests/s scale from zero; per
     stack, in its colour, a dot at the capacity at the objective (the frame's second `kind`) and a
     bar-end tick at the naive peak (its first), joined by a line — the gap is what the naive

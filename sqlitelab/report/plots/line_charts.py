@@ -232,7 +232,7 @@ TIMELINE_ROWS = (("p99_ms", "p99 of the second, ms (log)"),
 
 
 def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
-    """analysis.timeline(): one column of panels per operation, rows p99 (from due times) of
+    """sqlitelab.notebooks.operations_under_load.timeline(): one column of panels per operation, rows p99 (from due times) of
     each second, errors and late sends per second, and the WAL's size, a line per stack in its
     colour, seconds from the window's open on x; the operation shaded from its start to its end
     (dotted line at its start) in each stack's colour."""

@@ -1,0 +1,102 @@
+"""Notebook 08, operations under load: each stack's steady rate, the second-by-second timeline of
+an operation's window, what each operation cost the users, and the findings.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from sqlitelab.core import results
+from sqlitelab.report import capacity
+
+
+def timeline(run_id: str, path=None) -> pd.DataFrame:
+    """The `seconds` rows of a notebook run's operation sweeps, with the second relative to the
+    operation's start (`since_op_s`) and the WAL in MiB."""
+    sec = results.load_table("seconds", run_id, path)
+    if sec.empty:
+        return sec
+    sec = sec[sec["operation"].notna()].copy()
+    sec["since_op_s"] = sec["second"] - sec["operation_started_s"]
+    sec["wal_mib"] = sec["wal_bytes"] / 2**20
+    return sec.sort_values(["server", "operation", "second"]).reset_index(drop=True)
+
+
+def cost_table(points: pd.DataFrame, seconds: pd.DataFrame) -> pd.DataFrame:
+    """Per stack and operation: how long it took, and the users' p99 in the seconds before it
+    against the worst second while it ran (and the second after), errors, late sends and the
+    backlog while it ran, the WAL's peak, and the audit."""
+    rows = []
+    if points.empty or "operation" not in points or seconds.empty:
+        return pd.DataFrame(rows)
+    for p in points[points["operation"].notna()].itertuples():
+        s = seconds[(seconds["run_id"] == p.run_id) & (seconds["server"] == p.server)
+                    & (seconds["operation"] == p.operation)]
+        start, length = p.operation_started_s, p.operation_seconds or 0.0
+        before = s[s["second"] + 1 <= start]
+        during = s[(s["second"] + 1 > start) & (s["second"] <= start + length + 1)]
+        worst = during["p99_ms"].max() if len(during) else None
+        base = before["p99_ms"].median() if len(before) else None
+        rows.append({
+            "server": p.server, "operation": p.operation, "rate": p.rate,
+            "op_started_s": start, "op_seconds": length,
+            "p99_before_ms": base, "worst_p99_during_ms": worst,
+            "p99_cost_x": (worst / base) if worst is not None and base else None,
+            "errors_during": int(during["errors"].sum()) if len(during) else 0,
+            "late_during": int(during["late"].sum()) if len(during) else 0,
+            "window_p99_ms": p.p99_ms, "backlog": p.backlog, "errors": p.errors,
+            "wal_peak_mib": (s["wal_bytes"].max() / 2**20) if s["wal_bytes"].notna().any() else None,
+            "audit_ok": p.audit_ok,
+        })
+    return pd.DataFrame(rows)
+
+
+def steady_rates(points: pd.DataFrame, fraction: float, slo_p99_ms: float) -> pd.DataFrame:
+    """Per stack: its open-loop capacity and the steady rate (`fraction` of it) the operations
+    run under; a stack that kept up with no rate offered gets none (it is left out)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], not {fraction!r}")
+    cap = capacity.open_loop_capacity(points, slo_p99_ms, by=("server",))
+    if cap.empty:
+        return cap
+    cap = cap.loc[cap.groupby("server")["open_rps"].idxmax()].reset_index(drop=True)
+    cap["steady_rate"] = (cap["open_rps"] * fraction).where(cap["open_rps"] > 0)
+    return cap
+
+
+def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
+    """Notebook 08: open-loop capacity against the closed-loop one and the naive peak
+    (capacity.three_ways), then what each operation cost the users (cost_table), the
+    one that hurt most named."""
+    lines = []
+    for r in three.itertuples():
+        bound = " (kept up with every rate offered: a lower bound)" if r.open_lower_bound else ""
+        knee = f", the first rate it fell behind {r.knee_rate:,.0f}/s" if pd.notna(r.knee_rate) else ""
+        lines.append(f"- **{r.server}**: open-loop capacity {r.open_rps:,.0f} req/s{bound}{knee}; "
+                     f"closed-loop capacity {r.slo_rps:,.0f} req/s ({r.slo_users} users); naive peak "
+                     f"{r.peak_rps:,.0f} req/s at p99 {r.peak_p99_ms:,.1f} ms.")
+    if three.empty:
+        lines.append("- No stack has both open- and closed-loop points.")
+    if cost.empty:
+        lines.append("- No operation ran under load.")
+        return "\n".join(lines)
+    for r in cost.itertuples():
+        cost_x = f" (×{r.p99_cost_x:.1f})" if pd.notna(r.p99_cost_x) else ""
+        # no whole second before it (an operation started within the window's first second) or
+        # none while it ran: said so, not a number
+        before = (f"p99 {r.p99_before_ms:.1f} ms in the seconds before" if pd.notna(r.p99_before_ms)
+                  else "no whole second before it to compare")
+        during = (f"{r.worst_p99_during_ms:.1f} ms" if pd.notna(r.worst_p99_during_ms) else "not measured")
+        lines.append(f"- {r.server} · **{r.operation}**: {r.op_seconds:.2f} s at {r.rate:,.0f} req/s offered; "
+                     f"{before}, worst second while it ran "
+                     f"{during}{cost_x}; {r.errors_during} errors and {r.late_during} "
+                     f"late sends then; backlog at the close {r.backlog}; audit "
+                     f"{'ok' if r.audit_ok else 'FAILED'}.")
+    ranked = cost.dropna(subset=["p99_cost_x"]).sort_values("p99_cost_x", ascending=False)
+    if len(ranked):
+        w = ranked.iloc[0]
+        lines.append(f"- **Hurt most**: {w.operation} on {w.server}, its worst second's p99 "
+                     f"{w.worst_p99_during_ms:.1f} ms against {w.p99_before_ms:.1f} ms before "
+                     f"(×{w.p99_cost_x:.1f}).")
+    if not cost["audit_ok"].all():
+        lines.append("- **AUDIT FAILED** for some operation: acknowledged writes are missing.")
+    return "\n".join(lines)

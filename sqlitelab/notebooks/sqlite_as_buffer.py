@@ -1,0 +1,256 @@
+"""Notebook 04, SQLite as a buffer (seed 003): records/s per method and variant, the article's
+groups and curves beside ours, their findings, and its row of the README.
+"""
+from __future__ import annotations
+
+import textwrap
+from types import ModuleType
+
+import pandas as pd
+
+from sqlitelab.core.vocabulary import METHOD_TITLES, TUNED_VARIANT, VARIANT_TITLES
+from sqlitelab.report import analysis, claims, summaries
+
+
+def _measured(bf: pd.DataFrame) -> pd.DataFrame:
+    ok = bf["skipped"].isna() if "skipped" in bf else pd.Series(True, index=bf.index)
+    if "error" in bf:
+        ok &= bf["error"].isna()
+    return bf[ok]
+
+
+def buffer_variants(bf: pd.DataFrame) -> pd.DataFrame:
+    """The author's method, one change at a time: per variant, total and rows per transaction,
+    the median records/s over repeats and the checkpoints closing connections ran; and each
+    variant's 10-row rate as a share of its 25-row rate (the article: ~1/20)."""
+    d = _measured(bf)
+    d = d[d["method"] == "article"]
+    if d.empty:
+        return pd.DataFrame()
+    g = d.groupby(["total", "variant", "rows_per_txn"])
+    t = pd.DataFrame({"records_per_s": g["records_per_s"].median(),
+                      "close_checkpoints": g["close_checkpoints"].median(),
+                      "repeats": g.size()}).reset_index()
+    wide = t.pivot_table(index=["total", "variant"], columns="rows_per_txn", values="records_per_s")
+    wide.columns = [f"records/s at {c} rows" for c in wide.columns]
+    if {"records/s at 10 rows", "records/s at 25 rows"} <= set(wide.columns):
+        wide["10 rows / 25 rows"] = wide["records/s at 10 rows"] / wide["records/s at 25 rows"]
+    ck = t.pivot_table(index=["total", "variant"], columns="rows_per_txn", values="close_checkpoints")
+    ck.columns = [f"close checkpoints at {c} rows" for c in ck.columns]
+    return wide.join(ck).reset_index()
+
+
+def _variant_total(d: pd.DataFrame):
+    """The total the variants ran at: the one with the most variants."""
+    return d.groupby("total")["variant"].nunique().idxmax()
+
+
+def buffer_variant_bars(bf: pd.DataFrame) -> pd.DataFrame:
+    """Long form of buffer_variants at its largest total, for a grouped bar chart."""
+    d = _measured(bf)
+    d = d[d["method"] == "article"]
+    if d.empty:
+        return d
+    d = d[d["total"] == _variant_total(d)]
+    return (d.groupby(["variant", "rows_per_txn"])["records_per_s"].median().reset_index()
+            .assign(variant=lambda x: x["variant"].map(
+                        lambda v: textwrap.fill(VARIANT_TITLES.get(v, v.replace("_", " ")), 12))))
+
+
+def buffer_curves(done: pd.DataFrame, ref: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The measured buffer points drawn as curves (the author's method as published and the lab's
+    tuned writer) with `series` (the method and its synchronous, in plain words) and `rows` (one
+    panel per rows per transaction); the article's numbers (`ref`) with the same `rows`."""
+    def rows(d):
+        return d["rows_per_txn"].astype(int).astype(str) + " rows per transaction"
+    curves = done[done["variant"].isin(["as_published", TUNED_VARIANT])]
+    curves = curves.assign(series=curves["method"].map(lambda m: METHOD_TITLES.get(m, m))
+                           + ", synchronous=" + curves["synchronous"].astype(str).str.upper(), rows=rows(curves))
+    return curves, (ref.assign(rows=rows(ref)) if ref is not None else None)
+
+
+def article_groups(ref: pd.DataFrame, records_per_row: int = 1000) -> pd.DataFrame:
+    """Seed 003's published tables read per group (one connection opened, its rows written and
+    committed, the connection closed): for each total, the groups at 10 and 25 rows per
+    transaction, whether both run the very same work (every row fits in one 10-row group), the
+    article's seconds (records / records_per_s: the printed seconds are rounded) and its
+    milliseconds per group."""
+    t = ref.dropna(subset=["records_per_s"]).copy()
+    t["seconds"] = t["records"] / t["records_per_s"]
+    t["rows"] = -(-t["records"] // records_per_row)
+    t["groups"] = -(-t["rows"] // t["rows_per_txn"])
+    t["ms_per_group"] = 1000 * t["seconds"] / t["groups"]
+    w = t[t["rows_per_txn"].isin([10, 25])].pivot_table(
+        index=["records", "rows"], columns="rows_per_txn", values=["groups", "seconds", "ms_per_group"])
+    if ("seconds", 10) not in w or ("seconds", 25) not in w:
+        return pd.DataFrame()
+    out = pd.DataFrame({"groups at 10 rows": w[("groups", 10)], "groups at 25 rows": w[("groups", 25)],
+                        "seconds at 10 rows": w[("seconds", 10)], "seconds at 25 rows": w[("seconds", 25)],
+                        "ms per group at 10 rows": w[("ms_per_group", 10)],
+                        "ms per group at 25 rows": w[("ms_per_group", 25)]}).dropna().reset_index()
+    out["same work"] = out["rows"] <= 10   # one group holding every row, at either batch size
+    out["10 rows took ×"] = out["seconds at 10 rows"] / out["seconds at 25 rows"]
+    return out
+
+
+def article_tables(df, method: str = "article", variant: str = "as_published",
+                   synchronous: str | None = None, reference_name: str = "seed003_buffer"):
+    """The article's three tables (25, 100, then 10 rows per transaction; records, seconds,
+    records/s, MiB) with ours beside them: one DataFrame, a row per (rows_per_txn, records),
+    published and measured columns, and measured/published records/s. `df` is sweep_buffer's;
+    repeats are averaged (and their spread kept)."""
+    ref, _ = analysis.reference(reference_name)
+    size_col = "db_mib" if "db_mib" in ref else "db_mb"
+    ref = ref.rename(columns={"seconds": "published_seconds", "records_per_s": "published_records_per_s",
+                              size_col: "published_mib"})
+    sel = df[(df["method"] == method) & (df["variant"] == variant)]
+    if "skipped" in sel:
+        sel = sel[sel["skipped"].isna()]
+    if "error" in sel:
+        sel = sel[sel["error"].isna()]
+    if synchronous is not None:
+        sel = sel[sel["synchronous"] == synchronous]
+    g = sel.groupby(["rows_per_txn", "total"])
+    ours = pd.DataFrame({"seconds": g["seconds"].mean(), "records_per_s": g["records_per_s"].mean(),
+                         "records_per_s_spread": g["records_per_s"].max() - g["records_per_s"].min(),
+                         "db_mib": g["db_mib"].mean(), "repeats": g.size()}).reset_index()
+    ours = ours.rename(columns={"total": "records"})
+    out = ref.merge(ours, on=["rows_per_txn", "records"], how="outer")
+    out["measured_over_published"] = out["records_per_s"] / out["published_records_per_s"]
+    order = {25: 0, 100: 1, 10: 2}
+    out["_o"] = out["rows_per_txn"].map(lambda r: order.get(r, 3 + r))
+    out = out.sort_values(["_o", "rows_per_txn", "records"]).drop(columns="_o").reset_index(drop=True)
+    return out[["rows_per_txn", "records", "published_seconds", "published_records_per_s", "published_mib",
+                "seconds", "records_per_s", "records_per_s_spread", "db_mib", "repeats",
+                "measured_over_published"]]
+
+
+def _article_groups(ref: pd.DataFrame) -> str | None:
+    g = article_groups(ref)
+    same = g[g["same work"]] if len(g) else g
+    if same.empty:
+        return None
+    ratios = " and ".join(f"{x:,.0f}×" for x in same["10 rows took ×"])
+    totals = " and ".join(f"{int(r):,}" for r in same["records"])
+    return (f"- **The article's own tables rule out the batch size**: at {totals} records, 10 and 25 rows "
+            f"per transaction run the very same work (every row in one group, one connection), yet its "
+            f"10-row runs took {ratios} as long. Per group (a connection opened, written, closed), its "
+            f"10-row runs took {g['ms per group at 10 rows'].min():,.0f}–{g['ms per group at 10 rows'].max():,.0f} ms "
+            f"at every total, its 25-row runs {g['ms per group at 25 rows'].min():,.1f}–"
+            f"{g['ms per group at 25 rows'].max():,.1f} ms: every connection of the 10-row runs was slow. "
+            f"An inference, not a finding: something other than the rows per transaction was slow during "
+            f"the 10-row runs — the machine or its storage then, or another host, file system or code "
+            f"revision; the article does not say which.")
+
+
+def buffer(bf: pd.DataFrame, ref: pd.DataFrame, slow: pd.DataFrame | None = None) -> str:
+    """Sentences on seed 003's run: the author's method against the article, its 10-row
+    result, the lab's writer, and what would not fit."""
+    d = _measured(bf)
+    lines = []
+    pub = d[(d["method"] == "article") & (d["variant"] == "as_published")]
+    if len(pub):
+        g = pub.groupby(["rows_per_txn", "total"])["records_per_s"].median()
+        (rpt, total), best = g.idxmax(), g.max()
+        art = ref.dropna(subset=["records_per_s"])
+        a = art.loc[art["records_per_s"].idxmax()]
+        lines.append(f"- **The author's method** peaks at **{best:,.0f} records/s** here ({rpt} rows per "
+                     f"transaction, {total:,} records); the article's peak was {a.records_per_s:,.0f} "
+                     f"({int(a.rows_per_txn)} rows, {int(a.records):,} records): {best / a.records_per_s:.2f}×.")
+        for total, gt in pub.groupby("total"):
+            r = gt.groupby("rows_per_txn")["records_per_s"].median()
+            if 10 in r and 25 in r:
+                pa = art[(art["records"] == total)].set_index("rows_per_txn")["records_per_s"]
+                said = (f"; the article: {pa[10] / pa[25]:.2f}" if 10 in pa and 25 in pa else "")
+                lines.append(f"  - at {total:,} records, 10 rows per transaction run at "
+                             f"{r[10] / r[25]:.2f}× the 25-row rate{said}.")
+        big = pub[pub["total"] == pub["total"].max()]
+        mem = big["peak_bytes_per_record"].max() if "peak_bytes_per_record" in big else None
+        if mem and mem == mem:
+            lines.append(f"- Holding every record first costs **{mem:,.0f} bytes of memory per record** "
+                         f"at its peak ({int(big['total'].iloc[0]):,} records): "
+                         f"{mem * 50e6 / 2**30:,.0f} GiB for 50 M records, "
+                         f"{mem * 100e6 / 2**30:,.0f} GiB for 100 M.")
+    tuned = d[d["method"] == "tuned"]
+    if len(tuned):
+        g = tuned.groupby(["synchronous", "rows_per_txn", "total"])["records_per_s"].median()
+        (sync, rpt, total), best = g.idxmax(), g.max()
+        big = tuned["total"].max()
+        lines.append(f"- **The lab's writer** (one connection, records made as it goes) peaks at "
+                     f"**{best:,.0f} records/s** (synchronous={sync}, {rpt} rows, {total:,} records) "
+                     f"and reaches {big:,} records with a peak RSS of "
+                     f"{tuned.loc[tuned['total'] == big, 'peak_rss_mib'].max():,.0f} MiB.")
+    var = buffer_variants(bf)
+    if len(var) and "10 rows / 25 rows" in var:
+        vt = _variant_total(var)
+        at = var[var["total"] == vt].sort_values("10 rows / 25 rows")
+        back = [r["variant"] for _, r in at.iterrows() if claims.halves(r["10 rows / 25 rows"])]
+        verdict = (f"Changes that bring the 10-row rate below {claims.COLLAPSE:.0%} of the 25-row rate: "
+                   f"{', '.join(back)}" if back else
+                   f"No single change brings the 10-row rate below {claims.COLLAPSE:.0%} of the 25-row "
+                   f"rate: none brings back the article's collapse")
+        lines.append(f"- One change at a time, the 10-row rate as a share of the 25-row rate at "
+                     f"{int(vt):,} records (the article: ~0.05): " + "; ".join(
+                         f"{r['variant']} {r['10 rows / 25 rows']:.2f}" for _, r in at.iterrows()) +
+                     f". {verdict}.")
+    said = _article_groups(ref)
+    if said:
+        lines.append(said)
+    if slow is not None and len(slow):
+        ms = slow["sync_delay_ms"].iloc[0]
+        total = int(slow["total"].iloc[0])
+        art = ref[ref["records"] == total].set_index("rows_per_txn")["seconds"]
+        parts = []
+        for _, r in slow.sort_values(["variant", "rows_per_txn"]).iterrows():
+            versus = f" (article {art[r.rows_per_txn]:g} s)" if r.variant == "as_published" and \
+                r.rows_per_txn in art and art[r.rows_per_txn] == art[r.rows_per_txn] else ""
+            parts.append(f"{r.variant} at {r.rows_per_txn} rows {r.seconds:.2f} s{versus}")
+        lines.append(f"- **On storage whose syncs take {ms:g} ms** (every fsync/fdatasync delayed), "
+                     f"{total:,} records: " + "; ".join(parts) + ".")
+    skipped = bf[bf["skipped"].notna()] if "skipped" in bf else bf.iloc[0:0]
+    for (method, total), g in skipped.groupby(["method", "total"], sort=True):
+        rows = ", ".join(str(int(x)) for x in sorted(g["rows_per_txn"].unique()))
+        lines.append(f"- Not run: {method} at {int(total):,} records ({rows} rows per transaction) — "
+                     f"{g['skipped'].iloc[0]}.")
+    audit = d["audit_ok"].all() if "audit_ok" in d and len(d) else None
+    if audit is not None:
+        lines.append("✅ Every measured point's rows hold exactly its records." if audit
+                     else "❌ **AUDIT FAILED**: some point's rows do not hold its records.")
+    return "\n".join(lines)
+
+
+def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
+    """Seed 003: records/s by rows per transaction, and the article's 10-row collapse."""
+    ref, meta = analysis.reference("seed003_buffer")
+    art = ref.dropna(subset=["records_per_s"])
+    a = art.loc[art["records_per_s"].idxmax()]
+    pairs = art.pivot_table(index="records", columns="rows_per_txn", values="records_per_s")
+    art_ratio = (pairs[10] / pairs[25]).dropna()
+    article = (f"“my MacBook”: peak {a.records_per_s:,.0f} records/s ({int(a.rows_per_txn)} rows per "
+               f"transaction, {int(a.records):,} records); 10 rows at {art_ratio.min():.2f}–{art_ratio.max():.2f}× "
+               f"the 25-row rate")
+    bf = x.get("buffer_points", pd.DataFrame())
+    bf = bf[bf["notebook"] == study.ID] if len(bf) else bf
+    if bf.empty:
+        return article, summaries.NOT_IN_RUN
+    done = bf[bf["skipped"].isna()] if "skipped" in bf else bf
+    pub = done[(done["method"] == "article") & (done["variant"] == "as_published")]
+    parts = []
+    if len(pub):
+        g = pub.groupby(["rows_per_txn", "total"])["records_per_s"].median()
+        (rpt, total), best = g.idxmax(), g.max()
+        parts.append(f"The author's method peaks at {best:,.0f} records/s ({rpt} rows, {total:,} records), "
+                     f"{best / a.records_per_s:.2f}× the article's peak")
+        w = pub.pivot_table(index="total", columns="rows_per_txn", values="records_per_s", aggfunc="median")
+        if {10, 25} <= set(w.columns):
+            r = (w[10] / w[25]).dropna()
+            collapsed = [t for t, v in r.items() if claims.halves(v)]
+            parts.append(f"10 rows at {r.min():.2f}–{r.max():.2f}× the 25-row rate from {int(r.index.min()):,} to "
+                         f"{int(r.index.max()):,} records: "
+                         + (f"the article's collapse reproduces at {', '.join(f'{int(t):,}' for t in collapsed)}"
+                            if collapsed else "the article's 10-row collapse does not reproduce"))
+    tuned = done[done["method"] == "tuned"]
+    if len(tuned):
+        parts.append(f"the lab's writer: up to {tuned['records_per_s'].max():,.0f} records/s, "
+                     f"{int(tuned['total'].max()):,} records with {tuned['peak_rss_mib'].max():,.0f} MiB at its peak")
+    return article, summaries.sentences(parts)
