@@ -3,7 +3,6 @@ the server half, the generator half, one Locust process per generator CPU; an ar
 where it fits and a note where it does not; explicit CPU sets kept and checked."""
 from __future__ import annotations
 
-import inspect
 import re
 
 import pytest
@@ -88,16 +87,14 @@ def test_a_sweep_takes_the_machines_layout_or_its_articles_split(monkeypatch):
     halves, 03 gives the server its article's 4 CPUs; loadgen is always one process."""
     from sqlitelab.experiments import sweep
     monkeypatch.setattr(layout, "available_cpus", lambda: list(range(16)))
-    args = {k: p.default for k, p in inspect.signature(sweep.sweep).parameters.items()
-            if p.default is not inspect.Parameter.empty}
-    s01 = sweep.Spec.of(**{**args, "notebook": "01-linear-writes"})
+    s01 = sweep.spec(notebook="01-linear-writes")
     assert (s01.server_cpus, s01.generator_cpus, s01.processes, s01.layout_note) == ("0-7", "8-15", 8, "")
-    s03 = sweep.Spec.of(**{**args, "notebook": "03-read-write-mix"})
+    s03 = sweep.spec(notebook="03-read-write-mix")
     assert (s03.server_cpus, s03.generator_cpus, s03.processes) == ("0-3", "4-15", 12)
-    s03 = sweep.Spec.of(**{**args, "notebook": "03-read-write-mix", "generator": "loadgen"})
+    s03 = sweep.spec(notebook="03-read-write-mix", generator="loadgen")
     assert s03.processes == 1
     monkeypatch.setattr(layout, "available_cpus", lambda: [0, 1])
-    s03 = sweep.Spec.of(**{**args, "notebook": "03-read-write-mix"})
+    s03 = sweep.spec(notebook="03-read-write-mix")
     assert (s03.server_cpus, s03.generator_cpus, s03.processes) == ("0", "1", 1)
     assert "4 server CPUs" in s03.layout_note and s03.record()["layout_note"] == s03.layout_note
 

@@ -4,7 +4,7 @@ shows, and a name nothing reads is refused with one line (scales.settings, batch
 value, run through a real notebook with papermill, stops it with one line naming the parameter
 and what it accepts, before any server starts (scales.ACCEPTS, sweep's Spec checks)."""
 import contextlib
-import inspect
+import dataclasses
 import json
 import re
 import shutil
@@ -20,6 +20,7 @@ from sqlitelab import batch
 from sqlitelab.core import config
 from sqlitelab.studies import registry, scales
 from sqlitelab.infra import servers as stacks
+from sqlitelab.report import methods
 
 
 NOTEBOOKS = batch.notebooks()
@@ -67,6 +68,21 @@ def test_settings_refuses_a_name_no_scale_holds():
         scales.settings("03-read-write-mix", "quick", shares_users=5)
 
 
+def test_a_notebook_passes_its_parameters_through_by_name():
+    """from_parameters takes each scale setting the namespace holds (None: the scale's), a renamed
+    one as given, and refuses a module under a setting's name rather than passing it on."""
+    ns = {"levels": [2, 4], "duration": None, "share_users": 7, "unrelated": object()}
+    cfg = scales.from_parameters("03-read-write-mix", "quick", ns)
+    assert cfg == scales.settings("03-read-write-mix", "quick", levels=[2, 4], share_users=7)
+    assert cfg["duration"] == scales.settings("03-read-write-mix", "quick")["duration"]
+    with pytest.raises(ValueError, match=r"^levels must be a non-empty list"):
+        scales.from_parameters("03-read-write-mix", "quick", {"levels": []})
+    with pytest.raises(ValueError, match=r"^methods: the notebook holds <module 'sqlitelab.report.methods'"):
+        scales.from_parameters("04-sqlite-as-buffer", "quick", {"methods": methods})
+    got = scales.from_parameters("04-sqlite-as-buffer", "quick", {"methods": methods}, methods=["article"])
+    assert got["methods"] == ["article"]
+
+
 def test_every_scale_value_is_one_its_setting_accepts():
     """ACCEPTS refuses bad values, not the scales' own: each passes as an override; and every
     setting but the named strings and 04's `large` dict has a check."""
@@ -97,18 +113,41 @@ def test_settings_refuses_a_bad_value_in_one_line(name, value, says):
 
 
 @pytest.mark.parametrize("name,value,says", [
-    ("duration", 0, "duration must be a number of seconds > 0, got 0"),
-    ("duration", "ten", "duration must be a number of seconds > 0, got 'ten'"),
-    ("warmup", -0.5, "warmup must be a number of seconds >= 0, got -0.5"),
+    ("duration", 0, "duration must be a number of seconds > 0, not 0"),
+    ("duration", "ten", "duration must be a number of seconds > 0, not 'ten'"),
+    ("warmup", -0.5, "warmup must be a number of seconds >= 0, not -0.5"),
+    ("warmup", None, "warmup must be a number of seconds >= 0, not None"),
+    ("levels", [0], "levels must be a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4], not [0]"),
+    ("repeats", True, "repeats must be an integer >= 1 (runs of each level), not True"),
+    ("processes", 0, 'processes must be "auto" or an integer >= 1 (generator processes), not 0'),
+    ("crosscheck", [0], "crosscheck must be an integer >= 1 or a non-empty list of them (concurrent users), not [0]"),
+    ("rates", 100, "rates must be a non-empty list of numbers > 0 (requests/s), e.g. [100, 200], not 100"),
+    ("server_repeats", {"go-nethttp": 0}, "server_repeats['go-nethttp'] must be an integer >= 1 (runs of each level), not 0"),
     ("servers", ["nope"], "unknown servers ['nope']; known: "),
 ])
 def test_a_sweep_refuses_a_bad_value_before_anything_starts(name, value, says):
     from sqlitelab.experiments import sweep
-    args = {k: p.default for k, p in inspect.signature(sweep.sweep).parameters.items()
-            if p.default is not inspect.Parameter.empty}
     with pytest.raises(ValueError) as e:
-        sweep.Spec.of(**{**args, "notebook": "01-linear-writes", name: value})
+        sweep.spec(notebook="01-linear-writes", **{name: value})
     assert str(e.value).startswith(says) and "\n" not in str(e.value)
+
+
+def test_a_sweep_refuses_an_argument_it_has_not_and_needs_its_notebook():
+    from sqlitelab.experiments import sweep
+    with pytest.raises(TypeError, match=r"sweep has no argument 'level' \(known: notebook, experiment, "):
+        sweep.spec(notebook="01-linear-writes", level=[1])
+    with pytest.raises(TypeError, match="a sweep needs 'notebook'"):
+        sweep.spec(levels=[1])
+
+
+def test_every_setting_of_a_sweep_is_documented_once_with_its_default():
+    """sweep's documentation is its Settings': every argument, its default and its meaning."""
+    from sqlitelab.experiments import sweep
+    for f in dataclasses.fields(sweep.Settings):
+        assert f.metadata["doc"], f.name
+        assert f"    {f.name} (" in sweep.sweep.__doc__, f.name
+        accepts = f.metadata["accepts"]
+        assert accepts is None or accepts in scales.ACCEPTS, f"{f.name}: no check {accepts!r} in scales.ACCEPTS"
 
 
 def test_batch_refuses_an_unknown_parameter_in_one_line(capsys, lab_data):
@@ -219,7 +258,7 @@ def test_a_bad_value_stops_the_notebook_in_one_line_before_any_server(prefix, na
 def test_every_notebook_checks_its_settings_in_the_cell_after_its_parameters(path):
     nb = nbformat.read(path, as_version=4)
     i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    assert "scales.settings(NOTEBOOK, scale" in nb.cells[i + 1].source
+    assert "scales.from_parameters(NOTEBOOK, scale, globals()" in nb.cells[i + 1].source
 
 
 @pytest.mark.notebook

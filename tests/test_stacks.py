@@ -4,7 +4,6 @@ calibration's candidates, `make distclean`, .gitignore. No server is started her
 from __future__ import annotations
 
 import ast
-import inspect
 import json
 import os
 import re
@@ -260,10 +259,8 @@ def test_a_stack_the_lab_does_not_know_is_refused_in_one_line(value, says):
 
 
 def test_the_sweeps_check_their_stacks_through_chosen():
-    args = {k: p.default for k, p in inspect.signature(sweep.sweep).parameters.items()
-            if p.default is not inspect.Parameter.empty}
     with pytest.raises(ValueError, match=r"^servers names go-nethttp more than once"):
-        sweep.Spec.of(**{**args, "notebook": "01-linear-writes", "servers": ["go-nethttp", "go-nethttp"]})
+        sweep.spec(notebook="01-linear-writes", servers=["go-nethttp", "go-nethttp"])
     specs = versus.specs(notebook="07-sqlite-vs-postgres", workloads=["002-mix"], servers=None, levels=[1],
                          duration=1.0, warmup=0.0, repeats=1, users_rows=10, user_bytes=10)
     assert specs and all(list(s.servers) == servers.bundled() for s in specs)

@@ -36,7 +36,6 @@ The generator is never the story (see sqlitelab.load.calibrate and verdicts.infl
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from tqdm.auto import tqdm
 import contextlib
 import json
@@ -61,7 +60,8 @@ class AuditWarning(UserWarning):
     """Rows written differ from acknowledged writes, or the database failed its check."""
 
 
-def _check_args(server_list, profile_list, scenario, levels, repeats):
+def _check_args(server_list, profile_list, scenario):
+    """The stacks, profiles and scenarios a sweep names, each a known one, refused in one line."""
     stacks.chosen(server_list)  # each a known stack, none twice (servers.chosen: the one check)
     known = stacks.load_profiles()
     bad = [p for p in profile_list if any(part not in known for part in p.split("+"))]
@@ -72,96 +72,159 @@ def _check_args(server_list, profile_list, scenario, levels, repeats):
     if bad or not names or len(set(names)) != len(names):
         raise ValueError(f"unknown scenario {scenario!r} (one name, or a list of distinct names); "
                          f"known: {list(load.SCENARIOS)}")
-    if not levels or any((not isinstance(u, int)) or u < 1 for u in levels):
-        raise ValueError(f"levels must be positive integers, got {levels!r}")
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
 
 
 # a level's window in seconds when a sweep is given none (`duration=None`: e.g. a sweep of N requests)
 DURATION = 10.0
 
 
-def _check_window(duration, warmup):
-    """The measured window and its warm-up, refused in one line before anything starts (a bad
-    one would otherwise surface in load.run_level, with a server already running)."""
-    for name, value, least in (("duration", duration, "> 0"), ("warmup", warmup, ">= 0")):
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not (value > 0 if name == "duration" else value >= 0)):
-            raise ValueError(f"{name} must be a number of seconds {least}, got {value!r}")
+def _setting(default=dataclasses.MISSING, doc: str = "", accepts: str | None = None):
+    """One of a sweep's settings: its default, what it means (sweep's documentation lists it) and
+    what it accepts — the name of its check in scales.ACCEPTS, the one table of what each setting
+    of the lab accepts — refused in one line naming both ("<name> must be <words>, not <value>").
+    None is accepted where it is the default; elsewhere it is checked like any value. A setting
+    without a check here is checked by Spec.of, against the registries (stacks, profiles...)."""
+    return dataclasses.field(default=default, metadata={"doc": doc, "accepts": accepts})
 
 
-def sweep(*, notebook: str, experiment: str | None = None, servers: list[str] | None = None, profiles: list[str] | None = None,
-          scenario: str | list[str] = "rails-writes", levels: list[int] = (1, 2, 4), repeats: int = 1,
-          duration: float | None = DURATION, warmup: float = 2.0, requests: int | None = None,
-          max_duration: float = 300.0, pause: float = 0.1, processes: int | str = "auto",
-          server_cpus: str | None = "auto", generator_cpus: str | None = "auto",
-          knobs: dict | None = None, server_knobs: dict[str, dict] | None = None,
-          seed_users: int = 0, seed_items: int = 0, payload_bytes: int = 2048,
-          seed_user_bytes: int = 0,
-          scenario_params: dict | None = None, parameters: dict | None = None, progress: bool = True,
-          results_db: Path | None = None, runs_dir: Path | None = None,
-          run_id: str | None = None, generator: str = "locust",
-          keepalive: bool = True, confirm: str | None = None,
-          crosscheck: int | list[int] | None = None, crosscheck_tool: str = "wrk",
-          crosscheck_seconds: float | None = None, calibration: bool = True,
-          server_repeats: dict[str, int] | None = None, server_host: str = "local",
-          generator_hosts: list[str] | None = None,
-          link_delay_us: int | None = None, database: str = "sqlite",
-          db_link_delay_us: int | None = None, rates: list[float] | None = None,
-          arrivals: str = "constant", operation: dict | None = None) -> pd.DataFrame:
-    """Run a sweep and return its headline points (one row per server, profile, scenario, level
-    and repeat), each carrying its notebook, notebook run (`run_id`: the notebook's; None: a
-    new one), experiment, scale, machine and commit (results.describe). `scenario`: one name,
-    or a list: each then stored as its own experiment (`<experiment>/<scenario>`, as one sweep
-    per scenario would store it), run in turn on one copy
-    of the database per server and profile, the server restarted for each (`_one_server`).
-    `keepalive=False`: a new connection per request (`oha --disable-keepalive`,
-    load.run_level). `confirm`, `crosscheck`, `crosscheck_tool`: see the module's docstring
-    (`crosscheck_seconds`: the client's duration, the sweep's `duration` by default). `calibration=False` skips the
-    generator calibration: no point is then marked influenced by its CPU. `server_repeats`:
-    repeats per stack where they differ from `repeats` (e.g. the article's stack three times,
-    the others once). `server_cpus`, `generator_cpus`, `processes`: "auto" takes the machine's
-    CPU layout (sqlitelab.core.layout: the server half, the generator half, one Locust process per
-    generator CPU; on 2 CPUs: 0, 1 and one process). `server_host`, `generator_hosts`: where
-    the server and the Locust workers run (sqlitelab.infra.hosts: `local`, `netns:<name>`, and for
-    workers `ssh:<host>` too); with generator hosts Locust runs distributed, its master here
-    (`load.run_level`).
-    `link_delay_us`: the generator reaches the server through a link that holds each direction
-    that many µs (sqlitelab.infra.link; 0: the link's proxy alone), a new one for each level; None:
-    directly. `database="postgres"`: every server runs on a real Postgres the sweep starts for it
-    (sqlitelab.infra.postgres: one cluster per server and profile, pinned to the server's CPUs, its
-    durability the profile's `synchronous`, seeded with the same rows), the profile's
-    SQLite-only knobs left out; the audit counts rows there. `db_link_delay_us`: the server
-    reaches that Postgres over TCP through a link holding each direction that many µs (a
-    database on a host of its own; the link pinned with the generator, as `link_delay_us`'s).
-    `rates`: open loop (load.run_level): each level of `levels` is then the most requests in
-    flight, and each rate (requests/s, `arrivals` constant or poisson) a point of its own
-    (`rate`); None: closed loop. `operation`: {"name": one of operations.OPERATIONS, "at_s": s
-    after the window opens, **its parameters}: run on the server's machine and CPUs during
-    every level (sqlitelab.infra.operations), the point's `operation_*` columns say what it did and
-    when. Every point's window second by second goes to the `seconds` table (load.series)."""
-    return run(Spec.of(**locals_of(sweep, locals())))  # every argument, checked, before anything starts
+@dataclass(frozen=True)
+class Settings:
+    """What a sweep is asked: the keyword arguments of `sweep(...)` and `spec(...)`, each declared
+    once here — its default, what it accepts (checked when a Settings is made, before anything
+    starts) and what it means. `Spec.of(settings)` then checks how they go together and resolves
+    them into the form each step reads."""
+    notebook: str = _setting(doc="the notebook whose run this is (its ID, NN-title)")
+    experiment: str | None = _setting(None, "the sweep's name within the notebook's run (several "
+                                      "sweeps of one run are its experiments)")
+    servers: list[str] | None = _setting(None, "stacks to sweep (servers/<stack>); None: python-fastapi")
+    profiles: list[str] | None = _setting(None, "server profiles (servers/profiles.toml; a+b overlays); "
+                                          "None: rails71")
+    scenario: str | list[str] = _setting("rails-writes", "one scenario (scenarios.toml), or a list: each "
+                                         "then stored as its own experiment (`<experiment>/<scenario>`, as "
+                                         "one sweep per scenario would store it), run in turn on one copy of "
+                                         "the database per server and profile, the server restarted for each")
+    levels: tuple[int, ...] | list[int] = _setting((1, 2, 4), "concurrent users per level", "levels")
+    repeats: int = _setting(1, "runs of each level", "repeats")
+    server_repeats: dict[str, int] | None = _setting(None, "repeats per stack where they differ from "
+                                                     "`repeats` (e.g. the article's stack three times, the "
+                                                     "others once)")
+    duration: float | None = _setting(None, f"seconds of each level's window (None: {DURATION:g})", "duration")
+    warmup: float = _setting(2.0, "seconds of load before the window opens", "warmup")
+    requests: int | None = _setting(None, "requests per level: the window ends at the last (None: "
+                                    "a window of `duration`)", "requests")
+    max_duration: float = _setting(300.0, "the most seconds a level of `requests` may take", "max_duration")
+    pause: float = _setting(0.1, "seconds between levels", "pause")
+    processes: int | str = _setting("auto", "Locust processes; \"auto\": one per generator CPU "
+                                    "(sqlitelab.core.layout), loadgen one", "processes")
+    server_cpus: str | None = _setting("auto", "CPUs the server is pinned to, e.g. \"0\"; \"auto\": "
+                                       "the machine's layout (sqlitelab.core.layout: the server half, or "
+                                       "the split the notebook's article used where it fits); None: not pinned")
+    generator_cpus: str | None = _setting("auto", "CPUs the generator is pinned to; \"auto\": what "
+                                          "the server's layout leaves; None: not pinned")
+    knobs: dict | None = _setting(None, "server knobs for every stack, over the profile's "
+                                  "(servers/shared.toml)")
+    server_knobs: dict[str, dict] | None = _setting(None, "knobs per stack, over `knobs`")
+    seed_users: int = _setting(0, "rows of the users table before the load")
+    seed_items: int = _setting(0, "rows of the items table before the load")
+    payload_bytes: int = _setting(2048, "bytes of each item's payload")
+    seed_user_bytes: int = _setting(0, "bytes of each seeded user's bio")
+    scenario_params: dict | None = _setting(None, "what each scenario's generator is told "
+                                            "(scenarios.lab_env), e.g. {\"write_share\": 0.1}")
+    parameters: dict | None = _setting(None, "the notebook's parameters, stored with the run")
+    progress: bool = _setting(True, "a progress bar")
+    results_db: Path | None = _setting(None, "the results store (None: data/results.db)")
+    runs_dir: Path | None = _setting(None, "where raw output goes (None: data/runs/)")
+    run_id: str | None = _setting(None, "the notebook run's id (None: a new one)")
+    generator: str = _setting("locust", "the load generator", "generator")
+    keepalive: bool = _setting(True, "False: a new connection per request (`oha --disable-keepalive`, "
+                               "load.run_level)")
+    confirm: str | None = _setting(None, "re-measure each level where the generator was bound or "
+                                   "influenced with this generator (the module's docstring); the "
+                                   "sweep's own generator confirms nothing")
+    crosscheck: int | list[int] | None = _setting(None, "the level (or levels) at which the reference "
+                                                  "client also measures one point per server and profile",
+                                                  "crosscheck_users")
+    crosscheck_tool: str = _setting("wrk", "the cross-check's client (sqlitelab.load.crosscheck.TOOLS)")
+    crosscheck_seconds: float | None = _setting(None, "the client's duration (None: the sweep's "
+                                                "`duration`)", "crosscheck_seconds")
+    calibration: bool = _setting(True, "False: no generator calibration, so no point is marked "
+                                 "influenced by its CPU")
+    server_host: str = _setting("local", "where the server runs (sqlitelab.infra.hosts: local, "
+                                "netns:<name>, ssh:<host>)")
+    generator_hosts: list[str] | None = _setting(None, "where Locust workers run (netns:<name>, "
+                                                 "ssh:<host>); Locust then runs distributed, its "
+                                                 "master here (load.run_level)")
+    link_delay_us: int | None = _setting(None, "µs each direction of a link between the generator "
+                                         "and the server (sqlitelab.infra.link; 0: the link's proxy "
+                                         "alone), a new one for each level; None: direct")
+    database: str = _setting("sqlite", "sqlite, or postgres: every server on a real Postgres the sweep "
+                             "starts for it (sqlitelab.infra.postgres: one cluster per server and "
+                             "profile, pinned to the server's CPUs, its durability the profile's "
+                             "`synchronous`, seeded with the same rows), the profile's SQLite-only "
+                             "knobs left out; the audit counts rows there")
+    db_link_delay_us: int | None = _setting(None, "µs each direction of a link between the server "
+                                            "and its Postgres (a database on a host of its own; the "
+                                            "link pinned with the generator)")
+    rates: list[float] | None = _setting(None, "open loop (load.run_level): each level of `levels` "
+                                         "is then the most requests in flight, and each rate "
+                                         "(requests/s) a point of its own; None: closed loop", "rates")
+    arrivals: str = _setting("constant", "constant or poisson arrivals (open loop)")
+    operation: dict | None = _setting(None, "{\"name\": one of operations.OPERATIONS, \"at_s\": s after "
+                                      "the window opens, **its parameters}: run on the server's "
+                                      "machine and CPUs during every level (sqlitelab.infra.operations); "
+                                      "the point's `operation_*` columns say what it did and when")
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value, accepts = getattr(self, f.name), f.metadata["accepts"]
+            if accepts is None or (value is None and f.default is None):
+                continue
+            check, words = scales.ACCEPTS[accepts]
+            if not check(value):
+                raise ValueError(f"{f.name} must be {words}, not {value!r}")
+
+    @classmethod
+    def of(cls, **arguments) -> "Settings":
+        """Settings from keyword arguments; one it has no setting of, or a missing notebook, is
+        refused naming the known ones."""
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(arguments) - set(known))
+        if unknown:
+            raise TypeError(f"sweep has no argument {', '.join(map(repr, unknown))} "
+                            f"(known: {', '.join(known)})")
+        if "notebook" not in arguments:
+            raise TypeError("a sweep needs 'notebook'")
+        return cls(**arguments)
 
 
-def locals_of(fn, values: dict) -> dict:
-    """`fn`'s arguments out of its `locals()` (taken first thing in its body)."""
-    return {k: values[k] for k in inspect.signature(fn).parameters}
+def _arguments_doc() -> str:
+    """Every setting's line of sweep's documentation: name, default, meaning."""
+    lines = []
+    for f in dataclasses.fields(Settings):
+        default = "required" if f.default is dataclasses.MISSING else f"default {f.default!r}"
+        lines.append(f"    {f.name} ({default}): {f.metadata['doc']}")
+    return "\n".join(lines)
+
+
+def sweep(**arguments) -> pd.DataFrame:
+    return run(spec(**arguments))  # every argument checked before anything starts
+
+
+sweep.__doc__ = f"""Run a sweep and return its headline points (one row per server, profile, scenario, level
+    and repeat), each carrying its notebook, notebook run (`run_id`: the notebook's; None: a new
+    one), experiment, scale, machine and commit (results.describe): `run(spec(**arguments))`.
+    `confirm`, `crosscheck`, `crosscheck_tool`: see the module's docstring. Every point's window
+    second by second goes to the `seconds` table (load.series). Its keyword arguments (Settings):
+
+{_arguments_doc()}
+    """
 
 
 def spec(**arguments) -> "Spec":
-    """One sweep, checked, not run: sweep's keyword arguments (its defaults for the rest), every
-    one refused here in one line if it is wrong. An experiment is one or more of these, built and
-    checked before any of them starts, then `run`."""
-    params = inspect.signature(sweep).parameters
-    unknown = sorted(set(arguments) - set(params))
-    if unknown:
-        raise TypeError(f"sweep has no argument {', '.join(map(repr, unknown))} "
-                        f"(known: {', '.join(params)})")
-    missing = [k for k, p in params.items() if p.default is p.empty and k not in arguments]
-    if missing:
-        raise TypeError(f"a sweep needs {', '.join(map(repr, missing))}")
-    return Spec.of(**{k: arguments.get(k, p.default) for k, p in params.items()})
+    """One sweep, checked, not run: sweep's keyword arguments (Settings; its defaults for the
+    rest), every one refused here in one line if it is wrong. An experiment is one or more of
+    these, built and checked before any of them starts, then `run`."""
+    return Spec.of(Settings.of(**arguments))
 
 
 def run(*specs: "Spec | list[Spec]") -> pd.DataFrame:
@@ -190,11 +253,84 @@ def run(*specs: "Spec | list[Spec]") -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def _check_database(s: Settings, server_list: list[str], profile_list: list[str], server_host: hosts.Host):
+    """The database every server runs on, and every stack's knobs for it, before anything starts
+    (a stack-only knob of another stack is refused; one a profile sets is left out)."""
+    if s.database not in stacks.DATABASES:
+        raise ValueError(f"database must be one of {', '.join(stacks.DATABASES)}, not {s.database!r}")
+    for stack in server_list:
+        for name in profile_list:
+            stacks.knob_env(name, database=s.database, stack=stack,
+                            **{**(s.knobs or {}), **(s.server_knobs or {}).get(stack, {})})
+    if s.database == "postgres":
+        if not server_host.same_machine:
+            raise ValueError("database='postgres' runs its Postgres beside the server, on this machine")
+        for name in profile_list:  # each profile's durability has a Postgres equivalent
+            postgres.durability_for(stacks.profile_knobs(name).get("pragmas"))
+        for k in {*(s.knobs or {}), *(kk for v in (s.server_knobs or {}).values() for kk in v)}:
+            if k in stacks.SQLITE_ONLY_KNOBS:
+                raise ValueError(f"knob {k!r} is SQLite's; it has no meaning with database='postgres'")
+    if s.db_link_delay_us is not None:
+        if s.database != "postgres":
+            raise ValueError("db_link_delay_us puts a link between a server and its Postgres: "
+                             "database='postgres' only (SQLite is in the server's process)")
+        link.check_delay(s.db_link_delay_us)
+
+
+def _cpus(s: Settings, server_host: hosts.Host) -> tuple[str | None, str | None, int, str]:
+    """The server's and the generator's CPUs, the generator's processes and a note where the
+    layout asked for did not fit: the machine's layout, or the split the notebook's article used
+    where it fits (sqlitelab.core.layout); a server over ssh unpinned on its own machine."""
+    server_cpus, generator_cpus, far_note = s.server_cpus, s.generator_cpus, ""
+    if server_host.kind == "ssh":  # the server has a machine of its own, the generator this one
+        if server_cpus not in ("auto", None):
+            raise ValueError("a server over ssh runs on every CPU of its machine: leave server_cpus 'auto'")
+        server_cpus = None
+        if generator_cpus == "auto":
+            generator_cpus = ",".join(map(str, layout.available_cpus()))
+        far_note = (f"server on {server_host}, unpinned on its own machine; "
+                    f"the generator on this machine's CPUs {generator_cpus}")
+    lay = layout.resolve(server_cpus, generator_cpus, s.processes, server=scales.server_split(s.notebook))
+    processes = s.processes
+    if processes == "auto":  # Locust: one process per generator CPU; loadgen is one process
+        processes = lay.processes if s.generator == "locust" else 1
+    commands.check_generator(s.generator, processes)
+    return lay.server_cpus, lay.generator_cpus, processes, far_note or lay.note
+
+
+def _generator_hosts(s: Settings, server_host: hosts.Host) -> tuple[hosts.Host, ...]:
+    """The hosts Locust's workers run on (none: Locust on this machine), each reachable, and what
+    goes with them (Locust alone; no cross-check, whose client runs here)."""
+    if isinstance(s.generator_hosts, str):
+        raise ValueError("generator_hosts is a list of hosts, e.g. ['netns:gen1']")
+    generator_hosts = tuple(hosts.Host.parse(h) for h in (s.generator_hosts or ()))
+    if any(h.is_local for h in generator_hosts):
+        raise ValueError("generator_hosts names other hosts; leave it empty for this machine")
+    if generator_hosts and (s.generator != "locust" or s.confirm not in (None, "locust")):
+        raise ValueError("generator hosts run Locust workers: generator='locust', no confirmation")
+    if (generator_hosts or not server_host.is_local) and s.crosscheck is not None:
+        raise ValueError("the cross-check's client runs on this machine: not with other hosts")
+    for h in (server_host, *generator_hosts):
+        h.check()
+    return generator_hosts
+
+
+def _scenario_params(s: Settings, scenario: str) -> dict:
+    """What `scenario`'s generator is told: the sweep's scenario_params, and what the database
+    holds for the scenarios that read it (scenarios.toml's [env])."""
+    seeded = {"LAB_ITEMS": s.seed_items, "LAB_PAYLOAD_BYTES": s.payload_bytes, "LAB_USERS_ROWS": s.seed_users}
+    these = {**(s.scenario_params or {})}
+    for var in load.SCENARIOS[scenario].env:
+        if var in seeded:
+            these.setdefault(var[4:].lower(), seeded[var])
+    return these
+
+
 @dataclass(frozen=True)
 class Spec:
     """One sweep, checked and resolved: what sweep() was asked, in the form each step reads —
     CPU sets resolved, repeats per stack, each scenario's experiment, run id, folder and
-    generator parameters. `Spec.of(**sweep's arguments)` refuses bad input before anything
+    generator parameters. `Spec.of(Settings(...))` refuses bad input before anything
     starts; `_run` and the per-server and per-scenario steps read nothing else."""
     notebook: str
     notebook_run: str
@@ -240,133 +376,75 @@ class Spec:
     runs_dir: Path
 
     @classmethod
-    def of(cls, *, notebook, experiment, servers, profiles, scenario, levels, repeats, duration,
-           warmup, requests, max_duration, pause, processes, server_cpus, generator_cpus, knobs,
-           server_knobs, seed_users, seed_items, payload_bytes, seed_user_bytes, scenario_params,
-           parameters, progress, results_db, runs_dir, run_id, generator, keepalive, confirm,
-           crosscheck, crosscheck_tool, crosscheck_seconds, calibration, server_repeats, server_host,
-           generator_hosts, link_delay_us, database, db_link_delay_us, rates, arrivals,
-           operation) -> "Spec":
-        server_list = list(servers or ["python-fastapi"])
-        profile_list = list(profiles or ["rails71"])
-        levels = list(levels)
-        _check_args(server_list, profile_list, scenario, levels, repeats)
-        duration = DURATION if duration is None else duration  # None: the default (a count's sweep needs none)
-        _check_window(duration, warmup)
-        server_repeats = dict(server_repeats or {})
+    def of(cls, s: Settings) -> "Spec":
+        """The sweep `s` asks for, its settings checked together (each alone was checked when the
+        Settings was made) and resolved: every refusal before anything starts."""
+        server_list = list(s.servers or ["python-fastapi"])
+        profile_list = list(s.profiles or ["rails71"])
+        _check_args(server_list, profile_list, s.scenario)
+        server_repeats = dict(s.server_repeats or {})
+        check, words = scales.ACCEPTS["repeats"]
         for stack, n in server_repeats.items():
-            _check_args([stack], profile_list, scenario, levels, n)
-        server_host = hosts.Host.parse(server_host)
-        if database not in stacks.DATABASES:
-            raise ValueError(f"database must be one of {', '.join(stacks.DATABASES)}, not {database!r}")
-        for stack in server_list:  # every stack's knobs, before anything starts (a stack-only knob
-            for name in profile_list:  # of another stack is refused; one a profile sets is left out)
-                stacks.knob_env(name, database=database, stack=stack,
-                                **{**(knobs or {}), **(server_knobs or {}).get(stack, {})})
-        if database == "postgres":
-            if not server_host.same_machine:
-                raise ValueError("database='postgres' runs its Postgres beside the server, on this machine")
-            for name in profile_list:  # each profile's durability has a Postgres equivalent
-                postgres.durability_for(stacks.profile_knobs(name).get("pragmas"))
-            for k in {*(knobs or {}), *(kk for v in (server_knobs or {}).values() for kk in v)}:
-                if k in stacks.SQLITE_ONLY_KNOBS:
-                    raise ValueError(f"knob {k!r} is SQLite's; it has no meaning with database='postgres'")
-        if db_link_delay_us is not None:
-            if database != "postgres":
-                raise ValueError("db_link_delay_us puts a link between a server and its Postgres: "
-                                 "database='postgres' only (SQLite is in the server's process)")
-            link.check_delay(db_link_delay_us)
-        far_note = ""
-        if server_host.kind == "ssh":  # the server has a machine of its own, the generator this one
-            if server_cpus not in ("auto", None):
-                raise ValueError("a server over ssh runs on every CPU of its machine: leave server_cpus 'auto'")
-            server_cpus = None
-            if generator_cpus == "auto":
-                generator_cpus = ",".join(map(str, layout.available_cpus()))
-            far_note = (f"server on {server_host}, unpinned on its own machine; "
-                        f"the generator on this machine's CPUs {generator_cpus}")
-        # the machine's layout, or the split the notebook's article used where it fits
-        lay = layout.resolve(server_cpus, generator_cpus, processes,
-                             server=scales.server_split(notebook))
-        if processes == "auto":  # Locust: one process per generator CPU; loadgen is one process
-            processes = lay.processes if generator == "locust" else 1
-        server_cpus, generator_cpus = lay.server_cpus, lay.generator_cpus
-        commands.check_generator(generator, processes)
-        if isinstance(generator_hosts, str):
-            raise ValueError("generator_hosts is a list of hosts, e.g. ['netns:gen1']")
-        generator_hosts = tuple(hosts.Host.parse(h) for h in (generator_hosts or ()))
-        if any(h.is_local for h in generator_hosts):
-            raise ValueError("generator_hosts names other hosts; leave it empty for this machine")
-        if generator_hosts and (generator != "locust" or confirm not in (None, "locust")):
-            raise ValueError("generator hosts run Locust workers: generator='locust', no confirmation")
-        if (generator_hosts or not server_host.is_local) and crosscheck is not None:
-            raise ValueError("the cross-check's client runs on this machine: not with other hosts")
-        for h in (server_host, *generator_hosts):
-            h.check()
-        if link_delay_us is not None:
-            link.check_delay(link_delay_us)
-        if link_delay_us is not None and (generator_hosts or crosscheck is not None):
+            _check_args([stack], profile_list, s.scenario)
+            if not check(n):
+                raise ValueError(f"server_repeats[{stack!r}] must be {words}, not {n!r}")
+        server_host = hosts.Host.parse(s.server_host)
+        _check_database(s, server_list, profile_list, server_host)
+        server_cpus, generator_cpus, processes, note = _cpus(s, server_host)
+        generator_hosts = _generator_hosts(s, server_host)
+        if s.link_delay_us is not None:
+            link.check_delay(s.link_delay_us)
+        if s.link_delay_us is not None and (generator_hosts or s.crosscheck is not None):
             raise ValueError("a delayed link is between this machine's generator and the server: "
                              "not with generator hosts or a cross-check (whose client goes direct)")
+        confirm = s.confirm
         if confirm is not None:
             commands.check_generator(confirm)
-            if confirm == generator:  # nothing to confirm with: the generator itself
+            if confirm == s.generator:  # nothing to confirm with: the generator itself
                 confirm = None
-        if crosscheck is not None:
-            levels_ = [crosscheck] if isinstance(crosscheck, int) else crosscheck
-            if (not isinstance(levels_, (list, tuple)) or not levels_
-                    or any(type(u) is not int or u < 1 for u in levels_)):
-                raise ValueError(f"crosscheck must be a number of users >= 1 or a list of them, "
-                                 f"not {crosscheck!r}")
-            crosscheck = tuple(levels_)
-            crosschecks.tool(crosscheck_tool)
-        if rates is not None:
-            if isinstance(rates, (int, float)) or not list(rates):
-                raise ValueError(f"rates is a list of requests/s, e.g. [100, 200], not {rates!r}")
-            rates = tuple(rates)
+        crosscheck = None
+        if s.crosscheck is not None:
+            crosscheck = (s.crosscheck,) if isinstance(s.crosscheck, int) else tuple(s.crosscheck)
+            crosschecks.tool(s.crosscheck_tool)
+        rates = None
+        if s.rates is not None:
+            rates = tuple(s.rates)
             for r in rates:
-                load.check_rate(r, arrivals, requests)
+                load.check_rate(r, s.arrivals, s.requests)
             if confirm is not None or crosscheck is not None:
                 raise ValueError("an open-loop sweep (rates) has no confirmation or cross-check")
-        elif arrivals != "constant":
+        elif s.arrivals != "constant":
             raise ValueError("arrivals is for an open-loop sweep: pass rates too")
+        operation = s.operation
         if operation is not None:
             operation = operations.check(operation)
-            if database != "sqlite" or not server_host.is_local:
+            if s.database != "sqlite" or not server_host.is_local:
                 raise ValueError("an operation runs on the SQLite file of a server on this machine")
-        scenario_list = [scenario] if isinstance(scenario, str) else list(scenario)
-        # what the database holds, for the scenarios that read it (scenarios.toml's [env])
-        seeded = {"LAB_ITEMS": seed_items, "LAB_PAYLOAD_BYTES": payload_bytes,
-                  "LAB_USERS_ROWS": seed_users}
-        each = {}
-        for name in scenario_list:
-            these = {**(scenario_params or {})}
-            for var in load.SCENARIOS[name].env:
-                if var in seeded:
-                    these.setdefault(var[4:].lower(), seeded[var])
-            each[name] = these
+        scenario_list = [s.scenario] if isinstance(s.scenario, str) else list(s.scenario)
         return cls(
-            notebook=notebook, notebook_run=run_id or results.new_run_id(notebook),
+            notebook=s.notebook, notebook_run=s.run_id or results.new_run_id(s.notebook),
             # several sweeps of one notebook run are its experiments; a list of scenarios: each
             # is stored as its own experiment (`<experiment>/<scenario>`), as separate sweeps
             # would store it, but they share the template, the calibration and each server's
             # copy of the database
-            experiment=experiment or None, one_scenario=isinstance(scenario, str),
+            experiment=s.experiment or None, one_scenario=isinstance(s.scenario, str),
             servers=tuple(server_list), profiles=tuple(profile_list), scenarios=tuple(scenario_list),
-            levels=tuple(levels), repeats=repeats, server_repeats=server_repeats,
-            duration=duration, warmup=warmup, requests=requests, max_duration=max_duration,
-            pause=pause, processes=processes, server_cpus=server_cpus,
-            generator_cpus=generator_cpus, layout_note=far_note or lay.note, generator=generator,
-            server_host=server_host, generator_hosts=generator_hosts,
-            link_delay_us=link_delay_us, database=database, db_link_delay_us=db_link_delay_us,
-            rates=rates, arrivals=arrivals, operation=operation, confirm=confirm,
-            keepalive=keepalive, crosscheck=crosscheck, crosscheck_tool=crosscheck_tool,
-            crosscheck_seconds=crosscheck_seconds,
-            calibration=calibration, knobs=dict(knobs or {}), server_knobs=dict(server_knobs or {}),
-            seed={"users": seed_users, "items": seed_items, "payload_bytes": payload_bytes,
-                  "user_bytes": seed_user_bytes},
-            scenario_params=each, parameters=dict(parameters or {}), progress=progress,
-            results_db=results_db, runs_dir=Path(runs_dir or config.RUNS_DIR))
+            levels=tuple(s.levels), repeats=s.repeats, server_repeats=server_repeats,
+            # None: the default (a count's sweep needs none)
+            duration=DURATION if s.duration is None else s.duration, warmup=s.warmup,
+            requests=s.requests, max_duration=s.max_duration, pause=s.pause, processes=processes,
+            server_cpus=server_cpus, generator_cpus=generator_cpus, layout_note=note,
+            generator=s.generator, server_host=server_host, generator_hosts=generator_hosts,
+            link_delay_us=s.link_delay_us, database=s.database, db_link_delay_us=s.db_link_delay_us,
+            rates=rates, arrivals=s.arrivals, operation=operation, confirm=confirm,
+            keepalive=s.keepalive, crosscheck=crosscheck, crosscheck_tool=s.crosscheck_tool,
+            crosscheck_seconds=s.crosscheck_seconds, calibration=s.calibration,
+            knobs=dict(s.knobs or {}), server_knobs=dict(s.server_knobs or {}),
+            seed={"users": s.seed_users, "items": s.seed_items, "payload_bytes": s.payload_bytes,
+                  "user_bytes": s.seed_user_bytes},
+            scenario_params={name: _scenario_params(s, name) for name in scenario_list},
+            parameters=dict(s.parameters or {}), progress=s.progress,
+            results_db=s.results_db, runs_dir=Path(s.runs_dir or config.RUNS_DIR))
 
     def beyond(self, profile: str | None) -> "list[Spec]":
         """The same sweep with `profile`, on those of its stacks that take one of the profile's

@@ -15,6 +15,8 @@ on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fi
 """
 from __future__ import annotations
 
+from types import ModuleType
+
 from sqlitelab.load import commands
 from sqlitelab.studies import registry
 
@@ -64,15 +66,18 @@ def _integers(least: int, empty: bool = False):
     return lambda v: isinstance(v, (list, tuple)) and (empty or bool(v)) and all(_integer(u) and u >= least for u in v)
 
 
-# What each setting accepts, checked by `settings` before a notebook starts anything: a check
-# and the words an error gives (one line: "<name> must be <words>, not <value>").
+# What each setting accepts — a notebook's (checked by `settings` before it starts anything) and a
+# sweep's (sqlitelab.experiments.sweep.Settings names its checks here) — a check and the words an
+# error gives (one line: "<name> must be <words>, not <value>").
 ACCEPTS: dict[str, tuple] = {
     **{k: (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]")
        for k in ("levels", "article_levels")},
     "fine_levels": (_integers(1, empty=True), "a list of integers >= 1 (concurrent users; []: none)"),
     **{k: (lambda v: _number(v) and v > 0, "a number of seconds > 0")
-       for k in ("duration", "ceiling_seconds", "crosscheck_seconds", "max_seconds", "op_duration")},
-    **{k: (lambda v: _number(v) and v >= 0, "a number of seconds >= 0") for k in ("warmup", "at_s")},
+       for k in ("duration", "ceiling_seconds", "crosscheck_seconds", "max_seconds", "op_duration",
+                 "max_duration")},
+    **{k: (lambda v: _number(v) and v >= 0, "a number of seconds >= 0") for k in ("warmup", "at_s", "pause")},
+    "processes": (lambda v: v == "auto" or (_integer(v) and v >= 1), '"auto" or an integer >= 1 (generator processes)'),
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (runs of each level)")
        for k in ("repeats", "beyond_repeats")},
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (concurrent users)")
@@ -131,6 +136,24 @@ def settings(notebook: str, scale: str, **overrides) -> dict:
     out["scale"] = scale
     out["budget_seconds"] = budget(notebook, scale)
     return out
+
+
+def from_parameters(notebook: str, scale: str, namespace: dict, **renamed) -> dict:
+    """`settings` with the notebook's own parameters: each scale setting of `notebook` that its
+    namespace (a notebook's `globals()`) holds, None for the scale's value — so a notebook passes
+    its parameters through without typing each name again. `renamed`: a setting whose parameter
+    has another name (04's `methods_run`, as `methods` is a module there). A module or function
+    in the namespace under a setting's name is refused, naming it: no parameter holds one."""
+    given = {}
+    for name in names(notebook):
+        if name in renamed or name not in namespace:
+            continue
+        value = namespace[name]
+        if isinstance(value, ModuleType) or callable(value):
+            raise ValueError(f"{name}: the notebook holds {value!r} by that name, not a parameter; "
+                             f"pass its parameter as from_parameters(..., {name}=...)")
+        given[name] = value
+    return settings(notebook, scale, **given, **renamed)
 
 
 def server_split(notebook: str) -> int | None:
