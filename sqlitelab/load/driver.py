@@ -85,6 +85,7 @@ import shutil
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hdrh.histogram import HdrHistogram
@@ -144,6 +145,65 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     which of its requests acknowledge a write (the audit's rule); `lock_rule`: which responses
     are lock errors (sqlitelab.core.failures.LockRule; default: the lab's servers' 503).
     """
+    workers, per_host, total = _check_run_level(
+        server, scenario, users, processes, duration, warmup, generator, keepalive, scenario_params,
+        workers, link_delay_us, rate, arrivals, requests, locustfile)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    length = max_duration if requests else duration
+    after_spawn, startup = _window_opening(generator, startup, users)
+    if generator == "loadgen":
+        commands.build_loadgen()  # seconds the first time, a stat() after
+    back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
+    # a server on an ssh host: its CPU and RSS sampled there, started before the clock (~1 s)
+    remote = RemoteTree(server, out_dir / "server-cpu.log") if server.runner.kind == "ssh" else None
+    launch = time.time()
+    t0 = launch + startup + warmup   # after_spawn: the latest it can open
+    t1 = t0 + length
+    env = _level_env(out_dir, scenario_params, keepalive, requests=requests, total=total, rate=rate,
+                     arrivals=arrivals, arrival_seed=arrival_seed, after_spawn=after_spawn,
+                     warmup=warmup, length=length, t0=t0, t1=t1, lock_rule=lock_rule)
+    spec = _users_spec(env, scenario, locustfile, out_dir, remote)
+    run = _LevelRun(remote)
+    try:  # from the moment a link or generator process exists: an interrupt below still stops it
+        target = _reach_server(run, server, link_delay_us, cpus, out_dir, env)
+        cmd, pinned, worker_cmds = _generator_commands(
+            generator, scenario, users, target, t1 - launch, processes, total, out_dir, cpus, spec,
+            workers, back, per_host)
+        proc = _start_generators(run, generator, cmd, env, workers, worker_cmds, out_dir)
+        _start_sampling(run, server, out_dir, after_spawn, t0, t1, during)
+        exited = _await_generators(run, proc, workers, out_dir, t1 - launch + 90)
+    finally:  # also on a timeout or KeyboardInterrupt: stop every generator process by its PID
+        _stop_level(run)
+    if after_spawn:
+        t0, t1 = spawned_window(out_dir, out_dir / "locust.log", proc.returncode)
+    if "error" in run.during_out:
+        raise run.during_out["error"]
+    window = merge_level(out_dir, run.sampler, server, scenario, users, total, pinned,
+                         requests, (t0, t1), proc.returncode, generator, keepalive, writes)
+    return level_point(window, level_timing(out_dir, launch, t0, warmup, exited, time.time()),
+                       during=run.during_out.get("result"), workers=workers,
+                       link_delay_us=link_delay_us, link_stats=run.ln.stats() if run.ln else {})
+
+
+@dataclass
+class _LevelRun:
+    """What a level has started so far, for `_stop_level` to stop however the level ends."""
+    remote: RemoteTree | None  # the ssh host's sampling of its server
+    # the generator (or Locust's master) first, then workers
+    started: list[hosts.Started] = field(default_factory=list)
+    sampler: Sampler | None = None
+    during_thread: threading.Thread | None = None
+    during_out: dict = field(default_factory=dict)
+    ln: links.DelayLink | None = None
+
+
+def _check_run_level(server: servers.Server, scenario: str, users: int, processes: int,
+                     duration: float, warmup: float, generator: str, keepalive: bool,
+                     scenario_params: dict | None, workers, link_delay_us: int | None,
+                     rate: float | None, arrivals: str, requests: int | None,
+                     locustfile: Path | None) -> tuple[list[hosts.Host], dict, int]:
+    """run_level's arguments, refused before anything starts. Returns the generator hosts, the
+    processes on each and the generator processes in all."""
     if locustfile is not None:
         check_locustfile(locustfile, scenario, generator, workers, rate)
         hosts.check_target(server.host, server.runner)
@@ -163,8 +223,12 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         raise ValueError("a delayed link is for a generator on this machine, not for workers")
     per_host = commands.worker_processes(processes, workers) if workers else {}
     total = sum(per_host.values()) if workers else processes
-    out_dir.mkdir(parents=True, exist_ok=True)
-    length = max_duration if requests else duration
+    return workers, per_host, total
+
+
+def _window_opening(generator: str, startup: float | None, users: int) -> tuple[bool, float]:
+    """Whether the window opens after the users have spawned (Locust without a `startup`), and
+    the start-up allowed before it opens at the latest."""
     # Locust opens the window `warmup` s after its last user has spawned — one process, or a
     # master once every worker's users have (LAB_WINDOW_AFTER_SPAWN): its start-up, ~0.5 s of
     # imports here and seconds for workers to join, costs what it takes. With an explicit
@@ -173,14 +237,16 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     after_spawn = generator == "locust" and startup is None
     if startup is None:
         startup = commands.SPAWN_BOUND if after_spawn else spawn_allowance(users)
-    if generator == "loadgen":
-        commands.build_loadgen()  # seconds the first time, a stat() after
-    back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
-    # a server on an ssh host: its CPU and RSS sampled there, started before the clock (~1 s)
-    remote = RemoteTree(server, out_dir / "server-cpu.log") if server.runner.kind == "ssh" else None
-    launch = time.time()
-    t0 = launch + startup + warmup   # after_spawn: the latest it can open
-    t1 = t0 + length
+    return after_spawn, startup
+
+
+def _level_env(out_dir: Path, scenario_params: dict | None, keepalive: bool, *,
+               requests: int | None, total: int, rate: float | None, arrivals: str,
+               arrival_seed: int | None, after_spawn: bool, warmup: float, length: float,
+               t0: float, t1: float, lock_rule: LockRule | None) -> dict[str, str]:
+    """A level's generator environment: generator_env with the count per process, each
+    process's share of an open loop's rate, the window (Locust's after its users spawned, or
+    fixed at t0..t1) and the lock rule."""
     env = generator_env(out_dir, scenario_params, keepalive,
                         str(math.ceil(requests / total)) if requests else "0")
     if rate is not None:  # each process offers its share
@@ -193,88 +259,125 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t1)})
     if lock_rule is not None:
         env.update(lock_rule.env())
+    return env
+
+
+def _users_spec(env: dict[str, str], scenario: str, locustfile: Path | None, out_dir: Path,
+                remote: RemoteTree | None) -> Path | None:
+    """What the users send, into `env`: someone's locustfile, or the scenario's spec written
+    into `out_dir` (returned; None for a locustfile). A spec that fails stops `remote`."""
     if locustfile is not None:
         env["LAB_USER_LOCUSTFILE"] = str(Path(locustfile).resolve())
-    else:  # what every user sends, compiled once for both generators (a bad LAB_* value fails here)
-        try:
-            spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
-        except BaseException:
-            if remote is not None:
-                remote.stop()
-            raise
-        env["LAB_SPEC"] = str(spec)
-    started: list[hosts.Started] = []  # the generator (or Locust's master) first, then workers
-    sampler = None
-    during_thread, during_out = None, {}
-    ln = None
-    try:  # from the moment a link or generator process exists: an interrupt below still stops it
-        if link_delay_us is not None:
-            ln = links.DelayLink(server.url, link_delay_us, cpus, out_dir).__enter__()
-        target = ln.url if ln else server.url
-        env["LAB_APP_HOST"] = urllib.parse.urlsplit(target).netloc  # where a user's file may send
-        worker_cmds = []
-        if workers:
-            port = free_port()
-            bind = next(iter(set(back.values()))) if len(set(back.values())) == 1 else "*"
-            cmd, pinned = commands.locust_master_command(users, target, t1 - launch + 5, total, bind,
-                                                         port, out_dir, cpus)
-            # a worker on its own machine: not pinned here, its CPU reported by itself
-            worker_cmds = [commands.locust_worker_command(back[h], port, per_host[h],
-                                                          cpus if h.same_machine else None)[0]
-                           for h in workers]
-            for h in workers:
-                hosts.push(h, spec)  # an ssh host reads the level's spec at the same path
-        elif generator == "locust":
-            cmd, pinned = commands.locust_command(scenario, users, target, t1 - launch + 5,
-                                                  processes, out_dir, cpus)
-        else:
-            cmd, pinned = commands.loadgen_command(spec, users, target,
-                                                   t1 - launch + 5 + commands.STOP_TIMEOUT, cpus)
-        local = hosts.Host("local")
-        started.append(hosts.start(local, cmd, env, out_dir / f"{generator}.log"))
-        proc = started[0].popen
-        for i, (h, wcmd) in enumerate(zip(workers, worker_cmds)):
-            wenv = env if h.same_machine else {**env, "LAB_REMOTE_HOST": str(h)}
-            started.append(hosts.start(h, wcmd, wenv, out_dir / f"{generator}-worker{i + 1}.log"))
-        # sampled here: every process on this machine, and the link (the generator's side)
-        pids = [p.popen.pid for p in started if p.host.same_machine] + ([ln.pid] if ln else [])
-        if after_spawn:
-            sampler = Sampler(server, pids, None, None, window=lambda: spawn_window(out_dir),
-                              remote=remote)
-        else:
-            sampler = Sampler(server, pids, t0, t1, remote=remote)
-        sampler.start()
-        if during is not None:
-            during_thread = threading.Thread(target=_during, args=(during, sampler, during_out),
-                                             daemon=True)
-            during_thread.start()
-        proc.wait(timeout=t1 - launch + 90)
-        for w in started[1:]:  # workers quit at the window's close, before the master
-            w.popen.wait(timeout=commands.STOP_TIMEOUT + 10)
-        exited = time.time()
-        for h in workers:  # an ssh host's measurement files, into the level's folder
-            hosts.fetch(h, out_dir, "proc-*.json")
-    finally:  # also on a timeout or KeyboardInterrupt: stop every generator process by its PID
-        for p in started:
-            hosts.stop(p)
-        if during_thread is not None:  # it stops what it started (operations.Operation)
-            during_out.setdefault("stop", True)
-            during_thread.join(600)
-        if ln is not None:
-            ln.stop()
-        if sampler is not None and sampler.ident is not None:
-            sampler.stop()
-        elif remote is not None:
+        return None
+    # what every user sends, compiled once for both generators (a bad LAB_* value fails here)
+    try:
+        spec = scenarios.write_spec(scenario, env, out_dir / "scenario.json")
+    except BaseException:
+        if remote is not None:
             remote.stop()
+        raise
+    env["LAB_SPEC"] = str(spec)
+    return spec
+
+
+def _reach_server(run: _LevelRun, server: servers.Server, link_delay_us: int | None,
+                  cpus: str | None, out_dir: Path, env: dict[str, str]) -> str:
+    """The URL the generator sends to: the server's, or a delayed link's in front of it (opened
+    here, kept in `run`); `env` told its host."""
+    if link_delay_us is not None:
+        run.ln = links.DelayLink(server.url, link_delay_us, cpus, out_dir).__enter__()
+    target = run.ln.url if run.ln else server.url
+    env["LAB_APP_HOST"] = urllib.parse.urlsplit(target).netloc  # where a user's file may send
+    return target
+
+
+def _generator_commands(generator: str, scenario: str, users: int, target: str, run_s: float,
+                        processes: int, total: int, out_dir: Path, cpus: str | None,
+                        spec: Path | None, workers: list[hosts.Host], back: dict,
+                        per_host: dict) -> tuple[list[str], str | None, list[list[str]]]:
+    """The level's generator command (Locust's master with `workers`), its CPUs pinned, and
+    each worker host's command (the level's spec pushed to them). `run_s`: from the launch to
+    the window's close."""
+    worker_cmds = []
+    if workers:
+        port = free_port()
+        bind = next(iter(set(back.values()))) if len(set(back.values())) == 1 else "*"
+        cmd, pinned = commands.locust_master_command(users, target, run_s + 5, total, bind,
+                                                     port, out_dir, cpus)
+        # a worker on its own machine: not pinned here, its CPU reported by itself
+        worker_cmds = [commands.locust_worker_command(back[h], port, per_host[h],
+                                                      cpus if h.same_machine else None)[0]
+                       for h in workers]
+        for h in workers:
+            hosts.push(h, spec)  # an ssh host reads the level's spec at the same path
+    elif generator == "locust":
+        cmd, pinned = commands.locust_command(scenario, users, target, run_s + 5,
+                                              processes, out_dir, cpus)
+    else:
+        cmd, pinned = commands.loadgen_command(spec, users, target,
+                                               run_s + 5 + commands.STOP_TIMEOUT, cpus)
+    return cmd, pinned, worker_cmds
+
+
+def _start_generators(run: _LevelRun, generator: str, cmd: list[str], env: dict[str, str],
+                      workers: list[hosts.Host], worker_cmds: list[list[str]],
+                      out_dir: Path) -> subprocess.Popen:
+    """Start the generator here, then each host's workers, each kept in `run` as it starts.
+    Returns the generator's process."""
+    local = hosts.Host("local")
+    run.started.append(hosts.start(local, cmd, env, out_dir / f"{generator}.log"))
+    proc = run.started[0].popen
+    for i, (h, wcmd) in enumerate(zip(workers, worker_cmds)):
+        wenv = env if h.same_machine else {**env, "LAB_REMOTE_HOST": str(h)}
+        run.started.append(hosts.start(h, wcmd, wenv, out_dir / f"{generator}-worker{i + 1}.log"))
+    return proc
+
+
+def _start_sampling(run: _LevelRun, server: servers.Server, out_dir: Path, after_spawn: bool,
+                    t0: float, t1: float, during) -> None:
+    """Start sampling the server and the generator over the window (Locust's once its file
+    says it, or t0..t1), and `during` in a thread of its own; both kept in `run`."""
+    # sampled here: every process on this machine, and the link (the generator's side)
+    pids = [p.popen.pid for p in run.started if p.host.same_machine] + ([run.ln.pid] if run.ln else [])
     if after_spawn:
-        t0, t1 = spawned_window(out_dir, out_dir / "locust.log", proc.returncode)
-    if "error" in during_out:
-        raise during_out["error"]
-    window = merge_level(out_dir, sampler, server, scenario, users, total, pinned,
-                         requests, (t0, t1), proc.returncode, generator, keepalive, writes)
-    return level_point(window, level_timing(out_dir, launch, t0, warmup, exited, time.time()),
-                       during=during_out.get("result"), workers=workers,
-                       link_delay_us=link_delay_us, link_stats=ln.stats() if ln else {})
+        run.sampler = Sampler(server, pids, None, None, window=lambda: spawn_window(out_dir),
+                              remote=run.remote)
+    else:
+        run.sampler = Sampler(server, pids, t0, t1, remote=run.remote)
+    run.sampler.start()
+    if during is not None:
+        run.during_thread = threading.Thread(target=_during, args=(during, run.sampler, run.during_out),
+                                             daemon=True)
+        run.during_thread.start()
+
+
+def _await_generators(run: _LevelRun, proc: subprocess.Popen, workers: list[hosts.Host],
+                      out_dir: Path, bound: float) -> float:
+    """Wait for the generator (at most `bound` s) and its workers to exit, and fetch the ssh
+    hosts' files. Returns when they had exited."""
+    proc.wait(timeout=bound)
+    for w in run.started[1:]:  # workers quit at the window's close, before the master
+        w.popen.wait(timeout=commands.STOP_TIMEOUT + 10)
+    exited = time.time()
+    for h in workers:  # an ssh host's measurement files, into the level's folder
+        hosts.fetch(h, out_dir, "proc-*.json")
+    return exited
+
+
+def _stop_level(run: _LevelRun) -> None:
+    """Stop whatever the level started, however far it got: its generator processes by their
+    PIDs, `during`, the link, and the sampling."""
+    for p in run.started:
+        hosts.stop(p)
+    if run.during_thread is not None:  # it stops what it started (operations.Operation)
+        run.during_out.setdefault("stop", True)
+        run.during_thread.join(600)
+    if run.ln is not None:
+        run.ln.stop()
+    if run.sampler is not None and run.sampler.ident is not None:
+        run.sampler.stop()
+    elif run.remote is not None:
+        run.remote.stop()
 
 
 def check_generator_args(server: servers.Server, scenario: str, keepalive: bool,
@@ -588,19 +691,8 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     """One level's point from its generator's files and the samples. `scenario`: the lab's
     scenario (its writes acknowledged as it says), or None with `writes` an app's rule (or None:
     nothing counted as a write)."""
-    files = sorted(out_dir.glob("proc-*.json"))
-    log_text = "\n".join(f.read_text(errors="replace") for f in sorted(out_dir.glob(f"{generator}*.log")))
-    if not files:
-        raise LoadError(f"{generator} wrote no measurements (exit {returncode}); its log:\n"
-                        + "\n".join(log_text.splitlines()[-25:]))
-    procs = [json.loads(f.read_text()) for f in files]
-    hist = HdrHistogram(1, 100_000_000, 3)
-    status, failures, run_counts = {}, {}, {}
-    for p in procs:
-        add_latencies(hist, p)
-        for src, dst in ((p["status"], status), (p["failures"], failures), (p["run_counts"], run_counts)):
-            for k, v in src.items():
-                dst[k] = dst.get(k, 0) + v
+    procs, log_text = _read_measurements(out_dir, generator, returncode)
+    hist, status, failures, run_counts = _merge_counts(procs)
     count = sum(p["count"] for p in procs)
     t0 = window[0]
     t1s = [p["t1"] for p in procs]
@@ -608,48 +700,16 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     # Throughput adds up over processes, each over its own window.
     rps = sum(p["count"] / max(p["t1"] - t0, 1e-9) for p in procs)
     cpu = sampler.between(t0, max(t1s))
-    gen_cpus = len(layout.parse_cpus(pinned)) if pinned else len(layout.available_cpus())
-    gen_util = cpu["gen_cpu_s"] / (cpu["span"] * gen_cpus)
-    # workers on other machines report their own CPU over the window: the generator's share is
-    # its busiest host's, its CPU% and CPUs the sums over every host
-    remote = remote_cpu(procs)
-    gen_cpu_pct = 100 * (cpu["gen_cpu_s"] / cpu["span"] + sum(r["cpu_s"] / win for r in remote.values()))
-    gen_util = max([gen_util, *(r["cpu_s"] / win / r["cpus"] for r in remote.values())])
-    gen_cpus += sum(r["cpus"] for r in remote.values())
+    gen_cpu_pct, gen_util, gen_cpus = _generator_cpu(cpu, pinned, procs, win)
     server_util = cpu["server_cpu_s"] / (cpu["span"] * server.cpu_count)
     locust_warned = "CPU usage above 90%" in log_text or "CPU usage was too high" in log_text
     spawned = [p["spawned_at"] for p in procs if p["spawned_at"]]
-    m0, m1 = sampler.marks.get("t0"), sampler.marks.get("t1")
-    server_handled = (m1["handled"] - m0["handled"]) if (m0 and m1 and m0["handled"] is not None
-                                                        and m1["handled"] is not None and not requests) else None
-    mark_late = [m.get("late_s") for m in (m0, m1) if m and m.get("late_s") is not None]
-    writer = writer_window(m0, m1)
-    if writes is None and scenario is not None:
-        writes = SCENARIOS[scenario].writes
-    acked = inflight = resent = 0
-    if writes is not None:
-        acked = writes.counts(run_counts)[0]
-        # sent and never answered when the generator stopped (at its count, its window's close
-        # or a kill): the server may have committed them, so the audit allows for each
-        inflight = sum(writes.in_flight(p.get("run_inflight") or {}) for p in procs)
-        # sent again on a new connection after the kept-alive one dropped without an answer
-        # (loadgen, as geventhttpclient does): the first sending may have been committed too
-        resent = sum(writes.in_flight(p.get("run_resent") or {}) for p in procs)
+    server_handled, mark_late, writer = _server_marks(sampler, requests)
+    acked, inflight, resent = _write_audit(writes, scenario, run_counts, procs)
     point = {
         "users": users, "processes": processes, "window_s": win, "requests": count,
-        "rps": rps, "mean_ms": (sum(p["sum_us"] for p in procs) / count / 1000) if count else None,
-        **{f"{k}_ms": (hist.get_value_at_percentile(v) / 1000 if count else None)
-           for k, v in PERCENTILES.items()},
-        "max_ms": hist.get_max_value() / 1000 if count else None,
-        "hist_mean_ms": hist.get_mean_value() / 1000 if count else None,
-        "min_ms": hist.get_min_value() / 1000 if count else None,
-        "status_counts": json.dumps(dict(sorted(status.items()))),
-        "busy_errors": failures.get("busy", 0),
-        "server_errors": failures.get("server_error", 0),
-        "client_errors": failures.get("client_error", 0),
-        "connection_errors": failures.get("connection", 0),
-        "timeouts": failures.get("timeout", 0),
-        "errors": sum(failures.values()),
+        "rps": rps, **_latencies(hist, procs, count),
+        **_outcomes(status, failures),
         # started inside the window but unfinished at its close: at most ~users normally;
         # a long max_overrun means requests stalled (a window with no completions is no success)
         "overran_window": sum(p.get("overran", 0) for p in procs),
@@ -686,6 +746,99 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "seconds": series(procs, sampler, t0, t0 + win),
     }
     return point
+
+
+def _read_measurements(out_dir: Path, generator: str, returncode) -> tuple[list[dict], str]:
+    """The generator's per-process files and its log's text; a LoadError with the log's tail
+    when it wrote no file."""
+    files = sorted(out_dir.glob("proc-*.json"))
+    log_text = "\n".join(f.read_text(errors="replace") for f in sorted(out_dir.glob(f"{generator}*.log")))
+    if not files:
+        raise LoadError(f"{generator} wrote no measurements (exit {returncode}); its log:\n"
+                        + "\n".join(log_text.splitlines()[-25:]))
+    return [json.loads(f.read_text()) for f in files], log_text
+
+
+def _merge_counts(procs: list[dict]) -> tuple[HdrHistogram, dict, dict, dict]:
+    """Every process's window latencies in one HdrHistogram, and its counts by status, by
+    failure kind and over the whole run (`run_counts`) added up."""
+    hist = HdrHistogram(1, 100_000_000, 3)
+    status, failures, run_counts = {}, {}, {}
+    for p in procs:
+        add_latencies(hist, p)
+        for src, dst in ((p["status"], status), (p["failures"], failures), (p["run_counts"], run_counts)):
+            for k, v in src.items():
+                dst[k] = dst.get(k, 0) + v
+    return hist, status, failures, run_counts
+
+
+def _generator_cpu(cpu: dict, pinned: str | None, procs: list[dict],
+                   win: float) -> tuple[float, float, int]:
+    """The generator's CPU% over the window, its utilisation (its busiest host's share of its
+    CPUs) and its CPUs, from the samples here and what workers elsewhere reported."""
+    gen_cpus = len(layout.parse_cpus(pinned)) if pinned else len(layout.available_cpus())
+    gen_util = cpu["gen_cpu_s"] / (cpu["span"] * gen_cpus)
+    # workers on other machines report their own CPU over the window: the generator's share is
+    # its busiest host's, its CPU% and CPUs the sums over every host
+    remote = remote_cpu(procs)
+    gen_cpu_pct = 100 * (cpu["gen_cpu_s"] / cpu["span"] + sum(r["cpu_s"] / win for r in remote.values()))
+    gen_util = max([gen_util, *(r["cpu_s"] / win / r["cpus"] for r in remote.values())])
+    gen_cpus += sum(r["cpus"] for r in remote.values())
+    return gen_cpu_pct, gen_util, gen_cpus
+
+
+def _server_marks(sampler: "Sampler", requests) -> tuple[int | None, list[float], dict]:
+    """What the server said of itself at the window's edges (the sampler's marks): the requests
+    it handled (a window of a duration only), how late each edge was read, its writer's counts."""
+    m0, m1 = sampler.marks.get("t0"), sampler.marks.get("t1")
+    server_handled = (m1["handled"] - m0["handled"]) if (m0 and m1 and m0["handled"] is not None
+                                                        and m1["handled"] is not None and not requests) else None
+    mark_late = [m.get("late_s") for m in (m0, m1) if m and m.get("late_s") is not None]
+    return server_handled, mark_late, writer_window(m0, m1)
+
+
+def _write_audit(writes: "scenarios.Writes | None", scenario, run_counts: dict,
+                 procs: list[dict]) -> tuple[int, int, int]:
+    """The writes the audit counts: acknowledged, in flight at the stop, and sent again (the
+    scenario's rule unless `writes` is given; none without a rule)."""
+    if writes is None and scenario is not None:
+        writes = SCENARIOS[scenario].writes
+    acked = inflight = resent = 0
+    if writes is not None:
+        acked = writes.counts(run_counts)[0]
+        # sent and never answered when the generator stopped (at its count, its window's close
+        # or a kill): the server may have committed them, so the audit allows for each
+        inflight = sum(writes.in_flight(p.get("run_inflight") or {}) for p in procs)
+        # sent again on a new connection after the kept-alive one dropped without an answer
+        # (loadgen, as geventhttpclient does): the first sending may have been committed too
+        resent = sum(writes.in_flight(p.get("run_resent") or {}) for p in procs)
+    return acked, inflight, resent
+
+
+def _latencies(hist: HdrHistogram, procs: list[dict], count: int) -> dict:
+    """The window's latencies: the exact mean, the merged histogram's percentiles, maximum,
+    mean and minimum (None without a request)."""
+    return {
+        "mean_ms": (sum(p["sum_us"] for p in procs) / count / 1000) if count else None,
+        **{f"{k}_ms": (hist.get_value_at_percentile(v) / 1000 if count else None)
+           for k, v in PERCENTILES.items()},
+        "max_ms": hist.get_max_value() / 1000 if count else None,
+        "hist_mean_ms": hist.get_mean_value() / 1000 if count else None,
+        "min_ms": hist.get_min_value() / 1000 if count else None,
+    }
+
+
+def _outcomes(status: dict, failures: dict) -> dict:
+    """The window's requests by status, and its failures by kind and in all."""
+    return {
+        "status_counts": json.dumps(dict(sorted(status.items()))),
+        "busy_errors": failures.get("busy", 0),
+        "server_errors": failures.get("server_error", 0),
+        "client_errors": failures.get("client_error", 0),
+        "connection_errors": failures.get("connection", 0),
+        "timeouts": failures.get("timeout", 0),
+        "errors": sum(failures.values()),
+    }
 
 
 def add_latencies(hist: HdrHistogram, measured: dict) -> None:
