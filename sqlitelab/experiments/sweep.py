@@ -750,21 +750,12 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                   scenario: str, bar, onsets: dict) -> tuple[list[dict], list[dict], dict]:
     """One scenario on a fresh start of the server: the levels and repeats, the reference
     client's cross-check, the confirmation of the levels the generator limited, each point audited."""
-    run_dir, run_id = spec.run_dir(scenario), spec.run_id(scenario)
-    scenario_params = spec.scenario_params[scenario]
-    repeats, levels, generator, confirm = (spec.repeats_of(stack), spec.levels, spec.generator,
-                                           spec.confirm)
     # where the server's wall time goes (sqlitelab.report.timing): start, prime, levels, cross-check,
     # confirmation, stop; each point has its own `time_*`
-    sc = load.SCENARIOS[scenario]
     st = {"server": stack, "profile": profile, "scenario": scenario, "copy_s": 0.0,
           "integrity_s": 0.0}
-    log = run_dir / f"server-{stack}-{profile}.log"
+    log = spec.run_dir(scenario) / f"server-{stack}-{profile}.log"
     bar.set_postfix_str(f"{stack}/{profile}: starting")
-    out: list[dict] = []
-    checks: list[dict] = []
-    onsets = onsets or {}
-    label = machine.machine_label()
     t = time.perf_counter()
     # a server here with workers on other machines listens where they reach this machine
     far = [h for h in spec.generator_hosts if not h.same_machine]
@@ -774,134 +765,16 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
                               **spec.knobs_for(stack))
     st["start_s"] = time.perf_counter() - t
     with srv:
-        health = srv.health
-        knobs = health["knobs"]
-        server_part = {
-            "knobs": json.dumps(knobs, sort_keys=True),
-            "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
-            "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
-            "sqlite_version": health.get("sqlite_version"),
-            "database": health.get("database", "sqlite"),
-            "database_version": health.get("database_version", health.get("sqlite_version")),
-            "server_processes": knobs.get("processes"), "server_threads": knobs.get("threads"),
-            "write_path": knobs.get("write_path"), "txn_mode": knobs.get("txn_mode"),
-            "busy": knobs.get("busy")}
-
-        def measure(users: int, rep: int, gen: str, rate: float | None = None,
-                    session: "load.Session | None" = None, last: bool = False) -> dict:
-            bar.set_postfix_str(f"{stack}/{profile}: {users} users"
-                                + (f", {rate:g}/s" if rate is not None else "") + f", repeat {rep}"
-                                + (f" ({gen})" if gen != generator else ""))
-            tp = time.perf_counter()
-            counted = counts.seconds
-            before = counts.before(sc.counter)
-            t = time.perf_counter()
-            cache_before = databases.page_cache(db)
-            tk = time.perf_counter() - t
-            tail = "" if gen == generator else f"-{gen}"
-            at = "" if rate is None else f"-at{rate:g}"
-            level_dir = run_dir / stack / profile / scenario / f"u{users:04d}{at}-r{rep}{tail}"
-            during = (operations.during(spec.operation, db, srv.pinned, level_dir / "operation")
-                      if spec.operation else None)
-            if session is not None:  # the same level, from the session's one process
-                window = session.level(users, level_dir, duration=spec.duration, warmup=spec.warmup)
-            else:
-                window = load.run_level(srv, scenario, users, level_dir, duration=spec.duration,
-                                        warmup=spec.warmup, requests=spec.requests,
-                                        max_duration=spec.max_duration,
-                                        processes=spec.processes if gen == "locust" else 1,
-                                        cpus=spec.generator_cpus, scenario_params=scenario_params,
-                                        generator=gen, keepalive=spec.keepalive,
-                                        workers=list(spec.generator_hosts),
-                                        link_delay_us=spec.link_delay_us, rate=rate,
-                                        arrivals=spec.arrivals, during=during)
-            written = counts.settled(sc.counter, before, window.get("inflight_writes") or 0, sc.rows_per_ack)
-            done = window.pop("during", None) or {}
-            t = time.perf_counter()
-            cache_after = databases.page_cache(db)
-            tk += time.perf_counter() - t
-            measured = schema.assemble(
-                window,
-                {"rate": rate, "operation": done.get("operation"),  # what ran during the window
-                 "operation_started_s": done.get("started_s"), "operation_seconds": done.get("seconds"),
-                 "operation_result": json.dumps(done, sort_keys=True, default=str) if done else None},
-                audit(sc.writes, window, written, knobs),
-                {"run_id": run_id, "server": stack, "profile": profile, "scenario": scenario,  # where
-                 "repeat": rep, "integrity": None, "machine": label,
-                 "db_mib": cache_before[1] / 2**20 if cache_before else None,
-                 "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
-                 "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
-                 "server_pinning": srv.pinned, "layout_note": spec.layout_note or None,
-                 "server_host": str(spec.server_host)},
-                server_part,  # what the server said of itself at its start
-                {"postgres_settings": (json.dumps(db.settings(), sort_keys=True)
-                                       if databases.is_postgres(db) else None),
-                 "db_link_delay_us": spec.db_link_delay_us, **_db_link_stats(db)})
-            why = verdicts.influence(measured, onsets.get(gen))
-            bar.update(1)
-            t = time.perf_counter()
-            # a pause between levels, none after a server's last: it is stopped next, or the
-            # cross-check and the confirmation follow with warm-ups of their own
-            time.sleep(0.0 if last else spec.pause)
-            return schema.assemble(
-                measured,
-                {"generator_influenced": why is not None, "influence": why,  # the verdicts
-                 "gen_onset_util": onsets.get(gen), "headline": True, "replaced_by": None},
-                {"time_counts_s": counts.seconds - counted, "time_cache_s": tk,
-                 "time_pause_s": time.perf_counter() - t, "time_point_s": time.perf_counter() - tp})
-
+        on = _OnServer(spec, stack, profile, scenario, db, counts, srv, bar, onsets or {})
         t = time.perf_counter()
         load.prime(srv)
         st["prime_s"] = time.perf_counter() - t
+        out = _levels(on, st)
         t = time.perf_counter()
-        with (load.Session(srv, scenario, run_dir / stack / profile / scenario / f"{generator}-session",
-                           cpus=spec.generator_cpus, scenario_params=scenario_params,
-                           keepalive=spec.keepalive, generator=generator)
-              if spec.steps_levels else contextlib.nullcontext()) as session:
-            steps = [(users, rate, rep) for users in levels for rate in spec.rates or [None]
-                     for rep in range(1, repeats + 1)]
-            for i, (users, rate, rep) in enumerate(steps):
-                out.append(measure(users, rep, generator, rate, session, last=i == len(steps) - 1))
-            st["levels_s"] = time.perf_counter() - t
-        st["generator_exit_s"] = session.exit_s if session is not None else 0.0
-        t = time.perf_counter()
-        for users in spec.crosscheck or ():  # before the confirmation: a level short of the client's rate is confirmed too
-            check = _crosscheck(srv, counts, sc, scenario, users, scenario_params, spec,
-                                run_dir / stack / profile / scenario / f"u{users:04d}-{spec.crosscheck_tool}",
-                                {"run_id": run_id, "server": stack, "profile": profile,
-                                 "machine": label})
-            checks.append(check)
-            counted_as = crosschecks.TOOLS[spec.crosscheck_tool].COUNTED_AS
-            for p in out:  # each rate counted as the client counts it (hey: its whole run)
-                rate = p.get(counted_as) or p["rps"]
-                short = check.get("rps") and p["users"] == users and \
-                    rate < (1 - calibrate.TOLERANCE) * check["rps"]
-                if short and not (p["generator_bound"] or p["generator_influenced"]):
-                    p.update({"generator_influenced": True, "influence":
-                              f"{rate / check['rps']:.2f} of {spec.crosscheck_tool}'s rate at this "
-                              f"level (cross-check), generator at {p['gen_cpu_pct']:.0f} % CPU"})
+        checks = [_crosscheck_level(on, out, users) for users in spec.crosscheck or ()]
         st["crosscheck_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        st["confirmed_levels"] = 0
-        if confirm:  # the levels the generator limited, again with the other generator
-            flagged = [u for u in levels
-                       if any(p["generator_bound"] or p["generator_influenced"]
-                              for p in out if p["users"] == u)]
-            bar.total += len(flagged) * repeats
-            st["confirmed_levels"] = len(flagged)
-            for users in flagged:
-                first = [p for p in out if p["users"] == users]
-                for p in first:
-                    p.update({"headline": False, "replaced_by": confirm})
-                for rep in range(1, repeats + 1):
-                    q = measure(users, rep, confirm)
-                    was = first[rep - 1]
-                    q.update({"replaced_generator": generator, "replaced_rps": was["rps"],
-                              "replaced_p99_ms": was["p99_ms"],
-                              "replaced_gen_cpu_pct": was["gen_cpu_pct"],
-                              "replaced_reason": ("generator-bound" if was["generator_bound"]
-                                                  else was["influence"])})
-                    out.append(q)
+        st["confirmed_levels"] = _confirm(on, out) if spec.confirm else 0
         st["confirm_s"] = time.perf_counter() - t
         if not srv.alive():
             raise stacks.ServerStartError(f"{stack} died during the sweep:\n"
@@ -909,6 +782,164 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
         t = time.perf_counter()
     st["stop_s"] = time.perf_counter() - t
     return out, checks, st
+
+
+class _OnServer:
+    """One scenario on one running server: what each of its points shares (where it is stored,
+    the server's own description of itself at its start, the generator's onsets), and `measure`,
+    one point of it."""
+
+    def __init__(self, spec: Spec, stack: str, profile: str, scenario: str, db: "Path | databases.OnHost",
+                 counts: "Counts", srv, bar, onsets: dict):
+        self.spec, self.stack, self.profile, self.scenario = spec, stack, profile, scenario
+        self.db, self.counts, self.srv, self.bar, self.onsets = db, counts, srv, bar, onsets
+        self.sc = load.SCENARIOS[scenario]
+        self.run_id, self.label = spec.run_id(scenario), machine.machine_label()
+        self.dir = spec.run_dir(scenario) / stack / profile / scenario
+        health = srv.health
+        self.knobs = health["knobs"]
+        self.server_part = {
+            "knobs": json.dumps(self.knobs, sort_keys=True),
+            "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
+            "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
+            "sqlite_version": health.get("sqlite_version"),
+            "database": health.get("database", "sqlite"),
+            "database_version": health.get("database_version", health.get("sqlite_version")),
+            "server_processes": self.knobs.get("processes"), "server_threads": self.knobs.get("threads"),
+            "write_path": self.knobs.get("write_path"), "txn_mode": self.knobs.get("txn_mode"),
+            "busy": self.knobs.get("busy")}
+
+    def measure(self, users: int, rep: int, gen: str, rate: float | None = None,
+                session: "load.Session | None" = None, last: bool = False) -> dict:
+        """One point: the level's window (from the session's process, or a generator process of
+        its own), its writes audited, the page cache around it, who set its pace."""
+        spec, db, counts, srv = self.spec, self.db, self.counts, self.srv
+        self.bar.set_postfix_str(f"{self.stack}/{self.profile}: {users} users"
+                                 + (f", {rate:g}/s" if rate is not None else "") + f", repeat {rep}"
+                                 + (f" ({gen})" if gen != spec.generator else ""))
+        tp = time.perf_counter()
+        counted = counts.seconds
+        before = counts.before(self.sc.counter)
+        t = time.perf_counter()
+        cache_before = databases.page_cache(db)
+        tk = time.perf_counter() - t
+        tail = "" if gen == spec.generator else f"-{gen}"
+        at = "" if rate is None else f"-at{rate:g}"
+        level_dir = self.dir / f"u{users:04d}{at}-r{rep}{tail}"
+        during = (operations.during(spec.operation, db, srv.pinned, level_dir / "operation")
+                  if spec.operation else None)
+        if session is not None:  # the same level, from the session's one process
+            window = session.level(users, level_dir, duration=spec.duration, warmup=spec.warmup)
+        else:
+            window = load.run_level(srv, self.scenario, users, level_dir, duration=spec.duration,
+                                    warmup=spec.warmup, requests=spec.requests,
+                                    max_duration=spec.max_duration,
+                                    processes=spec.processes if gen == "locust" else 1,
+                                    cpus=spec.generator_cpus, scenario_params=spec.scenario_params[self.scenario],
+                                    generator=gen, keepalive=spec.keepalive,
+                                    workers=list(spec.generator_hosts),
+                                    link_delay_us=spec.link_delay_us, rate=rate,
+                                    arrivals=spec.arrivals, during=during)
+        written = counts.settled(self.sc.counter, before, window.get("inflight_writes") or 0,
+                                 self.sc.rows_per_ack)
+        done = window.pop("during", None) or {}
+        t = time.perf_counter()
+        cache_after = databases.page_cache(db)
+        tk += time.perf_counter() - t
+        measured = schema.assemble(
+            window,
+            {"rate": rate, "operation": done.get("operation"),  # what ran during the window
+             "operation_started_s": done.get("started_s"), "operation_seconds": done.get("seconds"),
+             "operation_result": json.dumps(done, sort_keys=True, default=str) if done else None},
+            audit(self.sc.writes, window, written, self.knobs),
+            {"run_id": self.run_id, "server": self.stack, "profile": self.profile,  # where
+             "scenario": self.scenario, "repeat": rep, "integrity": None, "machine": self.label,
+             "db_mib": cache_before[1] / 2**20 if cache_before else None,
+             "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
+             "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
+             "server_pinning": srv.pinned, "layout_note": spec.layout_note or None,
+             "server_host": str(spec.server_host)},
+            self.server_part,  # what the server said of itself at its start
+            {"postgres_settings": (json.dumps(db.settings(), sort_keys=True)
+                                   if databases.is_postgres(db) else None),
+             "db_link_delay_us": spec.db_link_delay_us, **_db_link_stats(db)})
+        why = verdicts.influence(measured, self.onsets.get(gen))
+        self.bar.update(1)
+        t = time.perf_counter()
+        # a pause between levels, none after a server's last: it is stopped next, or the
+        # cross-check and the confirmation follow with warm-ups of their own
+        time.sleep(0.0 if last else spec.pause)
+        return schema.assemble(
+            measured,
+            {"generator_influenced": why is not None, "influence": why,  # the verdicts
+             "gen_onset_util": self.onsets.get(gen), "headline": True, "replaced_by": None},
+            {"time_counts_s": counts.seconds - counted, "time_cache_s": tk,
+             "time_pause_s": time.perf_counter() - t, "time_point_s": time.perf_counter() - tp})
+
+
+def _levels(on: _OnServer, st: dict) -> list[dict]:
+    """Every level, rate and repeat of the sweep, in turn: from one generator process stepping
+    through them (Spec.steps_levels) or a process each."""
+    spec = on.spec
+    t = time.perf_counter()
+    out = []
+    with (load.Session(on.srv, on.scenario, on.dir / f"{spec.generator}-session",
+                       cpus=spec.generator_cpus, scenario_params=spec.scenario_params[on.scenario],
+                       keepalive=spec.keepalive, generator=spec.generator)
+          if spec.steps_levels else contextlib.nullcontext()) as session:
+        steps = [(users, rate, rep) for users in spec.levels for rate in spec.rates or [None]
+                 for rep in range(1, spec.repeats_of(on.stack) + 1)]
+        for i, (users, rate, rep) in enumerate(steps):
+            out.append(on.measure(users, rep, spec.generator, rate, session, last=i == len(steps) - 1))
+        st["levels_s"] = time.perf_counter() - t
+    st["generator_exit_s"] = session.exit_s if session is not None else 0.0
+    return out
+
+
+def _crosscheck_level(on: _OnServer, out: list[dict], users: int) -> dict:
+    """The reference client's point at `users`, measured before the confirmation: a point of that
+    level more than calibrate.TOLERANCE short of the client's rate is marked influenced (and so
+    confirmed) too, its rate counted as the client counts it (hey: its whole run)."""
+    spec = on.spec
+    check = _crosscheck(on.srv, on.counts, on.sc, on.scenario, users, spec.scenario_params[on.scenario], spec,
+                        on.dir / f"u{users:04d}-{spec.crosscheck_tool}",
+                        {"run_id": on.run_id, "server": on.stack, "profile": on.profile,
+                         "machine": on.label})
+    counted_as = crosschecks.TOOLS[spec.crosscheck_tool].COUNTED_AS
+    for p in out:
+        rate = p.get(counted_as) or p["rps"]
+        short = check.get("rps") and p["users"] == users and \
+            rate < (1 - calibrate.TOLERANCE) * check["rps"]
+        if short and not (p["generator_bound"] or p["generator_influenced"]):
+            p.update({"generator_influenced": True, "influence":
+                      f"{rate / check['rps']:.2f} of {spec.crosscheck_tool}'s rate at this "
+                      f"level (cross-check), generator at {p['gen_cpu_pct']:.0f} % CPU"})
+    return check
+
+
+def _confirm(on: _OnServer, out: list[dict]) -> int:
+    """The levels the generator limited, measured again with the `confirm` generator: those
+    points are the level's headline, the first ones say what replaced them. Returns how many
+    levels were measured again."""
+    spec = on.spec
+    repeats = spec.repeats_of(on.stack)
+    flagged = [u for u in spec.levels
+               if any(p["generator_bound"] or p["generator_influenced"] for p in out if p["users"] == u)]
+    on.bar.total += len(flagged) * repeats
+    for users in flagged:
+        first = [p for p in out if p["users"] == users]
+        for p in first:
+            p.update({"headline": False, "replaced_by": spec.confirm})
+        for rep in range(1, repeats + 1):
+            q = on.measure(users, rep, spec.confirm)
+            was = first[rep - 1]
+            q.update({"replaced_generator": spec.generator, "replaced_rps": was["rps"],
+                      "replaced_p99_ms": was["p99_ms"],
+                      "replaced_gen_cpu_pct": was["gen_cpu_pct"],
+                      "replaced_reason": ("generator-bound" if was["generator_bound"]
+                                          else was["influence"])})
+            out.append(q)
+    return len(flagged)
 
 
 def _db_link_stats(db) -> dict:
