@@ -784,18 +784,26 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
     return out, checks, st
 
 
+@dataclass
 class _OnServer:
     """One scenario on one running server: what each of its points shares (where it is stored,
     the server's own description of itself at its start, the generator's onsets), and `measure`,
     one point of it."""
+    spec: Spec
+    stack: str
+    profile: str
+    scenario: str
+    db: "Path | databases.OnHost"
+    counts: "Counts"
+    srv: stacks.Server
+    bar: tqdm
+    onsets: dict
 
-    def __init__(self, spec: Spec, stack: str, profile: str, scenario: str, db: "Path | databases.OnHost",
-                 counts: "Counts", srv, bar, onsets: dict):
-        self.spec, self.stack, self.profile, self.scenario = spec, stack, profile, scenario
-        self.db, self.counts, self.srv, self.bar, self.onsets = db, counts, srv, bar, onsets
+    def __post_init__(self):
+        spec, srv, scenario = self.spec, self.srv, self.scenario
         self.sc = load.SCENARIOS[scenario]
         self.run_id, self.label = spec.run_id(scenario), machine.machine_label()
-        self.dir = spec.run_dir(scenario) / stack / profile / scenario
+        self.dir = spec.run_dir(scenario) / self.stack / self.profile / scenario
         health = srv.health
         self.knobs = health["knobs"]
         self.server_part = {
