@@ -5,7 +5,7 @@
 
 It applies the lab's one figure style (sqlitelab/report/blog.mplstyle) and names the shared
 modules the notebooks read by the names they use: `analysis.…`, `plots.…`, and the one way to run
-an experiment: `run(spec(…))`, `run(versus.specs(…))`, `run(underload.capacity_specs(…))`. What a
+an experiment: `run(spec(…))`, or `run(this.specs(…))` of sweeps a notebook's module builds. What a
 notebook declares is its study (sqlitelab.studies), what only it computes is its module
 (sqlitelab.notebooks, imported as `this`); nothing here computes.
 """
@@ -16,7 +16,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from sqlitelab.core import config, results
-from sqlitelab.experiments import baseline, buffer, underload, versus, your_app
+from sqlitelab.experiments import baseline, buffer, your_app
 from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import link, operations, postgres
 from sqlitelab.infra import servers as stacks
@@ -26,6 +26,6 @@ from sqlitelab.studies.sqlite_vs_postgres import WORKLOADS, workload_of
 
 plt.style.use("sqlitelab.report.blog")
 
-__all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer", "underload",
-           "versus", "your_app", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
+__all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer",
+           "your_app", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
            "compare", "findings", "methods", "plots", "scales", "WORKLOADS", "workload_of"]

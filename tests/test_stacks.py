@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from sqlitelab.core import config
-from sqlitelab.experiments import sweep, versus
+from sqlitelab.experiments import sweep
+from sqlitelab.notebooks import sqlite_vs_postgres
 from sqlitelab.infra import servers
 from sqlitelab.load import calibrate
 from sqlitelab.report import plots
@@ -261,7 +262,7 @@ def test_a_stack_the_lab_does_not_know_is_refused_in_one_line(value, says):
 def test_the_sweeps_check_their_stacks_through_chosen():
     with pytest.raises(ValueError, match=r"^servers names go-nethttp more than once"):
         sweep.spec(notebook="01-linear-writes", servers=["go-nethttp", "go-nethttp"])
-    specs = versus.specs(notebook="07-sqlite-vs-postgres", workloads=["002-mix"], servers=None, levels=[1],
+    specs = sqlite_vs_postgres.specs(notebook="07-sqlite-vs-postgres", workloads=["002-mix"], servers=None, levels=[1],
                          duration=1.0, warmup=0.0, repeats=1, users_rows=10, user_bytes=10)
     assert specs and all(list(s.servers) == servers.bundled() for s in specs)
 

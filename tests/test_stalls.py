@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -19,6 +20,7 @@ from sqlitelab import notebooks
 from sqlitelab.notebooks import (busy_errors, capacity as capacity_notebook, compare_runs, linear_writes,
                                  network_delay, operations_under_load, read_write_mix, single_machine,
                                  sqlite_vs_postgres, your_app)
+from sqlitelab.core import config
 from sqlitelab.report import analysis, capacity, compare, findings
 from sqlitelab.studies import registry
 
@@ -127,12 +129,22 @@ def cases(shape: dict) -> dict:
 
 
 def findings_functions() -> set[str]:
-    """Every function that writes findings sentences (a public function returning str): the shared
-    ones (sqlitelab.report.findings) and each notebook's own (its module, sqlitelab.notebooks)."""
-    modules = [findings] + [m for m in map(notebooks.module, registry.ids()) if m is not None]
-    return {n for m in modules for n, f in inspect.getmembers(m, inspect.isfunction)
-            if f.__module__ == m.__name__ and not n.startswith("_")
-            and inspect.signature(f).return_annotation in ("str", str)}
+    """Every function that writes findings sentences: the shared ones (sqlitelab.report.findings's
+    public functions returning str) and each notebook's own (a function of its module,
+    sqlitelab.notebooks, returning str that the notebook shows as Markdown)."""
+    def sentences(module, names) -> set[str]:
+        return {n for n in names if inspect.signature(getattr(module, n)).return_annotation in ("str", str)}
+    found = sentences(findings, [n for n, f in inspect.getmembers(findings, inspect.isfunction)
+                                 if f.__module__ == findings.__name__ and not n.startswith("_")])
+    for notebook in registry.ids():
+        module = notebooks.module(notebook)
+        if module is None:
+            continue
+        cells = json.loads((config.NOTEBOOKS_DIR / f"{notebook}.ipynb").read_text())["cells"]
+        shown = {n for c in cells if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
+                 if "Markdown(" in line for n in re.findall(r"\bthis\.(\w+)\(", line)}
+        found |= sentences(module, shown)
+    return found
 
 
 def test_every_findings_function_is_run_on_a_stalled_level():

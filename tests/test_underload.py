@@ -11,7 +11,7 @@ from hdrh.histogram import HdrHistogram
 
 from sqlitelab.report import capacity, plots
 from sqlitelab.load import driver as load
-from sqlitelab.experiments import sweep, underload
+from sqlitelab.experiments import sweep
 from sqlitelab.core import vocabulary
 from sqlitelab.notebooks import capacity as capacity_notebook, operations_under_load
 
@@ -153,17 +153,17 @@ def test_operation_specs_pass_keep_copies_to_the_operations_that_make_copies():
     steady = pd.DataFrame([{"server": "go-nethttp", "steady_rate": 2000.0}])
     args = dict(notebook="t", steady=steady, operations=["backup", "checkpoint", "litestream"],
                 open_users=8, duration=10.0, warmup=0.5, at_s=3.0, users_rows=100)
-    specs = underload.operation_specs(**args)
+    specs = operations_under_load.operation_specs(**args)
     assert all(isinstance(s, sweep.Spec) for s in specs)
     assert [s.operation for s in specs] == [{"name": "backup", "at_s": 3.0, "keep_copies": False},
                                             {"name": "checkpoint", "at_s": 3.0},  # it makes no copy
                                             {"name": "litestream", "at_s": 3.0, "keep_copies": False}]
-    specs = underload.operation_specs(**args, keep_copies=True, op_params={"litestream": {"keep_copies": False}})
+    specs = operations_under_load.operation_specs(**args, keep_copies=True, op_params={"litestream": {"keep_copies": False}})
     assert [s.operation.get("keep_copies") for s in specs] == [True, None, False]
     with pytest.raises(ValueError, match="rows_per_txn|no parameter|unknown"):  # checked before anything runs
-        underload.operation_specs(**{**args, "op_params": {"backup": {"rows_per_txn": 5}}})
+        operations_under_load.operation_specs(**{**args, "op_params": {"backup": {"rows_per_txn": 5}}})
     two = pd.DataFrame([{"server": "go-nethttp", "steady_rate": 2000.0},
                         {"server": "rust-axum", "steady_rate": 4000.0}])
-    specs = underload.operation_specs(**{**args, "steady": two, "operations": ["backup"]})
+    specs = operations_under_load.operation_specs(**{**args, "steady": two, "operations": ["backup"]})
     # each stack's sweep its own runs row (one shared id: the second replaced the first's)
     assert [s.experiment for s in specs] == ["op/backup/go-nethttp", "op/backup/rust-axum"]

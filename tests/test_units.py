@@ -19,8 +19,9 @@ from sqlitelab.core import machine as machines
 from sqlitelab.load import calibrate
 from sqlitelab.studies import registry, scales
 from sqlitelab.core.failures import CONTRACT, LockRule, failure_kind
-from sqlitelab.experiments import sweep, versus
-from sqlitelab.notebooks import busy_errors, linear_writes, read_write_mix, single_machine, sqlite_as_buffer
+from sqlitelab.experiments import sweep
+from sqlitelab.notebooks import (busy_errors, linear_writes, read_write_mix, single_machine, sqlite_as_buffer,
+                                 sqlite_vs_postgres)
 
 
 def test_knob_env_from_profile_with_overrides():
@@ -459,7 +460,7 @@ def test_only_one_local_generator_process_in_closed_loop_steps_through_the_level
 
 
 def test_an_experiment_is_checked_whole_before_any_sweep_starts(tmp_path):
-    """spec() refuses what sweep would, naming it; versus.specs checks every workload's sweep
+    """spec() refuses what sweep would, naming it; sqlite_vs_postgres.specs checks every workload's sweep
     before returning, so a bad one stops the experiment before its first sweep; run() takes
     only checked specs."""
     one = sweep.spec(notebook="scratch", servers=["go-nethttp"], levels=[1, 2], runs_dir=tmp_path)
@@ -472,11 +473,11 @@ def test_an_experiment_is_checked_whole_before_any_sweep_starts(tmp_path):
         sweep.spec(notebook="scratch", duration=0)
     common = dict(notebook="scratch", servers=["go-nethttp"], levels=[1], duration=1.0, warmup=0.0,
                   repeats=1, users_rows=10, user_bytes=10, runs_dir=tmp_path)
-    specs = versus.specs(workloads=["000-writes", "002-mix"], **common)
+    specs = sqlite_vs_postgres.specs(workloads=["000-writes", "002-mix"], **common)
     assert [s.experiment for s in specs] == ["000-writes/sqlite", "000-writes/postgres",
                                              "002-mix/sqlite", "002-mix/postgres"]
     with pytest.raises(ValueError, match="repeats"):
-        versus.specs(workloads=["000-writes", "002-mix"], **{**common, "repeats": 0})
+        sqlite_vs_postgres.specs(workloads=["000-writes", "002-mix"], **{**common, "repeats": 0})
     with pytest.raises(TypeError, match="checked by spec"):
         sweep.run({"notebook": "scratch"})
 

@@ -2,8 +2,8 @@
 
 sweep's arguments become one `Spec` (checked, before anything starts); every step reads it.
 The one way a notebook runs an experiment is `run(...)` of such specs: `run(spec(**kw))` for one
-sweep (`sweep(**kw)` is the same), `run(versus.specs(...))` and underload's builders for several,
-each checked before the first starts.
+sweep (`sweep(**kw)` is the same), `run(this.specs(...))` of the sweeps a notebook's module builds
+(07's, 08's: sqlitelab.notebooks), each checked before the first starts.
 For each server and profile: a fresh database (copied from one seeded template), the server
 started on its CPU set, a primer, then every level and repeat through `load.run_level` (a
 generator process per level) or, where one local generator process in closed loop measures
@@ -229,7 +229,7 @@ def spec(**arguments) -> "Spec":
 
 def run(*specs: "Spec | list[Spec]") -> pd.DataFrame:
     """The one way a notebook runs an experiment: its sweeps, each a checked `spec` (or a list of
-    them, as versus.specs and underload's builders return), in turn; every headline point of them.
+    them, as 07's and 08's builders return), in turn; every headline point of them.
     What a killed kernel left behind is stopped and removed first. While a replay is on
     (results.replay), the points the replayed run stored for these sweeps, measuring nothing."""
     flat = [s for item in specs for s in (item if isinstance(item, (list, tuple)) else [item])]

@@ -46,7 +46,7 @@ EXPERIMENT_TITLES: dict = {"closed": "closed loop", "open": "open loop",
 
 # The workload, declared once: seed 002's 90/10 mix through one writer (notebook 03), on a
 # database whose users table is large (the index builds on it; the mix never reads it).
-# sqlitelab.experiments.underload runs it.
+# sqlitelab.notebooks.operations_under_load runs it.
 WORKLOAD = {"scenario": "mix", "profile": "single-writer", "scenario_params": {"write_share": 0.1},
             "seed_items": 1000, "payload_bytes": 2048,
             "what": "seed 002's mix: 90 % GET /items/{id}, 10 % POST /items of 2 KB, one writer"}
