@@ -82,7 +82,9 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         _titled(fig, title)
         groups = [(ax, [c]) for ax, c in zip(axes, cats)]
     else:
-        kw = {"figsize": (8, max(4.5, 1.2 + 0.22 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
+        # horizontal: the figure grows with its categories, 0.275 in each (a pair of bars and the
+        # "0" beside each apart; 0.22 put a fifth stack's 15 rows' labels over each other)
+        kw = {"figsize": (8, max(4.5, 1.2 + 0.275 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
         fig, ax = new_figure(caption=caption, **kw)
         axes, key, groups = [ax], None, [(ax, cats)]
     width = 0.8 / max(len(sers), 1)
