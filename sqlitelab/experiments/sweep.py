@@ -179,9 +179,7 @@ class Settings:
             value, accepts = getattr(self, f.name), f.metadata["accepts"]
             if accepts is None or (value is None and f.default is None):
                 continue
-            check, words = scales.ACCEPTS[accepts]
-            if not check(value):
-                raise ValueError(f"{f.name} must be {words}, not {value!r}")
+            scales.refuse(f.name, value, accepts)
 
     @classmethod
     def of(cls, **arguments) -> "Settings":
@@ -383,11 +381,9 @@ class Spec:
         profile_list = list(s.profiles or ["rails71"])
         _check_args(server_list, profile_list, s.scenario)
         server_repeats = dict(s.server_repeats or {})
-        check, words = scales.ACCEPTS["repeats"]
         for stack, n in server_repeats.items():
             _check_args([stack], profile_list, s.scenario)
-            if not check(n):
-                raise ValueError(f"server_repeats[{stack!r}] must be {words}, not {n!r}")
+            scales.refuse(f"server_repeats[{stack!r}]", n, "repeats")
         server_host = hosts.Host.parse(s.server_host)
         _check_database(s, server_list, profile_list, server_host)
         server_cpus, generator_cpus, processes, note = _cpus(s, server_host)

@@ -108,6 +108,14 @@ ACCEPTS: dict[str, tuple] = {
 }
 
 
+def refuse(name: str, value, accepts: str | None = None) -> None:
+    """Refuse `value` of setting `name` unless its check in ACCEPTS (under `accepts`, else its own
+    name) takes it, in one line naming both: "<name> must be <words>, not <value>"."""
+    check, words = ACCEPTS[accepts or name]
+    if not check(value):
+        raise ValueError(f"{name} must be {words}, not {value!r}")
+
+
 def names(notebook: str) -> list[str]:
     """Every setting a scale of `notebook` holds: each is a `None` parameter of the notebook."""
     return sorted({k for scale in registry.study(notebook).SCALES.values() for k in scale})
@@ -129,9 +137,8 @@ def settings(notebook: str, scale: str, **overrides) -> dict:
     out = dict(known[scale])
     for k, v in overrides.items():
         if v is not None:
-            check, words = ACCEPTS.get(k, (None, ""))
-            if check is not None and not check(v):
-                raise ValueError(f"{k} must be {words}, not {v!r}")
+            if k in ACCEPTS:
+                refuse(k, v)
             out[k] = v
     out["scale"] = scale
     out["budget_seconds"] = budget(notebook, scale)
