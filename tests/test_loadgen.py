@@ -74,6 +74,27 @@ def test_a_session_steps_one_loadgen_process_through_its_levels(tmp_path):
     assert all(p["time_startup_s"] < 0.1 for p in points[1:]), [p["time_startup_s"] for p in points]
 
 
+def test_a_generator_started_after_its_window_is_measured_again_and_only_once(tmp_path):
+    """A window fixed in advance that closed before loadgen started (here: no start-up allowed,
+    so it closes at the launch): the process sends nothing, its files are set aside, and the
+    level is measured again with twice the start-up it took. With an operation running during
+    the level, which would run twice, it is refused instead."""
+    db = databases.prepare_database(tmp_path / "late.db")
+    with servers.start_server("go-nethttp", db, profile="rails71", cpus="0") as srv:
+        load.prime(srv)
+        p = load.run_level(srv, "hello", 4, tmp_path / "level", duration=1.5, warmup=0.3, cpus="1",
+                           generator="loadgen", startup=-1.8)
+        with pytest.raises(load.LoadError, match="after its window had closed: nothing was measured"):
+            load.run_level(srv, "hello", 4, tmp_path / "during", duration=1.5, warmup=0.3, cpus="1",
+                           generator="loadgen", startup=-1.8, during=lambda t0, t1, out: None)
+    (missed,) = level_files(tmp_path / "level" / "started-late", "proc")
+    assert missed["run_results"] == 0 and missed["count"] == 0 and missed["spawned_at"] >= missed["t1"]
+    assert len(level_files(tmp_path / "level", "proc")) == 1
+    assert p["requests"] > 0 and p["errors"] == 0 and not p["ramp_in_window"], p
+    assert verdicts.counts_agree(p), p
+    assert_hey_accounting(p, tmp_path / "level")
+
+
 def test_level_by_request_count_is_exact_and_writes_are_audited(tmp_path):
     db = databases.prepare_database(tmp_path / "c.db", items=100)
     with servers.start_server("rust-axum", db, profile="single-writer", cpus="0") as srv:

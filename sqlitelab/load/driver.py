@@ -127,7 +127,10 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
 
     The window opens `warmup` seconds after all users should have spawned and closes after
     `duration` seconds, or (when `requests` is given) once that many requests have been
-    recorded, bounded by `max_duration`. Returns the merged measurement. `keepalive=False`:
+    recorded, bounded by `max_duration`. A generator whose window was fixed in advance and had
+    closed before it started sent nothing: its files go to `started-late/` and the level is
+    measured again, once (a LoadError when it is late again, or when `during` would run twice).
+    Returns the merged measurement. `keepalive=False`:
     a new connection per request (`oha --disable-keepalive`, see the module's docstring).
     `workers`: generator hosts (sqlitelab.infra.hosts): Locust runs distributed, its master here and
     worker processes on each host (`commands.worker_processes` per host); none: this machine alone.
@@ -154,26 +157,37 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     if generator == "loadgen":
         commands.build_loadgen()  # seconds the first time, a stat() after
     back = {h: h.reach_back() for h in workers}  # where each worker host finds the master
-    # a server on an ssh host: its CPU and RSS sampled there, started before the clock (~1 s)
-    remote = RemoteTree(server, out_dir / "server-cpu.log") if server.runner.kind == "ssh" else None
-    launch = time.time()
-    t0 = launch + startup + warmup   # after_spawn: the latest it can open
-    t1 = t0 + length
-    env = _level_env(out_dir, scenario_params, keepalive, requests=requests, total=total, rate=rate,
-                     arrivals=arrivals, arrival_seed=arrival_seed, after_spawn=after_spawn,
-                     warmup=warmup, length=length, t0=t0, t1=t1, lock_rule=lock_rule)
-    spec = _users_spec(env, scenario, locustfile, out_dir, remote)
-    run = _LevelRun(remote)
-    try:  # from the moment a link or generator process exists: an interrupt below still stops it
-        target = _reach_server(run, server, link_delay_us, cpus, out_dir, env)
-        cmd, pinned, worker_cmds = _generator_commands(
-            generator, scenario, users, target, t1 - launch, processes, total, out_dir, cpus, spec,
-            workers, back, per_host)
-        proc = _start_generators(run, generator, cmd, env, workers, worker_cmds, out_dir)
-        _start_sampling(run, server, out_dir, after_spawn, t0, t1, during)
-        exited = _await_generators(run, proc, workers, out_dir, t1 - launch + 90)
-    finally:  # also on a timeout or KeyboardInterrupt: stop every generator process by its PID
-        _stop_level(run)
+    for attempt in (1, 2):
+        # a server on an ssh host: its CPU and RSS sampled there, started before the clock (~1 s)
+        remote = RemoteTree(server, out_dir / "server-cpu.log") if server.runner.kind == "ssh" else None
+        launch = time.time()
+        t0 = launch + startup + warmup   # after_spawn: the latest it can open
+        t1 = t0 + length
+        env = _level_env(out_dir, scenario_params, keepalive, requests=requests, total=total, rate=rate,
+                         arrivals=arrivals, arrival_seed=arrival_seed, after_spawn=after_spawn,
+                         warmup=warmup, length=length, t0=t0, t1=t1, lock_rule=lock_rule)
+        spec = _users_spec(env, scenario, locustfile, out_dir, remote)
+        run = _LevelRun(remote)
+        try:  # from the moment a link or generator process exists: an interrupt below still stops it
+            target = _reach_server(run, server, link_delay_us, cpus, out_dir, env)
+            cmd, pinned, worker_cmds = _generator_commands(
+                generator, scenario, users, target, t1 - launch, processes, total, out_dir, cpus, spec,
+                workers, back, per_host)
+            proc = _start_generators(run, generator, cmd, env, workers, worker_cmds, out_dir)
+            _start_sampling(run, server, out_dir, after_spawn, t0, t1, during)
+            exited = _await_generators(run, proc, workers, out_dir, t1 - launch + 90)
+        finally:  # also on a timeout or KeyboardInterrupt: stop every generator process by its PID
+            _stop_level(run)
+        late = None if after_spawn else started_after_window(out_dir, t1)
+        if late is None:
+            break
+        # nothing was sent: measured again, once, allowing twice the start-up this one took
+        if attempt == 2 or during is not None:
+            raise LoadError(f"{generator} started {late - launch:.1f} s after its launch, after its "
+                            f"window had closed{' again' if attempt == 2 else ''}: nothing was "
+                            "measured (a machine too busy to start it in time)")
+        set_aside(out_dir, "started-late")
+        startup = 2 * (late - launch)
     if after_spawn:
         t0, t1 = spawned_window(out_dir, out_dir / "locust.log", proc.returncode)
     if "error" in run.during_out:
@@ -430,6 +444,27 @@ def spawn_allowance(users: int, running: bool = False) -> float:
     running session's pick-up of its command (0.05 s), and 0.2 ms a user. One later than that
     is caught by `ramp_in_window`."""
     return (0.05 if running else 0.2) + users / 5000
+
+
+def started_after_window(out_dir: Path, t1: float) -> float | None:
+    """When the generator's users spawned, if every process spawned only after its window
+    (fixed in advance, closing at `t1`) had closed and sent nothing; None otherwise."""
+    procs = [json.loads(f.read_text()) for f in out_dir.glob("proc-*.json")]
+    spawned = [p.get("spawned_at") for p in procs]
+    if not procs or any(s is None or s < t1 for s in spawned):
+        return None
+    if any(p.get("run_results") or p.get("run_inflight") for p in procs):
+        return None
+    return max(spawned)
+
+
+def set_aside(out_dir: Path, name: str) -> None:
+    """Move a level's files so far into out_dir/name (kept, and no longer the level's)."""
+    aside = out_dir / name
+    aside.mkdir(exist_ok=True)
+    for f in list(out_dir.iterdir()):
+        if f != aside:
+            f.rename(aside / f.name)
 
 
 def spawned_window(out_dir: Path, log: Path, exit_code: int | None) -> tuple[float, float]:

@@ -777,7 +777,13 @@ func execute(cfg *config, signals <-chan os.Signal) (*output, bool) {
 	g := newRun(cfg)
 	hard := time.NewTimer(time.Duration(cfg.maxSeconds * float64(time.Second)))
 	defer hard.Stop()
-	g.start()
+	if now := epoch(time.Now()); now < cfg.t1 {
+		g.start()
+	} else {
+		// started after its window closed (a machine too busy to start it in time): no user
+		// runs, nothing is sent, and its file says when it started (spawned_at >= t1)
+		g.spawnedAt = now
+	}
 	if d := cfg.t1 - epoch(time.Now()); d < cfg.maxSeconds+1 {
 		t := time.AfterFunc(time.Duration(math.Max(d, 0)*float64(time.Second)), g.stop)
 		defer t.Stop()

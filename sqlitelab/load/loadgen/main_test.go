@@ -511,6 +511,23 @@ func TestExecuteWithoutKeepAliveOneConnectionPerRequest(t *testing.T) {
 	}
 }
 
+// Started after its window closed: no user runs, nothing reaches the server, and the file
+// says when it started.
+func TestExecuteStartedAfterItsWindowSendsNothing(t *testing.T) {
+	srv, conns, _, _ := testServer(t)
+	t1 := epoch(time.Now()) - 0.5
+	cfg, err := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "4", "-host", srv.URL, "-max-seconds", "10"},
+		env(map[string]string{"LAB_T0": fmt.Sprint(t1 - 1), "LAB_T1": fmt.Sprint(t1)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, finished := execute(cfg, nil)
+	if !finished || out.Count != 0 || out.RunResults != 0 || conns.Load() != 0 || out.SpawnedAt == nil || *out.SpawnedAt < t1 {
+		t.Fatalf("finished %v count %d run results %d connections %d spawned %v (t1 %v)",
+			finished, out.Count, out.RunResults, conns.Load(), out.SpawnedAt, t1)
+	}
+}
+
 func TestExecuteExactTarget(t *testing.T) {
 	srv, _, _, _ := testServer(t)
 	cfg, _ := parseConfig([]string{"-spec", specFile(t, helloSpec), "-users", "8", "-host", srv.URL, "-max-seconds", "10"},
