@@ -5,9 +5,11 @@
 Each notebook that measures (it declares a `replay` parameter) is executed with papermill and
 `replay="newest"`: its newest stored run at that scale in data/results.db is re-made — its tables,
 findings and figures drawn from the stored points (sqlitelab.core.results.replay), nothing measured
-and nothing stored. Into OUT go the executed notebook (`<notebook>.ipynb`), every text its cells
+and nothing stored. A notebook that measures nothing and reads the others' stored runs (06, 11)
+is executed as it is, reading the same results.db. Into OUT go the executed notebook (`<notebook>.ipynb`), every text its cells
 showed (`<notebook>.txt`: printed lines, tables as text, Markdown; images left out) and its figures
-(`figures/<notebook>/`, through LAB_FIGURES_DIR). The run is re-made with the parameters it ran
+(`figures/<notebook>/`, through LAB_FIGURES_DIR) and what it exports (`runs/<run_id>/`, through
+LAB_RUNS_DIR): nothing lands in data/. The run is re-made with the parameters it ran
 with: a notebook given others (`-p`, as batch takes them, or a default changed since) stops with a
 line naming each one that differs.
 
@@ -31,9 +33,12 @@ from pathlib import Path
 from sqlitelab import batch
 
 
-def measuring(only: list[str] | None = None) -> list[Path]:
-    """The notebooks that can be re-made: those that declare a `replay` parameter."""
-    return [p for p in batch.notebooks(only) if "replay" in batch.parameters(p)]
+def remakeable(only: list[str] | None = None) -> list[Path]:
+    """The notebooks that can be re-made: those that declare a `replay` parameter, and those
+    that measure nothing and read the other notebooks' stored runs (batch.READS_THE_OTHERS),
+    executed as they are."""
+    return [p for p in batch.notebooks(only)
+            if "replay" in batch.parameters(p) or p.stem in batch.READS_THE_OTHERS]
 
 
 # What differs between two showings of the same numbers: an object's address in its repr, and
@@ -92,17 +97,21 @@ def remake(path: Path, out: Path, scale: str, run: str = "newest", overrides: di
     in one line, None when it ran."""
     executed = out / path.name
     error = None
-    was = os.environ.get("LAB_FIGURES_DIR")
-    os.environ["LAB_FIGURES_DIR"] = str(out / "figures")  # the kernel inherits it
+    # the kernel inherits them: its figures and its exports (method.csv...) go into `out`
+    into = {"LAB_FIGURES_DIR": str(out / "figures"), "LAB_RUNS_DIR": str(out / "runs")}
+    was = {k: os.environ.get(k) for k in into}
+    os.environ.update(into)
     try:
-        batch.execute(path, executed, {**(overrides or {}), "scale": scale, "replay": run})
+        replay = {} if path.stem in batch.READS_THE_OTHERS else {"replay": run}
+        batch.execute(path, executed, {**(overrides or {}), "scale": scale, **replay})
     except Exception as e:  # papermill's execution error, a dead kernel: the next notebook goes on
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
     finally:
-        if was is None:
-            os.environ.pop("LAB_FIGURES_DIR", None)
-        else:
-            os.environ["LAB_FIGURES_DIR"] = was
+        for k, v in was.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     if executed.exists():
         (out / f"{path.stem}.txt").write_text(shown_text(executed))
     return error
@@ -148,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--against", type=Path, help="an earlier re-making to compare with")
     args = ap.parse_args(argv)
     overrides = batch.literal_params(args.param)
-    found = measuring(args.only)
+    found = remakeable(args.only)
     if args.run != "newest" and len(found) != 1:
         print("replay: a run id re-makes one notebook: name it with --only", file=sys.stderr)
         return 2

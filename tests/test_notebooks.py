@@ -93,20 +93,31 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
 REPLAYED = ("03-read-write-mix", "04-sqlite-as-buffer")
 
 
+def markdown(nb) -> list:
+    """Every Markdown an executed notebook showed (its findings), in order."""
+    return [o["data"]["text/markdown"] for c in nbformat.read(nb, as_version=4).cells
+            for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+
+
+def stored_files(folder) -> dict:
+    """Every file under `folder` with its size and modification time (results.db's own files
+    aside: their pages move when they are read)."""
+    return {str(f): (f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(folder.rglob("*"))
+            if f.is_file() and not f.name.startswith("results.db")}
+
+
 def remade_from_the_stored_run(path, executed, run_id, tmp_path, monkeypatch):
     """The run re-made from results.db, measuring and storing nothing: the same findings (every
     Markdown the notebook showed) and every figure's SVG the same bytes."""
     from sqlitelab import replay
     runs = lambda: sqlite3.connect(tmp_path / "data" / "results.db").execute("SELECT count(*) FROM runs").fetchone()[0]  # noqa: E731
     before = runs()
+    kept = stored_files(tmp_path / "data" / "runs")
     remade = tmp_path / "remade"
     remade.mkdir()
     assert replay.remake(path, remade, "quick", run_id, SMOKE[path.stem]) is None
     assert runs() == before, "a replay stored something"
-
-    def markdown(nb):
-        return [o["data"]["text/markdown"] for c in nbformat.read(nb, as_version=4).cells
-                for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+    assert stored_files(tmp_path / "data" / "runs") == kept, "a replay wrote into data/runs"
     assert markdown(remade / path.name) == markdown(executed)
     live = sorted((tmp_path / "figures" / path.stem).glob("*.svg"))
     assert live and [f.name for f in live] == sorted(f.name for f in (remade / "figures" / path.stem).glob("*.svg"))
@@ -135,3 +146,16 @@ def test_capacity_notebook_reads_the_newest_run_at_its_scale(tmp_path, monkeypat
     assert cap["peak_rps"].iloc[0] == pytest.approx(new["rps"].max())
     assert old["run_id"].iloc[0] != new["run_id"].iloc[0]
     assert (tmp_path / "figures" / "06-capacity" / "capacity.png").exists()
+    # re-made (sqlitelab.replay): executed as it is over the same runs, its exports in the
+    # re-making's folder, the same findings and figures
+    from sqlitelab import replay
+    kept = stored_files(tmp_path / "data")
+    remade = tmp_path / "remade"
+    remade.mkdir()
+    assert replay.remake(config.NOTEBOOKS_DIR / "06-capacity.ipynb", remade, "quick") is None
+    assert stored_files(tmp_path / "data") == kept, "a re-making wrote into data/"
+    assert list((remade / "runs").glob("*/capacity.csv"))
+    assert markdown(remade / "06-capacity.ipynb") == markdown(tmp_path / "06.ipynb")
+    svgs = sorted((tmp_path / "figures" / "06-capacity").glob("*.svg"))
+    assert svgs and all(f.read_bytes() == (remade / "figures" / "06-capacity" / f.name).read_bytes()
+                        for f in svgs)

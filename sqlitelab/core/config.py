@@ -22,7 +22,8 @@ CALIBRATION_DB = Path(os.environ.get("LAB_CALIBRATION_DB", RESULTS_DB))
 # ~/.cache/sqlitelab; a test session points it at a throw-away folder (tests/conftest.py).
 MACHINE_CACHE = Path(os.environ.get("LAB_MACHINE_CACHE")
                      or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sqlitelab")
-RUNS_DIR = DATA_DIR / "runs"
+# each run's exports and level files; a re-making (sqlitelab.replay) points it at its own folder
+RUNS_DIR = Path(os.environ.get("LAB_RUNS_DIR", DATA_DIR / "runs"))
 REPORTS_DIR = DATA_DIR / "reports"  # make report: <scale>/<notebook>.md|.html
 # the committed reference run (sqlitelab.report.reference_run): in the repository, wherever runs go
 REFERENCE_RUN_DIR = PROJ_ROOT / "data" / "reference-run"
