@@ -209,6 +209,13 @@ def assert_hey_accounting(p: dict, level_dir: Path) -> None:
         assert round(p["hey_max_ms"] * 1000) >= hist.get_lowest_equivalent_value(hist.get_max_value())
 
 
+def assert_locust_window_agrees(p: dict, users: int) -> None:
+    """Locust's own count over the window (its stats reset at t0, read at t1: the requests that
+    completed between) against the harness's (those that started in the window and finished):
+    they differ by the requests crossing an edge, at most one per user at each, or by 1 %."""
+    assert abs(p["locust_window_requests"] - p["requests"]) <= max(0.01 * p["requests"], 2 * users), p
+
+
 def test_window_count_matches_server_count_and_means_agree(tmp_path):
     db = databases.prepare_database(tmp_path / "h.db")
     with servers.start_server(STACK, db, profile="rails71", cpus="0") as srv:
@@ -221,7 +228,7 @@ def test_window_count_matches_server_count_and_means_agree(tmp_path):
     # HdrHistogram mean vs the exact mean of the same requests, and vs Locust's own average
     assert p["hist_mean_ms"] == pytest.approx(p["mean_ms"], rel=0.002)
     # Locust's own stats, reset at the window's start, counted the same requests
-    assert p["locust_window_requests"] == pytest.approx(p["requests"], rel=0.01)
+    assert_locust_window_agrees(p, 4)
     assert p["hist_mean_ms"] == pytest.approx(p["locust_window_avg_ms"], rel=0.02), p
     assert p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
     assert json.loads(p["status_counts"]) == {"200": p["requests"]}
@@ -354,7 +361,7 @@ def test_a_session_steps_one_locust_process_through_its_levels(tmp_path):
         assert w["t1"] == pytest.approx(w["t0"] + 1.5) and w["t0"] == pytest.approx(w["spawned_at"] + 0.3)
         assert verdicts.counts_agree(p), p
         assert p["hist_mean_ms"] == pytest.approx(p["mean_ms"], rel=0.002)
-        assert p["locust_window_requests"] == pytest.approx(p["requests"], rel=0.01)
+        assert_locust_window_agrees(p, users)
         assert p["hist_mean_ms"] == pytest.approx(p["locust_window_avg_ms"], rel=0.02), p
         assert p["locust_avg_ms"] is not None  # the level's own locust_stats.csv
         assert json.loads(p["status_counts"]) == {"200": p["requests"]}

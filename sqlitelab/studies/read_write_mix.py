@@ -42,11 +42,9 @@ SCALES: dict[str, dict] = {
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
-# names a run over it with where its time went (sqlitelab.studies.scales.budget). Seed took 696 s
-# on 2026-11-26 and 905 s on 2026-11-27, when Locust set the pace at python-fastapi's levels too
-# and loadgen measured 16 of its 17 again (142 s of windows; 66 points measured again in all,
-# against 47); 890 s in the seed run after. 980: the seed total's 50 s to spare and 30 s of 04's
-# margin (601-604 s both days).
+# names a run over it with where its time went (sqlitelab.studies.scales.budget). Seed: 696-905 s
+# (2026-11-26/27), the most when Locust sets the pace at python-fastapi's levels too and loadgen
+# measures 16 of its 17 again (142 s of windows).
 BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 980}
 
 SERVER_SPLIT: int | None = 4
