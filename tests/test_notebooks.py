@@ -89,8 +89,9 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
 
 
 # Notebooks whose smoke run is also re-made from what it stored (sqlitelab.replay): one that
-# stores sweeps' points, one that stores a table of its own.
-REPLAYED = ("03-read-write-mix", "04-sqlite-as-buffer")
+# stores sweeps' points, one that stores a table of its own, and 10, whose parameters name files
+# the lab made in the run's folder.
+REPLAYED = ("03-read-write-mix", "04-sqlite-as-buffer", "10-your-app")
 
 
 def markdown(nb) -> list:

@@ -116,3 +116,20 @@ def test_two_remakings_are_compared_by_what_they_showed_and_by_their_figures_byt
     assert [f.splitlines()[0] for f in found] == ["01.txt: text differs", "figures/01/a.svg: SVG differs",
                                                   "figures/01/b.svg: only in the new re-making"]
     assert "-- **go** peaks at 4,000/s" in found[0] and "+- **go** peaks at 4,100/s" in found[0]
+
+
+def test_a_path_in_the_runs_own_folder_is_compared_from_that_folder_on(stored):
+    """10's example database is made in the run's folder: a re-making, whose folder is elsewhere,
+    gives the same parameters; a path outside the run's folder must be the same path."""
+    s, params, db = stored
+    made = {"scale": "quick", "db": "/home/a/lab/data/runs/apprun/shop.db", "command": "/home/a/lab/.venv/bin/app"}
+    results.store_run({"run_id": "apprun", "notebook": "10-your-app", "notebook_run": "apprun",
+                       "scale": "quick", "parameters": made}, [{"run_id": "apprun", "users": 1, "rps": 5.0}])
+    results.replay("10-your-app", "apprun")
+    remade = {**made, "db": "/tmp/remade/runs/apprun/shop.db"}
+    assert results.replayed("apprun", remade)["rps"].tolist() == [5.0]
+    with pytest.raises(results.ReplayError, match="command: stored '/home/a/lab/.venv/bin/app', given '/x/app'"):
+        results.replayed("apprun", {**remade, "command": "/x/app"})
+    with pytest.raises(results.ReplayError, match="db: stored '<runs>/apprun/shop.db', given '/tmp/other/shop.db'"):
+        results.replayed("apprun", {**made, "db": "/tmp/other/shop.db"})
+    results.replay("10-your-app", None)

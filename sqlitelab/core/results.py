@@ -232,12 +232,20 @@ def _stored_run(key: str, parameters: dict | None) -> None:
     if rows.empty:
         raise ReplayError(f"replay: run {_REPLAY['run']} stored no {key!r} (was it run with other parameters?)")
     if parameters is not None:
-        stored = json.loads(rows["parameters"].iloc[0] or "{}")
-        given = json.loads(json.dumps(parameters, sort_keys=True, default=str))
+        stored = _in_its_folder(json.loads(rows["parameters"].iloc[0] or "{}"), key)
+        given = _in_its_folder(json.loads(json.dumps(parameters, sort_keys=True, default=str)), key)
         differ = [f"{k}: stored {stored.get(k)!r}, given {given.get(k)!r}"
                   for k in sorted(set(stored) | set(given)) if k != "run_id" and stored.get(k) != given.get(k)]
         if differ:
             raise ReplayError(f"replay: {_REPLAY['run']} ran with other parameters — " + "; ".join(differ))
+
+
+def _in_its_folder(parameters: dict, run: str) -> dict:
+    """Parameters with every path inside the run's own folder (…/runs/<run>/, where the lab made
+    what the run used: notebook 10's example database) written from that folder on, wherever the
+    folder is: a re-making keeps its files in a folder of its own."""
+    folder = re.compile(r"[^\s\"']*/runs/" + re.escape(run) + "/")
+    return json.loads(folder.sub(f"<runs>/{run}/", json.dumps(parameters, sort_keys=True)))
 
 
 def typed(rows: pd.DataFrame) -> pd.DataFrame:

@@ -255,7 +255,10 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
     on an exception or an interrupt; its copy of the database is kept in the run's folder.
     `calibration=False`: no onset from the generator's calibration (the CPU rules still flag).
     `plain_users`: with a locustfile, the same file then run by Locust alone at that many users
-    (plain_locust), stored in `crosschecks` beside the lab's level."""
+    (plain_locust), stored in `crosschecks` beside the lab's level. While a replay is on
+    (results.replay), the points the replayed run stored, measuring nothing."""
+    if results.replaying():
+        return results.replayed(run_id, parameters)
     run_dir = Path(runs_dir or config.RUNS_DIR) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     label = machine.machine_label()
