@@ -148,9 +148,10 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
     which of its requests acknowledge a write (the audit's rule); `lock_rule`: which responses
     are lock errors (sqlitelab.core.failures.LockRule; default: the lab's servers' 503).
     """
-    workers, per_host, total = _check_run_level(
-        server, scenario, users, processes, duration, warmup, generator, keepalive, scenario_params,
-        workers, link_delay_us, rate, arrivals, requests, locustfile)
+    lv = _Level(scenario, users, duration, warmup, requests, max_duration, processes, cpus,
+                scenario_params, generator, keepalive, link_delay_us, rate, arrivals, arrival_seed,
+                locustfile, lock_rule)
+    workers, per_host, total = _check_run_level(server, lv, workers)
     out_dir.mkdir(parents=True, exist_ok=True)
     length = max_duration if requests else duration
     after_spawn, startup = _window_opening(generator, startup, users)
@@ -163,16 +164,13 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
         launch = time.time()
         t0 = launch + startup + warmup   # after_spawn: the latest it can open
         t1 = t0 + length
-        env = _level_env(out_dir, scenario_params, keepalive, requests=requests, total=total, rate=rate,
-                         arrivals=arrivals, arrival_seed=arrival_seed, after_spawn=after_spawn,
-                         warmup=warmup, length=length, t0=t0, t1=t1, lock_rule=lock_rule)
+        env = _level_env(out_dir, lv, total, after_spawn, length, t0, t1)
         spec = _users_spec(env, scenario, locustfile, out_dir, remote)
         run = _LevelRun(remote)
         try:  # from the moment a link or generator process exists: an interrupt below still stops it
             target = _reach_server(run, server, link_delay_us, cpus, out_dir, env)
-            cmd, pinned, worker_cmds = _generator_commands(
-                generator, scenario, users, target, t1 - launch, processes, total, out_dir, cpus, spec,
-                workers, back, per_host)
+            cmd, pinned, worker_cmds = _generator_commands(lv, target, t1 - launch, total, out_dir, spec,
+                                                           workers, back, per_host)
             proc = _start_generators(run, generator, cmd, env, workers, worker_cmds, out_dir)
             _start_sampling(run, server, out_dir, after_spawn, t0, t1, during)
             exited = _await_generators(run, proc, workers, out_dir, t1 - launch + 90)
@@ -199,6 +197,28 @@ def run_level(server: servers.Server, scenario: str, users: int, out_dir: Path, 
                        link_delay_us=link_delay_us, link_stats=run.ln.stats() if run.ln else {})
 
 
+@dataclass(frozen=True)
+class _Level:
+    """A level as run_level was asked for it (its arguments: run_level's docstring)."""
+    scenario: str | None
+    users: int
+    duration: float
+    warmup: float
+    requests: int | None
+    max_duration: float
+    processes: int
+    cpus: str | None
+    scenario_params: dict | None
+    generator: str
+    keepalive: bool
+    link_delay_us: int | None
+    rate: float | None
+    arrivals: str
+    arrival_seed: int | None
+    locustfile: Path | None
+    lock_rule: LockRule | None
+
+
 @dataclass
 class _LevelRun:
     """What a level has started so far, for `_stop_level` to stop however the level ends."""
@@ -211,32 +231,29 @@ class _LevelRun:
     ln: links.DelayLink | None = None
 
 
-def _check_run_level(server: servers.Server, scenario: str, users: int, processes: int,
-                     duration: float, warmup: float, generator: str, keepalive: bool,
-                     scenario_params: dict | None, workers, link_delay_us: int | None,
-                     rate: float | None, arrivals: str, requests: int | None,
-                     locustfile: Path | None) -> tuple[list[hosts.Host], dict, int]:
+def _check_run_level(server: servers.Server, lv: _Level,
+                     workers) -> tuple[list[hosts.Host], dict, int]:
     """run_level's arguments, refused before anything starts. Returns the generator hosts, the
     processes on each and the generator processes in all."""
-    if locustfile is not None:
-        check_locustfile(locustfile, scenario, generator, workers, rate)
+    if lv.locustfile is not None:
+        check_locustfile(lv.locustfile, lv.scenario, lv.generator, workers, lv.rate)
         hosts.check_target(server.host, server.runner)
     else:
-        check_generator_args(server, scenario, keepalive, scenario_params)
-    check_level(users, processes, duration, warmup)
-    commands.check_generator(generator, processes)
-    check_rate(rate, arrivals, requests)
+        check_generator_args(server, lv.scenario, lv.keepalive, lv.scenario_params)
+    check_level(lv.users, lv.processes, lv.duration, lv.warmup)
+    commands.check_generator(lv.generator, lv.processes)
+    check_rate(lv.rate, lv.arrivals, lv.requests)
     workers = [hosts.Host.parse(h) for h in (workers or [])]
-    if workers and generator != "locust":
+    if workers and lv.generator != "locust":
         raise ValueError("generator hosts run Locust workers: use generator='locust'")
     for h in workers:
         h.check()
-    if link_delay_us is not None:
-        links.check_delay(link_delay_us)
-    if link_delay_us is not None and workers:
+    if lv.link_delay_us is not None:
+        links.check_delay(lv.link_delay_us)
+    if lv.link_delay_us is not None and workers:
         raise ValueError("a delayed link is for a generator on this machine, not for workers")
-    per_host = commands.worker_processes(processes, workers) if workers else {}
-    total = sum(per_host.values()) if workers else processes
+    per_host = commands.worker_processes(lv.processes, workers) if workers else {}
+    total = sum(per_host.values()) if workers else lv.processes
     return workers, per_host, total
 
 
@@ -254,25 +271,23 @@ def _window_opening(generator: str, startup: float | None, users: int) -> tuple[
     return after_spawn, startup
 
 
-def _level_env(out_dir: Path, scenario_params: dict | None, keepalive: bool, *,
-               requests: int | None, total: int, rate: float | None, arrivals: str,
-               arrival_seed: int | None, after_spawn: bool, warmup: float, length: float,
-               t0: float, t1: float, lock_rule: LockRule | None) -> dict[str, str]:
-    """A level's generator environment: generator_env with the count per process, each
-    process's share of an open loop's rate, the window (Locust's after its users spawned, or
-    fixed at t0..t1) and the lock rule."""
-    env = generator_env(out_dir, scenario_params, keepalive,
-                        str(math.ceil(requests / total)) if requests else "0")
-    if rate is not None:  # each process offers its share
-        env.update({"LAB_ARRIVAL_RATE": repr(rate / total), "LAB_ARRIVALS": arrivals})
-        if arrival_seed is not None:
-            env["LAB_ARRIVAL_SEED"] = str(arrival_seed)
+def _level_env(out_dir: Path, lv: _Level, total: int, after_spawn: bool, length: float,
+               t0: float, t1: float) -> dict[str, str]:
+    """A level's generator environment: generator_env with the count per process (of `total`),
+    each process's share of an open loop's rate, the window (Locust's after its users spawned,
+    or fixed at t0..t1) and the lock rule."""
+    env = generator_env(out_dir, lv.scenario_params, lv.keepalive,
+                        str(math.ceil(lv.requests / total)) if lv.requests else "0")
+    if lv.rate is not None:  # each process offers its share
+        env.update({"LAB_ARRIVAL_RATE": repr(lv.rate / total), "LAB_ARRIVALS": lv.arrivals})
+        if lv.arrival_seed is not None:
+            env["LAB_ARRIVAL_SEED"] = str(lv.arrival_seed)
     if after_spawn:
-        env["LAB_WINDOW_AFTER_SPAWN"] = f"{warmup!r},{length!r}"
+        env["LAB_WINDOW_AFTER_SPAWN"] = f"{lv.warmup!r},{length!r}"
     else:
         env.update({"LAB_T0": repr(t0), "LAB_T1": repr(t1)})
-    if lock_rule is not None:
-        env.update(lock_rule.env())
+    if lv.lock_rule is not None:
+        env.update(lv.lock_rule.env())
     return env
 
 
@@ -305,8 +320,7 @@ def _reach_server(run: _LevelRun, server: servers.Server, link_delay_us: int | N
     return target
 
 
-def _generator_commands(generator: str, scenario: str, users: int, target: str, run_s: float,
-                        processes: int, total: int, out_dir: Path, cpus: str | None,
+def _generator_commands(lv: _Level, target: str, run_s: float, total: int, out_dir: Path,
                         spec: Path | None, workers: list[hosts.Host], back: dict,
                         per_host: dict) -> tuple[list[str], str | None, list[list[str]]]:
     """The level's generator command (Locust's master with `workers`), its CPUs pinned, and
@@ -316,20 +330,20 @@ def _generator_commands(generator: str, scenario: str, users: int, target: str, 
     if workers:
         port = free_port()
         bind = next(iter(set(back.values()))) if len(set(back.values())) == 1 else "*"
-        cmd, pinned = commands.locust_master_command(users, target, run_s + 5, total, bind,
-                                                     port, out_dir, cpus)
+        cmd, pinned = commands.locust_master_command(lv.users, target, run_s + 5, total, bind,
+                                                     port, out_dir, lv.cpus)
         # a worker on its own machine: not pinned here, its CPU reported by itself
         worker_cmds = [commands.locust_worker_command(back[h], port, per_host[h],
-                                                      cpus if h.same_machine else None)[0]
+                                                      lv.cpus if h.same_machine else None)[0]
                        for h in workers]
         for h in workers:
             hosts.push(h, spec)  # an ssh host reads the level's spec at the same path
-    elif generator == "locust":
-        cmd, pinned = commands.locust_command(scenario, users, target, run_s + 5,
-                                              processes, out_dir, cpus)
+    elif lv.generator == "locust":
+        cmd, pinned = commands.locust_command(lv.scenario, lv.users, target, run_s + 5,
+                                              lv.processes, out_dir, lv.cpus)
     else:
-        cmd, pinned = commands.loadgen_command(spec, users, target,
-                                               run_s + 5 + commands.STOP_TIMEOUT, cpus)
+        cmd, pinned = commands.loadgen_command(spec, lv.users, target,
+                                               run_s + 5 + commands.STOP_TIMEOUT, lv.cpus)
     return cmd, pinned, worker_cmds
 
 
