@@ -393,6 +393,13 @@ def test_a_window_mark_taken_late_counts_nothing():
     s.mark("t1", due=time.time() - 2 * sampler.MARK_LATE_S)
     assert s.marks["t0"]["handled"] == 7 and s.marks["t0"]["late_s"] == 0
     assert s.marks["t1"]["handled"] is None and s.marks["t1"]["late_s"] > sampler.MARK_LATE_S
+    # the point: no count, and how late its mark was (a late mark, not a missing one)
+    from sqlitelab.load import driver
+    handled, late_ms, _ = driver._server_marks(s, None)
+    assert handled is None and late_ms == 1000 * s.marks["t1"]["late_s"]
+    s.mark("t1", due=time.time())
+    handled, late_ms, _ = driver._server_marks(s, None)
+    assert handled == 0 and late_ms <= 1000 * sampler.MARK_LATE_S
 
 
 def test_timing_phases_sum_to_the_wall_time(tmp_path):

@@ -284,7 +284,8 @@ TABLES: dict[str, dict] = {
                             "window (the batch sizes' distribution).",
             "server_mark_late_ms": "How long after its edge the later of the two /health counts was "
                                    "read, ms: server_requests' window may end that much later than "
-                                   "the generator's (load.verdicts.counts_agree).",
+                                   "the generator's (load.verdicts.counts_agree); later than "
+                                   "load.sampler.MARK_LATE_S, the server's count is not taken.",
             "ramp_in_window": "1 when a user spawned after the window opened (the window held a ramp).",
             "acked_writes": "Write requests the generator saw acknowledged (the scenario's success "
                             "statuses) over the whole run.",

@@ -753,7 +753,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
     server_util = cpu["server_cpu_s"] / (cpu["span"] * server.cpu_count)
     locust_warned = "CPU usage above 90%" in log_text or "CPU usage was too high" in log_text
     spawned = [p["spawned_at"] for p in procs if p["spawned_at"]]
-    server_handled, mark_late, writer = _server_marks(sampler, requests)
+    server_handled, mark_late_ms, writer = _server_marks(sampler, requests)
     acked, inflight, resent = _write_audit(writes, scenario, run_counts, procs)
     point = {
         "users": users, "processes": processes, "window_s": win, "requests": count,
@@ -776,7 +776,7 @@ def merge_level(out_dir, sampler, server, scenario, users, processes, pinned, re
         "generator_bound": verdicts.generator_bound(gen_util, locust_warned, server_util),
         "locust_cpu_warning": locust_warned,
         "server_requests": server_handled,
-        "server_mark_late_ms": (1000 * max(mark_late)) if server_handled is not None and mark_late else None,
+        "server_mark_late_ms": mark_late_ms,
         **writer,
         "ramp_in_window": bool(spawned and max(spawned) > t0),
         "acked_writes": acked,
@@ -836,14 +836,15 @@ def _generator_cpu(cpu: dict, pinned: str | None, procs: list[dict],
     return gen_cpu_pct, gen_util, gen_cpus
 
 
-def _server_marks(sampler: "Sampler", requests) -> tuple[int | None, list[float], dict]:
+def _server_marks(sampler: "Sampler", requests) -> tuple[int | None, float | None, dict]:
     """What the server said of itself at the window's edges (the sampler's marks): the requests
-    it handled (a window of a duration only), how late each edge was read, its writer's counts."""
+    it handled (a window of a duration only), how late the later edge was read in ms (also when
+    that made the count None: a late mark is then told from a missing one), its writer's counts."""
     m0, m1 = sampler.marks.get("t0"), sampler.marks.get("t1")
     server_handled = (m1["handled"] - m0["handled"]) if (m0 and m1 and m0["handled"] is not None
                                                         and m1["handled"] is not None and not requests) else None
     mark_late = [m.get("late_s") for m in (m0, m1) if m and m.get("late_s") is not None]
-    return server_handled, mark_late, writer_window(m0, m1)
+    return server_handled, 1000 * max(mark_late) if mark_late else None, writer_window(m0, m1)
 
 
 def _write_audit(writes: "scenarios.Writes | None", scenario, run_counts: dict,
