@@ -6,12 +6,12 @@ Each notebook that measures (it declares a `replay` parameter) is executed with 
 `replay="newest"`: its newest stored run at that scale in data/results.db is re-made — its tables,
 findings and figures drawn from the stored points (sqlitelab.core.results.replay), nothing measured
 and nothing stored. A notebook that measures nothing and reads the others' stored runs (06, 11)
-is executed as it is, reading the same results.db. Into OUT go the executed notebook (`<notebook>.ipynb`), every text its cells
-showed (`<notebook>.txt`: printed lines, tables as text, Markdown; images left out) and its figures
-(`figures/<notebook>/`, through LAB_FIGURES_DIR) and what it exports (`runs/<run_id>/`, through
-LAB_RUNS_DIR): nothing lands in data/. The run is re-made with the parameters it ran
-with: a notebook given others (`-p`, as batch takes them, or a default changed since) stops with a
-line naming each one that differs.
+is executed as it is, reading the same results.db. Into OUT go the executed notebook
+(`<notebook>.ipynb`), every text its cells showed (`<notebook>.txt`: printed lines, tables as
+text, Markdown; images left out), its figures (`figures/<notebook>/`, through LAB_FIGURES_DIR)
+and what it exports (`runs/<run_id>/`, through LAB_RUNS_DIR): nothing lands in data/. The run is
+re-made with the parameters it ran with: a notebook given others (`-p`, as batch takes them, or a
+default changed since) stops with a line naming each one that differs.
 
 `--against EARLIER_OUT` then compares OUT with a re-making made before a change: every notebook's
 text line by line, every figure's SVG byte for byte. It is how a change that must not change
