@@ -5,7 +5,7 @@ with the fixed `sqlitelab` kernel, its `scale` and `run_id` parameters set, and 
 overrides (values parsed as Python literals: `-p levels "[1, 2]"`). A summary of the points
 each run stored, and where the executed notebooks and figures are, is printed at the end, with
 every stored row whose audit failed (AUDITED) listed under it, and every notebook that took longer
-than its time budget at that scale (its study's BUDGET_SECONDS, sqlitelab.studies.scales.budget)
+than its time budget at that scale (its module's BUDGET_SECONDS, sqlitelab.studies.scales.budget)
 named with where its time went (sqlitelab.report.timing.breakdown), under the collection's total
 against its budget (scales.COLLECTION_BUDGET_SECONDS). A budget holds for the reference machine
 (2 cores): over it is reported, not a failure.
@@ -17,7 +17,6 @@ config.NOTEBOOKS_DIR (LAB_NOTEBOOKS_DIR).
 """
 from __future__ import annotations
 
-import pandas as pd
 import argparse
 import ast
 import sys
@@ -25,15 +24,18 @@ import textwrap
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from sqlitelab.core import config, machine, results, schema
 from sqlitelab.lab import kernel_ipc_prefix, kernel_transport
+from sqlitelab.notebooks import studies
 from sqlitelab.report import timing
-from sqlitelab.studies import registry, scales
+from sqlitelab.studies import scales
 
 
-# Notebooks that read the newest runs of the others (their study's READS_THE_OTHERS; notebook 06:
+# Notebooks that read the newest runs of the others (their module's READS_THE_OTHERS; notebook 06:
 # capacity from every load notebook): a batch runs them after the rest, whatever their number.
-READS_THE_OTHERS = tuple(s.ID for s in registry.studies() if s.READS_THE_OTHERS)
+READS_THE_OTHERS = tuple(s.ID for s in studies().values() if s.READS_THE_OTHERS)
 
 # Tables whose rows carry an audit, and the columns that name a failed row in the summary
 # (schema.TABLES' `audited`: those the stored table has).
@@ -143,7 +145,7 @@ def over_budget(done: list[dict], scale: str) -> list[str]:
     time went."""
     lines = []
     for d in done:
-        allowed = scales.budget(d["notebook"], scale)
+        allowed = scales.budget(studies().get(d["notebook"]), scale)
         if allowed is not None and d["seconds"] > allowed:
             where = timing.breakdown(d["run_id"])
             lines.append(f"OVER BUDGET: {d['notebook']} took {d['seconds']:.0f} s against its "
@@ -153,9 +155,9 @@ def over_budget(done: list[dict], scale: str) -> list[str]:
 
 def total_line(done: list[dict], scale: str, seconds: float) -> str:
     """The batch's wall time against the collection's budget at `scale` (all notebooks run), or
-    against the sum of the budgets of those it ran (none: notebooks no study declares)."""
+    against the sum of the budgets of those it ran (none: notebooks no module of sqlitelab.notebooks declares)."""
     ran = {d["notebook"] for d in done}
-    every = scales.budgets(scale)
+    every = scales.budgets(studies().values(), scale)
     if not ran & set(every):
         return f"{seconds:.0f} s in all"
     allowed = (scales.COLLECTION_BUDGET_SECONDS[scale] if set(every) <= ran
@@ -174,7 +176,7 @@ def summary(done: list[dict], failed: dict | None = None, scale: str | None = No
     for d in done:
         pts = every[every["notebook_run"] == d["run_id"]] if len(every) else every
         bad = sum(len(t) for t in failed.get(d["run_id"], {}).values())
-        allowed = scales.budget(d["notebook"], scale) if scale else None
+        allowed = scales.budget(studies().get(d["notebook"]), scale) if scale else None
         row = {"notebook": d["notebook"], "seconds": d["seconds"],
                "budget s": "" if allowed is None else f"{allowed:.0f}",
                "points": len(pts) or _count(d["run_id"], "buffer_points"),

@@ -32,13 +32,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from sqlitelab import notebooks
+from sqlitelab.core import config, processes, results
+from sqlitelab.core import schema as stored  # (browse has a `schema(db)`: the file's own)
+from sqlitelab.core.vocabulary import NOISE_STACK
+from sqlitelab.infra import servers
+from sqlitelab.load import commands, scenarios, verdicts
 from sqlitelab.notebooks import capacity  # notebook 06's estimate, mirrored in SQL
 from sqlitelab.report import compare as report_compare
-from sqlitelab.core import config, processes, results
-from sqlitelab.core.vocabulary import NOISE_STACK
-from sqlitelab.core import schema as stored  # (browse has a `schema(db)`: the file's own)
-from sqlitelab.load import commands, scenarios, verdicts
-from sqlitelab.infra import servers
 
 HOST = "127.0.0.1"          # loopback only: results.db names the machine and its runs
 DEFAULT_PORT = 8001
@@ -125,7 +126,7 @@ ORDER BY notebook"""
 
 
 def _capacity(schema: dict) -> str:
-    notebooks = ", ".join(f"'{n}'" for n in capacity.COLLECTION)
+    collection = ", ".join(f"'{n}'" for n in capacity.collection(notebooks.studies()))
     return _fit(f"""-- capacity.estimate(capacity.latest_runs(results.load_points(), scale), slo_p99_ms)
 WITH params AS (
   SELECT CAST(coalesce(nullif(trim(:slo_p99_ms), ''), {SLO_P99_MS!r}) AS REAL) AS slo,
@@ -138,7 +139,7 @@ pts AS (  -- results.load_points(): headline points, each with its run's start
          coalesce(p.database, 'sqlite') AS database
   FROM points p JOIN runs r USING (run_id)
   WHERE coalesce(p.headline, 1) = 1
-    AND p.notebook IN ({notebooks})
+    AND p.notebook IN ({collection})
     AND ((SELECT scale FROM params) = '' OR p.scale = (SELECT scale FROM params))
 ),
 newest AS (  -- capacity.latest_runs(): per notebook, the run whose first sweep started last
@@ -356,7 +357,7 @@ QUERIES: dict[str, dict] = {
         "title": "Capacity per stack: the naive peak and the highest throughput within a p99 objective",
         "description": "Mirrors capacity.estimate(capacity.latest_runs(results.load_points(), "
                        "scale=…), slo_p99_ms) — notebook 06's table without its user counts: the "
-                       "newest run of each of notebooks " + ", ".join(capacity.COLLECTION) + " "
+                       "newest run of each of notebooks " + ", ".join(capacity.collection(notebooks.studies())) + " "
                        "(headline points only), repeats of a level averaged (p99 the worst, errors "
                        "summed), then per notebook, experiment, server, profile and scenario the "
                        "naive peak (highest rps, any latency, any errors) and capacity_at_slo()'s "

@@ -6,8 +6,11 @@
 It applies the lab's one figure style (sqlitelab/report/blog.mplstyle) and names the shared
 modules the notebooks read by the names they use: `analysis.…`, `plots.…`, and the one way to run
 an experiment: `run(spec(…))`, or `run(this.specs(…))` of sweeps a notebook's module builds. What a
-notebook declares is its study (sqlitelab.studies), what only it computes is its module
-(sqlitelab.notebooks, imported as `this`); nothing here computes.
+notebook declares and what only it computes are its module (sqlitelab.notebooks, imported as
+`this`), which it hands to what needs it (`scales.from_parameters(this, …)`,
+`methods.show(this.ARTICLE, …)`, `plots.save_figure(fig, name, notebook=this)`); `studies()` is
+every notebook's module by ID, for the notebooks that read the others' runs. Nothing here
+computes.
 """
 from __future__ import annotations
 
@@ -20,12 +23,12 @@ from sqlitelab.experiments import baseline, buffer, your_app
 from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import link, operations, postgres
 from sqlitelab.infra import servers as stacks
+from sqlitelab.notebooks import studies
 from sqlitelab.report import analysis, capacity, compare, findings, methods, plots
 from sqlitelab.studies import scales
-from sqlitelab.studies.sqlite_vs_postgres import WORKLOADS, workload_of
 
 plt.style.use("sqlitelab.report.blog")
 
 __all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer",
            "your_app", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
-           "compare", "findings", "methods", "plots", "scales", "WORKLOADS", "workload_of"]
+           "compare", "findings", "methods", "plots", "scales", "studies"]

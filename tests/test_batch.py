@@ -138,9 +138,10 @@ def test_the_failing_rows_show_inflight_writes_when_the_points_have_it(tmp_path,
 
 def test_a_notebook_over_its_budget_is_named_with_where_its_time_went(tmp_path, monkeypatch):
     import json
+    from sqlitelab.notebooks import studies
     from sqlitelab.studies import scales
     monkeypatch.setattr(config, "RESULTS_DB", tmp_path / "results.db")
-    allowed = scales.budget("03-read-write-mix", "quick")
+    allowed = scales.budget(studies()["03-read-write-mix"], "quick")
     pts = [point("r3", "03-read-write-mix", time_window_s=30.0, time_startup_s=10.0,
                  time_shutdown_s=5.0)]
     results.store_run({"run_id": "r3", "notebook": "03-read-write-mix", "notebook_run": "r3",
@@ -158,8 +159,8 @@ def test_a_notebook_over_its_budget_is_named_with_where_its_time_went(tmp_path, 
         "window 30 s (60%), generator start-up 10 s (20%), generator shutdown 5 s (10%), "
         "server start 5 s (10%) of the sweeps' 50 s"]
     assert batch.total_line(done[:2], "quick", 10.0) == (
-        f"10 s in all, within the budget of {allowed + scales.budget('09-network-delay', 'quick'):.0f} s")
-    every = [{"notebook": n} for n in scales.budgets("quick")]
+        f"10 s in all, within the budget of {allowed + scales.budget(studies()['09-network-delay'], 'quick'):.0f} s")
+    every = [{"notebook": n} for n in scales.budgets(studies().values(), "quick")]
     assert batch.total_line(every, "quick", 901.0) == "901 s in all, OVER the budget of 900 s"
     assert batch.total_line(done[2:], "quick", 5.0) == "5 s in all"
 

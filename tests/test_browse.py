@@ -16,6 +16,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from sqlitelab.notebooks import studies
 from sqlitelab.experiments import baseline, noise, sweep
 from sqlitelab import browse
 from sqlitelab.core import config, processes, results, schema
@@ -200,7 +201,7 @@ CAP_COLUMNS = ("peak_rps", "peak_users", "peak_p99_ms", "peak_errors", "peak_low
 
 def _same_as_python(rows, db, slo, scale=None):
     """The canned query's rows are capacity_notebook.estimate(capacity_notebook.latest_runs(load_points())) rows."""
-    py = capacity_notebook.estimate(capacity_notebook.latest_runs(results.load_points(db), scale=scale), slo)
+    py = capacity_notebook.estimate(capacity_notebook.latest_runs(results.load_points(db), studies(), scale=scale), slo)
     key = lambda r: tuple(r[k] for k in capacity_notebook.GROUP)  # noqa: E731
     assert sorted(map(key, rows)) == sorted(map(key, py.to_dict("records")))
     ours = {key(r): r for r in rows}

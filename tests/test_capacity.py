@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from sqlitelab.notebooks import studies
 from sqlitelab.report import capacity
 from sqlitelab.notebooks import capacity as capacity_notebook
 
@@ -70,12 +71,12 @@ def test_latest_runs_keeps_every_experiment_of_the_newest_run_only():
         _pts("01-linear-writes", "one", None, "2026-01-15T00:00") +
         _pts("01-linear-writes", "seedrun", None, "2026-03-01T00:00", scale="seed") +
         _pts("adhoc", "mine", None, "2026-04-01T00:00", scale=None))
-    quick = capacity_notebook.latest_runs(pts, scale="quick")
+    quick = capacity_notebook.latest_runs(pts, studies(), scale="quick")
     assert set(quick["run_id"]) == {"new/article", "new/path-batch", "one"}
-    assert set(capacity_notebook.latest_runs(pts, scale="seed")["run_id"]) == {"seedrun"}
-    assert set(capacity_notebook.latest_runs(pts)["run_id"]) == {"new/article", "new/path-batch", "seedrun"}
-    assert capacity_notebook.latest_runs(pts, notebooks=["adhoc"])["run_id"].unique().tolist() == ["mine"]
-    assert capacity_notebook.latest_runs(pts, scale="nope").empty
+    assert set(capacity_notebook.latest_runs(pts, studies(), scale="seed")["run_id"]) == {"seedrun"}
+    assert set(capacity_notebook.latest_runs(pts, studies())["run_id"]) == {"new/article", "new/path-batch", "seedrun"}
+    assert capacity_notebook.latest_runs(pts, studies(), notebooks=["adhoc"])["run_id"].unique().tolist() == ["mine"]
+    assert capacity_notebook.latest_runs(pts, studies(), scale="nope").empty
 
 
 def test_estimate_keeps_experiments_apart_and_headline_picks_the_article():
@@ -91,19 +92,19 @@ def test_estimate_keeps_experiments_apart_and_headline_picks_the_article():
     assert art.slo_dau == pytest.approx(capacity.daily_active_users(800, 35))
     assert art.slo_active_users == 8000
     assert est[est.experiment == "share-100"].iloc[0].peak_rps == 320  # not averaged with the article
-    h = capacity_notebook.headline(est)
+    h = capacity_notebook.headline(est, studies())
     assert set(zip(h.notebook, h.experiment, h.profile)) == {
         ("03-read-write-mix", "article", "p"), ("02-busy-errors", "profiles", "b"), ("01-linear-writes", "", "p")}
-    long = capacity_notebook.chart_frame(est, 100)
+    long = capacity_notebook.chart_frame(est, 100, studies())
     assert len(long) == 2 * len(h) and set(long["kind"]) == {"naive peak", "p99 ≤ 100 ms"}
-    dau = capacity_notebook.dau_table(est, capacity_notebook.reference_loads(), per_user=[1, 35])
+    dau = capacity_notebook.dau_table(est, capacity_notebook.reference_loads(), studies(), per_user=[1, 35])
     assert len(dau) == len(h) + len(capacity_notebook.reference_loads())
-    text = capacity_notebook.capacity_findings(est)
+    text = capacity_notebook.capacity_findings(est, studies())
     assert text.count("\n") == len(h) - 1 and "800 req/s within the SLO" in text
 
 
 def test_estimate_of_nothing_says_so():
     empty = capacity_notebook.estimate(pd.DataFrame(), 100)
-    assert empty.empty and capacity_notebook.headline(empty).empty
-    assert "No points" in capacity_notebook.capacity_findings(empty)
-    assert capacity_notebook.chart_frame(empty, 100)["what"].tolist() == ["(no points)"]
+    assert empty.empty and capacity_notebook.headline(empty, studies()).empty
+    assert "No points" in capacity_notebook.capacity_findings(empty, studies())
+    assert capacity_notebook.chart_frame(empty, 100, studies())["what"].tolist() == ["(no points)"]

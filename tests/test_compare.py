@@ -11,6 +11,7 @@ import pandas as pd
 
 import pytest
 
+from sqlitelab.notebooks import studies
 from sqlitelab import browse, compare as command
 from sqlitelab.core import results
 from sqlitelab.experiments import noise
@@ -256,7 +257,7 @@ def test_the_comparison_figure_keeps_the_vocabulary(tmp_path):
     store(db, "run-a", rps={1: [1000, 1050], 8: [2000], 32: [2500]}, p99={32: 30.0})
     store(db, "run-b", rps={1: [1500, 1550], 8: [2100], 32: [1200]}, p99={32: 10.0})
     c = compare.compare(compare.side("run-a", db), compare.side("run-b", db))
-    fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", caption="a test")
+    fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", studies(), caption="a test")
     assert plots.problems(plots.lay_out(fig)) == []
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["Go · net/http, 1 user", "Go · net/http, 8 users", "Go · net/http, 32 users"]
@@ -269,7 +270,7 @@ def test_the_comparison_figure_keeps_the_vocabulary(tmp_path):
     store(db, "run-c", rps={8: [2000]})
     store(db, "run-d", rps={8: [2200]})
     c = compare.compare(compare.side("run-c", db), compare.side("run-d", db))
-    fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", caption="a test")
+    fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", studies(), caption="a test")
     keys = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     keys += [t.get_text() for lg in fig.legends for t in lg.get_texts()]
     assert "no noise band: neither run's spread was measured" in keys

@@ -19,10 +19,11 @@ matplotlib.use("Agg")
 import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
+from sqlitelab.notebooks import studies
 from sqlitelab.report import plots  # noqa: E402
 from sqlitelab.core import config
 from sqlitelab.infra import servers
-from sqlitelab.studies import registry
+from sqlitelab import notebooks
 from sqlitelab.notebooks import capacity as capacity_notebook
 
 STACKS = list(servers.STACKS)
@@ -139,7 +140,7 @@ def charts() -> dict:
             summary, category=["server", "profile"], value="busy_errors", series="txn_mode", hatch_col=None, horizontal=True, title="t",
             ylabel="busy", caption="c", ref_lines={LONG: 3, "Shopify 2013": 5, "Twitter 2007": 4}),
         "capacity": lambda: plots.capacity_chart(
-            capacity_notebook.chart_frame(cap, 100), title="Capacity at a latency objective vs the naive peak",
+            capacity_notebook.chart_frame(cap, 100, studies()), studies=studies(), title="Capacity at a latency objective vs the naive peak",
             caption="c", ref_lines={r.name: r.rps for r in refs.itertuples() if r.rps < 5000}),
         "ratio-dots": lambda: plots.dot_chart(
             bars[bars.server.isin(STACKS)].assign(ratio=bars.rps / 1000), category="scenario", value="ratio",
@@ -274,8 +275,8 @@ def test_reference_lines_are_named_clear_of_the_bars():
 
 def test_capacity_is_one_panel_per_workload_with_one_legend():
     cap = _estimate()
-    frame = capacity_notebook.chart_frame(cap, 100)
-    fig = plots.capacity_chart(frame, title="t", caption="c", ref_lines={"Twitter 2007": 600})
+    frame = capacity_notebook.chart_frame(cap, 100, studies())
+    fig = plots.capacity_chart(frame, studies=studies(), title="t", caption="c", ref_lines={"Twitter 2007": 600})
     panels = [ax for ax in fig.axes if ax.axison]
     workloads = frame[["notebook", "scenario"]].drop_duplicates()
     assert len(panels) == len(workloads) == 7
@@ -291,14 +292,14 @@ def test_capacity_is_one_panel_per_workload_with_one_legend():
     # the same workload measured by two notebooks: each panel says whose run it is
     one = frame[frame["notebook"] == frame["notebook"].iloc[0]]
     twice = pd.concat([frame, one.assign(notebook="07-sqlite-vs-postgres")], ignore_index=True)
-    fig = plots.capacity_chart(twice, title="t", caption="c")
+    fig = plots.capacity_chart(twice, studies=studies(), title="t", caption="c")
     titles = [ax.get_title(loc="left") for ax in fig.axes if ax.axison]
     assert len(titles) == len(set(titles)) == 8
     assert sum(t.endswith("(SQLite vs Postgres)") for t in titles) == 1
-    assert sum(t.endswith(f"({registry.study(one['notebook'].iloc[0]).TITLE})") for t in titles) == 1
+    assert sum(t.endswith(f"({notebooks.study(one['notebook'].iloc[0]).TITLE})") for t in titles) == 1
     assert plots.problems(plots.lay_out(fig)) == []
     # with no points: one panel that says so
-    empty = plots.capacity_chart(capacity_notebook.chart_frame(capacity_notebook.estimate(pd.DataFrame(), 100), 100),
+    empty = plots.capacity_chart(capacity_notebook.chart_frame(capacity_notebook.estimate(pd.DataFrame(), 100), 100, studies()),
                                  title="t", caption="c")
     assert tuple(empty.get_size_inches()) == plots.CAPACITY_FIGSIZE
 
@@ -356,30 +357,33 @@ def test_figures_are_deterministic_and_fixed_in_size(tmp_path):
 
 def test_dau_table_scales_every_row_the_same_way():
     cap = _estimate()
-    table = capacity_notebook.dau_table(cap, capacity_notebook.reference_loads(), per_user=[1, 35])
+    table = capacity_notebook.dau_table(cap, capacity_notebook.reference_loads(), studies(), per_user=[1, 35])
     assert list(table.columns) == ["what", "capacity_rps", "dau_at_1", "dau_at_35"]
     assert (table["dau_at_1"] / table["dau_at_35"]).round(9).eq(35).all()
     assert table["what"].str.endswith("(reference)").sum() == len(capacity_notebook.reference_loads())
 
 
 def test_every_notebook_figure_says_what_to_look_for(tmp_path):
-    """One sentence under every figure of every notebook (its study's READING), none for a figure that
-    no notebook saves; a notebook's figure without one is refused before it is written."""
+    """One sentence under every figure of every notebook (its module's READING), none for a figure
+    that no notebook saves; a notebook's figure without one is refused before it is written, and so
+    is a figure named by a notebook's ID instead of its module."""
     import json
     import re
     saved = set()
     for path in config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"):
         for cell in json.loads(path.read_text())["cells"]:
-            for name in re.findall(r'save_figure\(fig, "([^"]+)", notebook=NOTEBOOK\)', "".join(cell["source"])):
+            for name in re.findall(r'save_figure\(fig, "([^"]+)", notebook=this[,)]', "".join(cell["source"])):
                 saved.add((path.stem, name))
-    declared = {(s.ID, name): sentence for s in registry.studies() for name, sentence in s.READING.items()}
+    declared = {(s.ID, name): sentence for s in notebooks.studies().values() for name, sentence in s.READING.items()}
     assert saved and saved == set(declared), (saved ^ set(declared))
     for (notebook, name), sentence in declared.items():
-        assert plots.reading(notebook, name) == sentence
+        assert plots.reading(notebooks.study(notebook), name) == sentence
         assert sentence.count(". ") == 0 and sentence.endswith("."), sentence  # one sentence
     fig = charts()["latency"]()
     with pytest.raises(ValueError, match="01-linear-writes/unnamed has no sentence"):
-        plots.save_figure(fig, "unnamed", notebook="01-linear-writes", figures_dir=tmp_path)
+        plots.save_figure(fig, "unnamed", notebook=notebooks.study("01-linear-writes"), figures_dir=tmp_path)
+    with pytest.raises(ValueError, match="pass the notebook's module"):
+        plots.save_figure(fig, "latency", notebook="01-linear-writes", figures_dir=tmp_path)
     assert not list(tmp_path.rglob("*.png"))
 
 
@@ -407,14 +411,15 @@ def test_the_figure_check_refuses_a_wrong_colour_then_passes(tmp_path):
 @pytest.mark.parametrize("word", ["rails71", "single-writer", "go-nethttp", "metrics-writes", "01-linear-writes",
                                   "002-mix/sqlite", "synchronous-normal", "share-10", "link-100us", "path-batch"])
 def test_the_figure_check_refuses_an_internal_id_then_passes(tmp_path, word):
-    # read from the registries: stacks, profiles, scenarios, notebooks, the studies' experiments
-    assert word in plots.internal_ids() or any(re.fullmatch(p, word) for p in plots.internal_patterns())
+    # read from the registries: stacks, profiles, scenarios, notebooks, the shown notebooks' experiments
+    every = tuple(notebooks.studies().values())
+    assert word in plots.internal_ids(every) or any(re.fullmatch(p, word) for p in plots.internal_patterns(every))
     fig, ax = _one_line(plots.STACK_STYLES["go-nethttp"]["color"])
     ax.set_xlabel(f"users ({word})")
     with pytest.raises(plots.FigureError, match=f"internal id '{word}'"):
-        plots.save_figure(fig, "internal", notebook="unit", figures_dir=tmp_path)
+        plots.save_figure(fig, "internal", notebook="unit", figures_dir=tmp_path, shows=every)
     ax.set_xlabel("concurrent users")
-    assert plots.save_figure(fig, "plain", notebook="unit", figures_dir=tmp_path)[0].exists()
+    assert plots.save_figure(fig, "plain", notebook="unit", figures_dir=tmp_path, shows=every)[0].exists()
     assert "hello" not in plots.internal_ids() and "mix" not in plots.internal_ids()  # one plain word reads as one
 
 

@@ -84,17 +84,19 @@ def test_cpuset_is_tasksets_form():
 
 def test_a_sweep_takes_the_machines_layout_or_its_articles_split(monkeypatch):
     """sweep's Spec on a simulated 16-CPU machine (nothing starts): 01 splits the machine in
-    halves, 03 gives the server its article's 4 CPUs; loadgen is always one process."""
+    halves, 03 gives the server its article's 4 CPUs (its module's SERVER_SPLIT, which its sweeps
+    pass); loadgen is always one process."""
+    from sqlitelab.notebooks import read_write_mix
     from sqlitelab.experiments import sweep
     monkeypatch.setattr(layout, "available_cpus", lambda: list(range(16)))
     s01 = sweep.spec(notebook="01-linear-writes")
     assert (s01.server_cpus, s01.generator_cpus, s01.processes, s01.layout_note) == ("0-7", "8-15", 8, "")
-    s03 = sweep.spec(notebook="03-read-write-mix")
+    s03 = sweep.spec(notebook="03-read-write-mix", server_split=read_write_mix.SERVER_SPLIT)
     assert (s03.server_cpus, s03.generator_cpus, s03.processes) == ("0-3", "4-15", 12)
-    s03 = sweep.spec(notebook="03-read-write-mix", generator="loadgen")
+    s03 = sweep.spec(notebook="03-read-write-mix", server_split=read_write_mix.SERVER_SPLIT, generator="loadgen")
     assert s03.processes == 1
     monkeypatch.setattr(layout, "available_cpus", lambda: [0, 1])
-    s03 = sweep.spec(notebook="03-read-write-mix")
+    s03 = sweep.spec(notebook="03-read-write-mix", server_split=read_write_mix.SERVER_SPLIT)
     assert (s03.server_cpus, s03.generator_cpus, s03.processes) == ("0", "1", 1)
     assert "4 server CPUs" in s03.layout_note and s03.record()["layout_note"] == s03.layout_note
 

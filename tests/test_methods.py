@@ -10,7 +10,8 @@ import pytest
 from sqlitelab.load import driver as load
 from sqlitelab.report import methods
 from sqlitelab.infra import servers
-from sqlitelab.studies import method, registry
+from sqlitelab.notebooks import studies, study
+from sqlitelab.studies import method
 from sqlitelab.batch import notebooks
 from sqlitelab.experiments.sweep import audit
 
@@ -41,9 +42,9 @@ def verdicts(table: pd.DataFrame) -> dict[str, str]:
 
 
 def test_every_notebook_declares_its_article_and_every_difference_says_why():
-    articles = [methods.article(s.ID) for s in registry.studies() if s.ARTICLE is not None]
+    articles = [s.ARTICLE for s in studies().values() if s.ARTICLE is not None]
     assert {p.stem for p in notebooks()} <= {a.notebook for a in articles}
-    for s in registry.studies():
+    for s in studies().values():
         assert s.ARTICLE is None or s.ARTICLE.notebook == s.ID, s.ID
     for a in articles:
         assert a.details, a.notebook
@@ -55,7 +56,7 @@ def test_every_notebook_declares_its_article_and_every_difference_says_why():
 
 
 def test_table_reads_the_run_and_judges_each_detail():
-    t = methods.table("01-linear-writes", points(), PARAMS)
+    t = methods.table(study("01-linear-writes").ARTICLE, points(), PARAMS)
     v = verdicts(t)
     assert v["Puma workers × threads"] == "same"
     assert v["journal mode"] == v["synchronous"] == v["transactions"] == v["busy handling"] == "same"
@@ -75,12 +76,12 @@ def test_table_reads_the_run_and_judges_each_detail():
 
 
 def test_yjit_off_is_a_named_difference():
-    v = verdicts(methods.table("01-linear-writes", points(knobs={"yjit": "off"}), PARAMS))
+    v = verdicts(methods.table(study("01-linear-writes").ARTICLE, points(knobs={"yjit": "off"}), PARAMS))
     assert v["YJIT"].startswith("differs: the notebook's `yjit` parameter turned it off")
 
 
 def test_levels_superset_and_knobs_read_back_from_health():
-    t = methods.table("01-linear-writes", points(knobs={"busy": "retries:1000"}),
+    t = methods.table(study("01-linear-writes").ARTICLE, points(knobs={"busy": "retries:1000"}),
                       {**PARAMS, "levels": [1, 2, 4, 8, 10, 16, 32, 64]})
     v = verdicts(t)
     assert v["concurrency levels"] == "same"
@@ -90,14 +91,14 @@ def test_levels_superset_and_knobs_read_back_from_health():
 
 def test_what_the_run_did_not_record_is_named_and_listed():
     pts = points().drop(columns=["hey_rps", "keepalive"])
-    t = methods.table("01-linear-writes", pts, {k: v for k, v in PARAMS.items() if k != "warmup"})
+    t = methods.table(study("01-linear-writes").ARTICLE, pts, {k: v for k, v in PARAMS.items() if k != "warmup"})
     assert set(methods.unrecorded(t)) == {"keep-alive", "warm-up", "throughput"}
     assert (t.set_index("aspect").loc["warm-up", "verdict"]) == "not recorded (param:warmup)"
 
 
 def test_a_stack_the_run_did_not_include_is_not_a_recording_gap():
     pts = points(server="go-nethttp")
-    t = methods.table("01-linear-writes", pts, PARAMS)
+    t = methods.table(study("01-linear-writes").ARTICLE, pts, PARAMS)
     assert "Puma workers × threads" not in methods.unrecorded(t)
     assert verdicts(t)["Puma workers × threads"].startswith("differs: the run has no points")
 
@@ -105,7 +106,7 @@ def test_a_stack_the_run_did_not_include_is_not_a_recording_gap():
 def test_synchronous_reads_as_a_name_and_the_seed002_default_is_full():
     pts = points(server="python-fastapi", knobs={"pragmas": {"journal_mode": "wal", "synchronous": "2"},
                                                  "write_path": "writer"})
-    t = methods.table("03-read-write-mix", pts, {"write_share": 0.1})
+    t = methods.table(study("03-read-write-mix").ARTICLE, pts, {"write_share": 0.1})
     row = t.set_index("aspect").loc["synchronous"]
     assert row["this run"] == "full" and row["verdict"] == "same"
     assert method.profile_pragma("single-writer", "synchronous") == "full"
@@ -126,8 +127,6 @@ def test_a_bad_key_kind_or_comparison_is_refused():
         methods.RunView(points()).get("nope:x")
     with pytest.raises(ValueError, match="compare must be"):
         methods.matches(1, 1, "roughly")
-    with pytest.raises(ValueError, match="no method table declared"):
-        methods.table("99-nothing")
 
 
 def test_profile_overlays_merge_left_to_right():
@@ -206,18 +205,18 @@ def test_seed_scale_keeps_the_articles_settings_and_says_what_it_leaves_out():
     """The seed scale (issue 12): each article's own settings read `same`; what the lab runs less
     of than before is named in the table with its reason."""
     from sqlitelab.studies import scales
-    cfg = scales.settings("01-linear-writes", "seed")
-    v = verdicts(methods.table("01-linear-writes", points(), cfg))
+    cfg = scales.settings(study("01-linear-writes"), "seed")
+    v = verdicts(methods.table(study("01-linear-writes").ARTICLE, points(), cfg))
     assert v["warm-up"] == v["repeats"] == v["duration"] == v["concurrency levels"] == "same"
     assert v["repeats, the stacks the article did not run"].startswith("differs: the lab's own stacks")
-    v = verdicts(methods.table("02-busy-errors", points(), scales.settings("02-busy-errors", "seed")))
+    v = verdicts(methods.table(study("02-busy-errors").ARTICLE, points(), scales.settings(study("02-busy-errors"), "seed")))
     assert v["warm-up"] == v["repeats"] == v["duration"] == "same"
     pts = points(server="python-fastapi", knobs={"pragmas": {"journal_mode": "wal", "synchronous": "2"},
                                                  "write_path": "writer"})
-    v = verdicts(methods.table("03-read-write-mix", pts, {**scales.settings("03-read-write-mix", "seed"),
+    v = verdicts(methods.table(study("03-read-write-mix").ARTICLE, pts, {**scales.settings(study("03-read-write-mix"), "seed"),
                                                           "write_share": 0.1}))
     assert v["warm-up"] == v["requests per level"] == v["repeats"] == "same"
-    v = verdicts(methods.table("05-single-machine", points(), scales.settings("05-single-machine", "seed")))
+    v = verdicts(methods.table(study("05-single-machine").ARTICLE, points(), scales.settings(study("05-single-machine"), "seed")))
     assert v["warm-up"] == v["repeats"] == "not stated by the article"
 
 
@@ -239,10 +238,10 @@ def buffer_points(large=((25, "full"), (100, "full")), consumed_to=10_000_000) -
 
 
 def test_buffer_table_names_the_writers_large_totals_and_the_consumer():
-    v = verdicts(methods.table("04-sqlite-as-buffer", buffer_points(), {"repeats": 1}))
+    v = verdicts(methods.table(study("04-sqlite-as-buffer").ARTICLE, buffer_points(), {"repeats": 1}))
     assert v["beyond 10 M records"] == "same"
     assert v["consumer"].startswith("differs: the lab's addition")
-    t = methods.table("04-sqlite-as-buffer", buffer_points(large=((10, "normal"), (25, "full"))), {"repeats": 1})
+    t = methods.table(study("04-sqlite-as-buffer").ARTICLE, buffer_points(large=((10, "normal"), (25, "full"))), {"repeats": 1})
     row = t.set_index("aspect").loc["beyond 10 M records"]
     assert row["this run"] == "10 rows · normal, 25 rows · full" and row["verdict"].startswith("differs")
     row = t.set_index("aspect").loc["consumer"]

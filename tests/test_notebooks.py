@@ -11,14 +11,14 @@ import pytest
 from sqlitelab.core import config, results
 from sqlitelab.batch import execute, notebooks
 from sqlitelab.report import publish
-from sqlitelab.studies import registry
+from sqlitelab.notebooks import studies, study
 
 NOTEBOOKS = notebooks()
 
 # Tiny parameters per notebook (seconds, not minutes) and the table its measurements land in:
-# its study's. The contract suite, not these, covers every stack.
-SMOKE = {s.ID: s.SMOKE for s in registry.studies()}
-STORES = {s.ID: s.STORES for s in registry.studies()}
+# its module's. The contract suite, not these, covers every stack.
+SMOKE = {s.ID: s.SMOKE for s in studies().values()}
+STORES = {s.ID: s.STORES for s in studies().values()}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -36,7 +36,7 @@ def test_notebook_is_clean_and_parameterised(path):
         ast.literal_eval(node.value)
     names = {t.id for n in tree.body for t in n.targets}
     assert {"scale", "run_id"} <= names
-    assert path.stem in SMOKE, f"{path.stem} has no study (sqlitelab/studies/) with its SMOKE parameters"
+    assert path.stem in SMOKE, f"{path.stem} has no module (sqlitelab/notebooks/) with its SMOKE parameters"
 
 
 @pytest.mark.notebook
@@ -66,8 +66,8 @@ def test_notebook_smoke_run(path, tmp_path, monkeypatch):
         stored = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs WHERE notebook_run = ?",
                                             (run_id,))]
         con.close()
-        from sqlitelab.studies import registry
-        assert all(registry.experiment_title(path.stem, e) is not None for e in stored)
+        from sqlitelab.studies import declarations
+        assert all(declarations.experiment_title(study(path.stem), e) is not None for e in stored)
     method = tmp_path / "data" / "runs" / run_id / "method.csv"
     assert method.exists(), "the notebook printed no method table"
     import pandas as pd

@@ -18,7 +18,8 @@ import pytest
 
 from sqlitelab import batch
 from sqlitelab.core import config
-from sqlitelab.studies import registry, scales
+from sqlitelab import notebooks
+from sqlitelab.studies import scales
 from sqlitelab.infra import servers as stacks
 from sqlitelab.report import methods
 
@@ -27,14 +28,14 @@ NOTEBOOKS = batch.notebooks()
 
 
 def test_every_notebook_has_scales():
-    assert sorted(p.stem for p in NOTEBOOKS) == registry.ids()
+    assert sorted(p.stem for p in NOTEBOOKS) == notebooks.ids()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem[:2])
 def test_every_scale_setting_is_a_none_parameter_and_every_parameter_has_help(path):
     declared = batch.parameters(path)
     renamed = {"methods": "methods_run"}  # 04: `methods` is the methods module there
-    for name in scales.names(path.stem):
+    for name in scales.names(notebooks.study(path.stem)):
         name = renamed.get(name, name)
         assert name in declared, f"{path.stem}: scale setting {name!r} is not a parameter"
         assert declared[name]["default"] == "None", f"{path.stem}: {name} must default to None"
@@ -62,24 +63,24 @@ def test_help_notebook_lists_every_parameter_with_its_comment():
 
 
 def test_settings_refuses_a_name_no_scale_holds():
-    assert scales.settings("03-read-write-mix", "quick", share_users=5)["share_users"] == 5
-    assert scales.settings("04-sqlite-as-buffer", "quick", large=None).get("large") is None
+    assert scales.settings(notebooks.study("03-read-write-mix"), "quick", share_users=5)["share_users"] == 5
+    assert scales.settings(notebooks.study("04-sqlite-as-buffer"), "quick", large=None).get("large") is None
     with pytest.raises(ValueError, match=r"no scale setting 'shares_users' \(known: .*share_users"):
-        scales.settings("03-read-write-mix", "quick", shares_users=5)
+        scales.settings(notebooks.study("03-read-write-mix"), "quick", shares_users=5)
 
 
 def test_a_notebook_passes_its_parameters_through_by_name():
     """from_parameters takes each scale setting the namespace holds (None: the scale's), a renamed
     one as given, and refuses a module under a setting's name rather than passing it on."""
     ns = {"levels": [2, 4], "duration": None, "share_users": 7, "unrelated": object()}
-    cfg = scales.from_parameters("03-read-write-mix", "quick", ns)
-    assert cfg == scales.settings("03-read-write-mix", "quick", levels=[2, 4], share_users=7)
-    assert cfg["duration"] == scales.settings("03-read-write-mix", "quick")["duration"]
+    cfg = scales.from_parameters(notebooks.study("03-read-write-mix"), "quick", ns)
+    assert cfg == scales.settings(notebooks.study("03-read-write-mix"), "quick", levels=[2, 4], share_users=7)
+    assert cfg["duration"] == scales.settings(notebooks.study("03-read-write-mix"), "quick")["duration"]
     with pytest.raises(ValueError, match=r"^levels must be a non-empty list"):
-        scales.from_parameters("03-read-write-mix", "quick", {"levels": []})
+        scales.from_parameters(notebooks.study("03-read-write-mix"), "quick", {"levels": []})
     with pytest.raises(ValueError, match=r"^methods: the notebook holds <module 'sqlitelab.report.methods'"):
-        scales.from_parameters("04-sqlite-as-buffer", "quick", {"methods": methods})
-    got = scales.from_parameters("04-sqlite-as-buffer", "quick", {"methods": methods}, methods=["article"])
+        scales.from_parameters(notebooks.study("04-sqlite-as-buffer"), "quick", {"methods": methods})
+    got = scales.from_parameters(notebooks.study("04-sqlite-as-buffer"), "quick", {"methods": methods}, methods=["article"])
     assert got["methods"] == ["article"]
 
 
@@ -87,12 +88,12 @@ def test_every_scale_value_is_one_its_setting_accepts():
     """ACCEPTS refuses bad values, not the scales' own: each passes as an override; and every
     setting but the named strings and 04's `large` dict has a check."""
     unchecked = {"synchronous", "methods", "variants", "large"}
-    for nb in registry.ids():
-        by_scale = registry.study(nb).SCALES
-        assert set(scales.names(nb)) - set(scales.ACCEPTS) <= unchecked, nb
+    for nb in notebooks.ids():
+        by_scale = notebooks.study(nb).SCALES
+        assert set(scales.names(notebooks.study(nb))) - set(scales.ACCEPTS) <= unchecked, nb
         for scale, values in by_scale.items():
-            assert scales.settings(nb, scale, **values) == {**values, "scale": scale,
-                                                            "budget_seconds": scales.budget(nb, scale)}
+            assert scales.settings(notebooks.study(nb), scale, **values) == {**values, "scale": scale,
+                                                            "budget_seconds": scales.budget(notebooks.study(nb), scale)}
 
 
 @pytest.mark.parametrize("name,value,says", [
@@ -108,7 +109,7 @@ def test_every_scale_value_is_one_its_setting_accepts():
 ])
 def test_settings_refuses_a_bad_value_in_one_line(name, value, says):
     with pytest.raises(ValueError) as e:
-        scales.settings("01-linear-writes", "quick", **{name: value})
+        scales.settings(notebooks.study("01-linear-writes"), "quick", **{name: value})
     assert str(e.value).startswith(says) and "\n" not in str(e.value)
 
 
@@ -258,7 +259,7 @@ def test_a_bad_value_stops_the_notebook_in_one_line_before_any_server(prefix, na
 def test_every_notebook_checks_its_settings_in_the_cell_after_its_parameters(path):
     nb = nbformat.read(path, as_version=4)
     i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    assert "scales.from_parameters(NOTEBOOK, scale, globals()" in nb.cells[i + 1].source
+    assert "scales.from_parameters(this, scale, globals()" in nb.cells[i + 1].source
 
 
 @pytest.mark.notebook

@@ -18,8 +18,8 @@ from sqlitelab import batch
 from sqlitelab.infra import databases, postgres, servers
 from sqlitelab.load import verdicts
 from sqlitelab.experiments import sweep
-from sqlitelab.studies import sqlite_vs_postgres as workloads
 from sqlitelab.notebooks import capacity as capacity_notebook, sqlite_vs_postgres
+from sqlitelab.notebooks import sqlite_vs_postgres as workloads
 
 
 # ---------------------------------------------------------------------------- fast: declarations
@@ -85,7 +85,7 @@ def test_workloads_name_their_runs_per_database():
     # 06 reads each workload on each database, not the linked runs
     assert "004-users/postgres/user-page" in workloads.experiments()
     assert not [e for e in workloads.experiments() if "link" in e]
-    assert capacity_notebook.HEADLINE_EXPERIMENTS["07-sqlite-vs-postgres"] == workloads.experiments()
+    assert workloads.HEADLINE_EXPERIMENTS == workloads.experiments()
 
 
 def test_capacity_reads_notebooks_after_the_load_notebooks():

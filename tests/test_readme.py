@@ -4,7 +4,7 @@ import pytest
 
 from sqlitelab import notebooks, readme
 from sqlitelab.report import reference_run, summaries
-from sqlitelab.studies import registry
+from sqlitelab import notebooks
 
 
 def test_the_readme_block_is_the_exports():
@@ -37,11 +37,10 @@ def test_a_readme_without_its_block_is_refused(tmp_path):
 def test_every_article_has_its_row_from_the_reference_run():
     x = reference_run.load()
     rows = 0
-    for s in registry.studies():
-        code = notebooks.module(s.ID)
-        if code is not None and hasattr(code, "summary"):
+    for s in notebooks.studies().values():
+        if hasattr(s, "summary"):
             assert s.ARTICLE is not None, f"{s.ID} writes a README row but declares no article"
-            article, here = code.summary(s, x)
+            article, here = s.summary(s, x)
             assert article and here != summaries.NOT_IN_RUN, f"{s.ID} has no points in the reference run"
             rows += 1
     assert rows == readme.articles_table(x).count("\n") - 1  # every row, under the header's two lines

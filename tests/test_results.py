@@ -9,6 +9,7 @@ import sqlite3
 import pandas as pd
 import pytest
 
+from sqlitelab.notebooks import studies
 from sqlitelab.experiments import baseline
 from sqlitelab import browse
 from sqlitelab.report import timing
@@ -46,7 +47,7 @@ def test_points_say_what_they_belong_to_and_readers_select_by_those_columns(tmp_
     assert (mine["git_commit"] == results.git_commit()).all()
     assert set(results.load_points(db, run_id=b)["experiment"]) == {"paths/mix"}  # one sweep
     assert set(results.load_table("runs", nb_run, db)["run_id"]) == {a, b}
-    latest = capacity_notebook.latest_runs(every, scale="quick", notebooks=["03-read-write-mix"])
+    latest = capacity_notebook.latest_runs(every, studies(), scale="quick", notebooks=["03-read-write-mix"])
     assert set(latest["run_id"]) == {a, b}
     assert dict(timing.newest_runs(db)) == {"03-read-write-mix": seed_run}  # it started last
 

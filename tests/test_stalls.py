@@ -16,13 +16,14 @@ import re
 import pandas as pd
 import pytest
 
+from sqlitelab.notebooks import studies
 from sqlitelab import notebooks
 from sqlitelab.notebooks import (busy_errors, capacity as capacity_notebook, compare_runs, linear_writes,
                                  network_delay, operations_under_load, read_write_mix, single_machine,
                                  sqlite_vs_postgres, your_app)
 from sqlitelab.core import config
 from sqlitelab.report import analysis, capacity, compare, findings
-from sqlitelab.studies import registry
+from sqlitelab import notebooks
 
 # A findings function that takes no request-level points: why it is not run here.
 NOT_REQUEST_LEVELS = {
@@ -117,14 +118,14 @@ def cases(shape: dict) -> dict:
                                   "go-seed004-pool"), "go-seed004", "go-seed004-pool"),
         "health": lambda: findings.health(df),
         "generators": lambda: findings.generators(df),
-        "capacity_findings": lambda: capacity_notebook.capacity_findings(capacity_notebook.estimate(df)),
+        "capacity_findings": lambda: capacity_notebook.capacity_findings(capacity_notebook.estimate(df), studies()),
         "network": lambda: network_delay.network(network_delay.network_table(links)),
         "versus": lambda: sqlite_vs_postgres.versus(sqlite_vs_postgres.versus_ratios(vs), vs),
         "operations": lambda: operations_under_load.operations(capacity.three_ways(df), pd.DataFrame()),
         "your_app": lambda: your_app.your_app(
             your_app.app_levels(app), capacity.capacity_at_slo(app, 100.0, by=("server",)), pd.DataFrame(),
             100.0, 35, 4, lambda a, b: "agree", None),
-        "comparison": lambda: compare_runs.comparison(comparison(**shape)),
+        "comparison": lambda: compare_runs.comparison(comparison(**shape), studies()),
     }
 
 
@@ -136,10 +137,7 @@ def findings_functions() -> set[str]:
         return {n for n in names if inspect.signature(getattr(module, n)).return_annotation in ("str", str)}
     found = sentences(findings, [n for n, f in inspect.getmembers(findings, inspect.isfunction)
                                  if f.__module__ == findings.__name__ and not n.startswith("_")])
-    for notebook in registry.ids():
-        module = notebooks.module(notebook)
-        if module is None:
-            continue
+    for notebook, module in notebooks.studies().items():
         cells = json.loads((config.NOTEBOOKS_DIR / f"{notebook}.ipynb").read_text())["cells"]
         shown = {n for c in cells if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
                  if "Markdown(" in line for n in re.findall(r"\bthis\.(\w+)\(", line)}

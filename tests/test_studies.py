@@ -1,34 +1,39 @@
-"""One study per notebook (issue 28): each notebooks/NN-*.ipynb has exactly one module of
-sqlitelab.studies declaring its ID, each study its notebook, and nothing else in the package
-names a notebook; every study holds what every notebook must declare."""
+"""One module per notebook: each notebooks/NN-*.ipynb has exactly one module of
+sqlitelab.notebooks declaring its ID, each such module its notebook, and nothing else in the
+package names a notebook; every module holds what every notebook must declare
+(sqlitelab.studies.declarations)."""
 from __future__ import annotations
 
 import pytest
 
-from sqlitelab.core import config
 from sqlitelab import notebooks
-from sqlitelab.studies import registry, scales
+from sqlitelab.core import config
+from sqlitelab.studies import declarations, scales
 
 NOTEBOOK_IDS = sorted(p.stem for p in config.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
 PACKAGE = config.PROJ_ROOT / "sqlitelab"
 
 
-# What every study declares, module-level data (None where it has none).
+# What every notebook's module declares, module-level data (None where it has none).
 DECLARED = ("ID", "TITLE", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
             "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "BUDGET_SECONDS",
             "EXPERIMENT_TITLES")
 
 
-def test_every_notebook_has_one_study_and_every_study_its_notebook():
+def test_every_notebook_has_one_module_and_every_module_its_notebook():
+    """sqlitelab.notebooks holds one module per notebook; a module there that declares no ID
+    would be code no notebook finds."""
     assert NOTEBOOK_IDS, config.NOTEBOOKS_DIR
-    assert registry.ids() == NOTEBOOK_IDS
-    modules = [registry.study(i).__name__ for i in registry.ids()]
+    assert notebooks.ids() == NOTEBOOK_IDS
+    modules = [notebooks.study(i).__name__ for i in notebooks.ids()]
     assert len(set(modules)) == len(modules)
+    code = {p.stem for p in (PACKAGE / "notebooks").glob("*.py")} - {"__init__"}
+    assert code == {m.rsplit(".", 1)[1] for m in modules}, "sqlitelab/notebooks/ modules that declare no ID"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOK_IDS)
-def test_every_study_declares_what_a_notebook_is(notebook):
-    s = registry.study(notebook)
+def test_every_module_declares_what_a_notebook_is(notebook):
+    s = notebooks.study(notebook)
     missing = [name for name in DECLARED if not hasattr(s, name)]
     assert not missing, f"{s.__name__} declares no {', '.join(missing)}"
     assert s.ID == notebook
@@ -46,62 +51,53 @@ def test_every_study_declares_what_a_notebook_is(notebook):
     assert s.BUDGET_SECONDS["quick"] <= scales.QUICK_MOST, f"{notebook}: no quick notebook over {scales.QUICK_MOST:.0f} s"
 
 
-def test_every_notebook_module_is_a_studys():
-    """sqlitelab.notebooks holds one module per notebook, named as its study; a module there of no
-    study's name would be code no notebook finds."""
-    code = {p.stem for p in (PACKAGE / "notebooks").glob("*.py")} - {"__init__"}
-    studies = {registry.study(i).__name__.rsplit(".", 1)[1] for i in registry.ids()}
-    assert code <= studies, f"sqlitelab/notebooks/ modules of no study: {sorted(code - studies)}"
-    for notebook in registry.ids():
-        module = notebooks.module(notebook)
-        assert module is None or module.__name__.rsplit(".", 1)[1] in code
-
-
 @pytest.mark.parametrize("scale", ["quick", "seed"])
 def test_the_notebooks_budgets_fit_the_collections(scale):
-    """`make run` within 15 minutes of notebooks, `make seed` within 90: the studies' own budgets
+    """`make run` within 15 minutes of notebooks, `make seed` within 90: the notebooks' own budgets
     add up within the collection's, what they leave is spare, and every notebook has one."""
-    got = scales.budgets(scale)
-    assert list(got) == registry.ids()
+    every = notebooks.studies().values()
+    got = scales.budgets(every, scale)
+    assert list(got) == notebooks.ids()
     assert sum(got.values()) <= scales.COLLECTION_BUDGET_SECONDS[scale], got
-    assert scales.spare(scale) == scales.COLLECTION_BUDGET_SECONDS[scale] - sum(got.values()) >= 0
-    assert scales.settings("09-network-delay", scale)["budget_seconds"] == got["09-network-delay"]
-    assert scales.budget("99-mine", scale) is None  # a notebook of one's own has none
+    assert scales.spare(every, scale) == scales.COLLECTION_BUDGET_SECONDS[scale] - sum(got.values()) >= 0
+    delay = notebooks.study("09-network-delay")
+    assert scales.settings(delay, scale)["budget_seconds"] == got["09-network-delay"]
+    assert scales.budget(None, scale) is None  # a notebook of one's own has none
 
 
-def test_the_registry_refuses_an_unknown_notebook():
-    with pytest.raises(ValueError, match=r"no study declares notebook '99-nothing'.*known: 01-"):
-        registry.study("99-nothing")
-    with pytest.raises(ValueError, match="no scales defined for notebook '99-nothing'"):
-        scales.settings("99-nothing", "quick")
-    assert scales.server_split("try-1") is None  # an ad-hoc sweep has no study
+def test_an_unknown_notebook_is_refused():
+    with pytest.raises(ValueError, match=r"no module declares notebook '99-nothing'.*known: 01-"):
+        notebooks.study("99-nothing")
+    with pytest.raises(ValueError, match="scale must be one of"):
+        scales.settings(notebooks.study("01-linear-writes"), "huge")
 
 
-def test_no_module_outside_the_studies_names_a_notebook():
-    """A notebook is named in its study only: everything else reads it from there."""
+def test_a_notebook_is_named_in_its_own_module_only():
+    """A notebook's ID is written in its own module (and its .ipynb) only: everything else reads
+    it from the module, handed to it."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(config.PROJ_ROOT)
-        if rel.parts[:2] == ("sqlitelab", "studies"):
-            continue
         text = path.read_text()
         for notebook in NOTEBOOK_IDS:
+            if rel.parts[:2] == ("sqlitelab", "notebooks") and notebooks.study(notebook).__file__ == str(path):
+                continue
             for n, line in enumerate(text.splitlines(), 1):
                 if notebook in line:
                     found.append(f"{rel}:{n} {notebook}")
-    assert not found, "notebook IDs outside sqlitelab/studies (read the study instead):\n" + "\n".join(found)
+    assert not found, "notebook IDs outside their module (read the module instead):\n" + "\n".join(found)
 
 
 def _article_rows(notebook: str) -> dict[str, str]:
-    return {d.aspect: d.article for d in registry.study(notebook).ARTICLE.details}
+    return {d.aspect: d.article for d in notebooks.study(notebook).ARTICLE.details}
 
 
 def test_no_method_table_calls_seed_002s_load_tool_a_python_client():
     """Seed 002's load generator is the author's own Rust tool (reqwest + tokio), not asyncio."""
-    wrong = [f"{i}: {d.aspect}" for i in NOTEBOOK_IDS if registry.study(i).ARTICLE is not None
-             for d in registry.study(i).ARTICLE.details if "asyncio" in d.article]
+    wrong = [f"{i}: {d.aspect}" for i in NOTEBOOK_IDS if notebooks.study(i).ARTICLE is not None
+             for d in notebooks.study(i).ARTICLE.details if "asyncio" in d.article]
     assert not wrong, wrong
-    from sqlitelab.studies import network_delay, operations_under_load, sqlite_vs_postgres
+    from sqlitelab.notebooks import network_delay, operations_under_load, sqlite_vs_postgres
     for study in (operations_under_load, sqlite_vs_postgres, network_delay):
         assert "the author's own Rust tool on reqwest + tokio" in _article_rows(study.ID)["load tool"]
 
@@ -138,9 +134,9 @@ def test_04_names_the_authors_commit_and_the_code_at_the_articles_date():
     ("01-linear-writes", "ceiling", "the machine's own limits"),
     ("10-your-app", None, ""),
 ])
-def test_every_experiment_has_words_from_its_study(notebook, experiment, words):
-    """An experiment id is the lab's; a figure or a comparison names it in words (the study's
+def test_every_experiment_has_words_from_its_module(notebook, experiment, words):
+    """An experiment id is the lab's; a figure or a comparison names it in words (its module's
     EXPERIMENT_TITLES, the scenario, profile and stack titles), and refuses one nothing names."""
-    assert registry.experiment_title(notebook, experiment) == words
+    assert declarations.experiment_title(notebooks.study(notebook), experiment) == words
     with pytest.raises(ValueError, match="no words for the experiment 'share-x'"):
-        registry.experiment_title("03-read-write-mix", "share-x")
+        declarations.experiment_title(notebooks.study("03-read-write-mix"), "share-x")

@@ -17,7 +17,8 @@ from sqlitelab.infra import databases, servers
 from sqlitelab.core import layout, processes
 from sqlitelab.core import machine as machines
 from sqlitelab.load import calibrate
-from sqlitelab.studies import registry, scales
+from sqlitelab import notebooks
+from sqlitelab.studies import scales
 from sqlitelab.core.failures import CONTRACT, LockRule, failure_kind
 from sqlitelab.experiments import sweep
 from sqlitelab.notebooks import (busy_errors, linear_writes, read_write_mix, single_machine, sqlite_as_buffer,
@@ -51,10 +52,10 @@ def test_cpu_sets():
 
 
 def test_scales():
-    s = scales.settings("01-linear-writes", "quick", duration=1.5, levels=None)
-    assert s["duration"] == 1.5 and s["levels"] == registry.study("01-linear-writes").SCALES["quick"]["levels"]
+    s = scales.settings(notebooks.study("01-linear-writes"), "quick", duration=1.5, levels=None)
+    assert s["duration"] == 1.5 and s["levels"] == notebooks.study("01-linear-writes").SCALES["quick"]["levels"]
     with pytest.raises(ValueError, match="scale must be one of"):
-        scales.settings("01-linear-writes", "huge")
+        scales.settings(notebooks.study("01-linear-writes"), "huge")
 
 
 @pytest.mark.parametrize("status,exc,kind", [
@@ -333,7 +334,7 @@ def test_buffer_findings_name_the_variant_total_and_each_skip_once():
 
 def test_seed_scale_keeps_the_articles_settings():
     """What each article states stays at seed scale (issue 12 cut only the lab's own extras)."""
-    s = {nb: scales.settings(nb, "seed") for nb in registry.ids()}
+    s = {nb: scales.settings(notebooks.study(nb), "seed") for nb in notebooks.ids()}
     one = s["01-linear-writes"]
     assert {1, 2, 4, 8, 10, 16} <= set(one["levels"]) and one["duration"] == 10 and one["repeats"] == 3
     assert one["warmup"] == 0                                    # hey -z 10s: no warm-up

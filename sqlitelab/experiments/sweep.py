@@ -121,6 +121,9 @@ class Settings:
                                        "the split the notebook's article used where it fits); None: not pinned")
     generator_cpus: str | None = _setting("auto", "CPUs the generator is pinned to; \"auto\": what "
                                           "the server's layout leaves; None: not pinned")
+    server_split: int | None = _setting(None, "the server CPUs the notebook's article gave its server "
+                                        "(its module's SERVER_SPLIT), which \"auto\" asks of the "
+                                        "layout where the machine allows; None: the lab's own split")
     knobs: dict | None = _setting(None, "server knobs for every stack, over the profile's "
                                   "(servers/shared.toml)")
     server_knobs: dict[str, dict] | None = _setting(None, "knobs per stack, over `knobs`")
@@ -288,7 +291,7 @@ def _cpus(s: Settings, server_host: hosts.Host) -> tuple[str | None, str | None,
             generator_cpus = ",".join(map(str, layout.available_cpus()))
         far_note = (f"server on {server_host}, unpinned on its own machine; "
                     f"the generator on this machine's CPUs {generator_cpus}")
-    lay = layout.resolve(server_cpus, generator_cpus, s.processes, server=scales.server_split(s.notebook))
+    lay = layout.resolve(server_cpus, generator_cpus, s.processes, server=s.server_split)
     processes = s.processes
     if processes == "auto":  # Locust: one process per generator CPU; loadgen is one process
         processes = lay.processes if s.generator == "locust" else 1

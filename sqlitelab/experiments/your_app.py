@@ -21,6 +21,7 @@ import contextlib
 import math
 import os
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +33,8 @@ from sqlitelab.core import config, layout, machine, results, schema
 from sqlitelab.core.failures import LockRule
 from sqlitelab.core.processes import log_tail
 from sqlitelab.experiments.sweep import SECOND_KEYS, Counts, audit
-from sqlitelab.infra import apps, databases, hosts
+from sqlitelab.infra import apps, databases, hosts, servers
 from sqlitelab.load import calibrate, commands, driver as load, scenarios, verdicts
-from sqlitelab.studies import your_app as your_app_study
 
 
 @dataclass(frozen=True)
@@ -167,15 +167,52 @@ def plan(*, app: apps.App, levels, duration: float, warmup: float, repeats: int 
 OWN = "its own settings"
 
 APP_KEYS = ("name", "command", "url", "db", "count_query", "env", "ready_path")
+EXAMPLES_DIR = config.PROJ_ROOT / "examples" / "your-app"
+
+
+def examples() -> dict[str, dict]:
+    """The two examples as a user would write them (App.of's and plan's keyword arguments), and
+    the shop each serves (`shop`: databases.prepare_database's, made fresh in the run's folder).
+
+    Apps as a user would give them: a command line with {port} and {db}, a database file, a
+    locustfile or a scenario, the requests that acknowledge a write and the query that counts
+    them. `datasette`: Datasette (in the lab's lock, written by nobody here) serving a copy of a
+    seeded shop read-only (immutable), read by a locustfile written the way Locust's documentation
+    writes one (examples/your-app/datasette_locustfile.py). `bundled`: the lab's own go-nethttp
+    server started through that same command path — as your app would be, with no LAB_* variable
+    set by the lab — sending seed 002's mix, its writes audited by your rule."""
+    datasette = Path(sys.executable).with_name("datasette")
+    go = config.SERVERS_DIR / "go-nethttp" / "run"
+    return {
+        "datasette": {
+            "name": "Datasette, read-only",
+            "command": f"{datasette} serve --immutable {{db}} --host 127.0.0.1 --port {{port}}",
+            "shop": {"users": 10_000, "items": 1_000, "user_bytes": 200},  # the locustfile's USERS, ITEMS
+            "locustfile": EXAMPLES_DIR / "datasette_locustfile.py",
+        },
+        "bundled": {
+            "name": f"{servers.stack_title('go-nethttp')}, started by its command",
+            "command": f"env LAB_PORT={{port}} LAB_DB={{db}} {go}",
+            # FULL: every commit waits for the disk, so the server, not Locust, sets the pace
+            "env": {"LAB_PRAGMAS": "journal_mode=wal,synchronous=full", "LAB_TXN_MODE": "immediate",
+                    "LAB_BUSY": "busy_timeout:5000"},
+            "shop": {"items": 1_000},
+            "scenario": "mix", "scenario_params": {"write_share": 0.5},
+            "writes": {"method": "POST", "path": "/items$", "status": [201]},
+            "count_query": "SELECT count(*) FROM items",
+        },
+    }
+
+
 LOAD_KEYS = ("locustfile", "scenario", "scenario_params", "writes", "lock")
 
 
 def setup(example: str | None, work_dir: Path, **given) -> tuple[apps.App, dict]:
-    """The app and what its users send: one of the study's examples (its shop made fresh in
+    """The app and what its users send: one of the examples below (its shop made fresh in
     `work_dir`), or your own (`given`: App.of's keywords and plan's load keywords; None values
     are left out). Returns the checked App and plan's load keywords."""
     if example is not None:
-        found = your_app_study.examples()
+        found = examples()
         if example not in found:
             raise ValueError(f"example must be one of {', '.join(found)} or None (your own app), "
                              f"not {example!r}")

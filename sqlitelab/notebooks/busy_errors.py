@@ -1,4 +1,10 @@
-"""Notebook 02, "database is locked" (seed 001): busy errors per set-up and level, the article's
+"""Notebook 02, busy errors (seed 001): which settings make "database is locked" vanish?
+Everything that is this notebook's, declared once.
+
+Seed scale keeps the article's users (1, 3), 5-s runs and its one run per set-up, with no
+warm-up (oha counted from its first request).
+
+Its code: busy errors per set-up and level, the article's
 runs beside ours, deferred against immediate transactions, their findings, and its row of the
 README.
 """
@@ -10,7 +16,137 @@ import pandas as pd
 
 from sqlitelab.core.vocabulary import STALL_MS
 from sqlitelab.report import analysis, summaries
+from sqlitelab.studies.method import (
+    Article, Detail, GEN_WHY, NOT_STATED, crosscheck_client, mean_at, puma_shape, recorded,
+    stack_knob)
 
+
+# What each constant means: sqlitelab.studies.declarations.
+ID = "02-busy-errors"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "busy errors, seed 001"
+
+SCALES: dict[str, dict] = {
+    # oha, the article's tool, runs at the article's levels (crosscheck_users) at seed; not at
+    # quick, whose loadgen is calibrated against wrk at set-up (the cross-check's 12 points
+    # would put the notebook over its budget). Quick's levels: the article's two and 16, where
+    # every profile that hands SQLITE_BUSY to its client shows it; 1-s windows.
+    "quick": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 1.0, "warmup": 0.3,
+              "repeats": 1, "crosscheck_users": None},
+    "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 0.0,
+             "repeats": 1, "crosscheck_users": [1, 3]},
+}
+
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget).
+BUDGET_SECONDS: dict[str, float] = {"quick": 135, "seed": 480}
+
+SERVER_SPLIT: int | None = None
+
+IN_COLLECTION = True
+HEADLINE_EXPERIMENTS: set[str] | None = {"profiles"}
+
+# Its experiments in plain words, by id or pattern (sqlitelab.studies.declarations.experiment_title).
+EXPERIMENT_TITLES: dict = {"article": "the article's set-ups", "profiles": "each profile",
+                           "immediate": "immediate transactions"}
+
+READS_THE_OTHERS = False
+
+SMOKE: dict = {"servers": ["ruby-puma", "rust-axum"],
+               "txn_mode_servers": ["ruby-puma"],
+               "levels": [3],
+               "duration": 0.5,
+               "warmup": 0.2,
+               "repeats": 1}
+STORES: str | None = "points"
+
+READING: dict[str, str] = {
+    "article-runs":
+        "Each of the article's three set-ups beside the share of 'database is locked' it reported: "
+        "look for whether the order of the three is the article's.",
+    "busy-share":
+        "Look for the lines that leave zero as users grow: those profiles hand SQLITE_BUSY to the "
+        "client, where a line that stays at zero waits for the lock instead.",
+    "latency-distribution":
+        "Where each profile's requests sit: a busy handler that waits turns errors into a right-hand "
+        "tail of slow requests, so look for the curve that reaches 100 % late.",
+    "deferred-vs-immediate":
+        "Compare each deferred bar with its immediate one: BEGIN IMMEDIATE takes the write lock "
+        "where the busy handler can wait for it, so its bar should be shorter.",
+}
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
+    Detail("machine", "not stated (a local Rails 7.1 app, oha in Docker)", "col:machine",
+           expect=NOT_STATED),
+    Detail("server", "`rails s` (its log is `rails s | grep Exception`) and a pool of 5 "
+           "(RAILS_MAX_THREADS, its database.yml); not stated; inferred: development mode (what "
+           "`rails s` runs by default), supported by its ~43 KiB error pages (643.95 KiB over 15 "
+           "500s, 601.02 KiB over 14, 0 B when all were 200s: Rails' development exception page), "
+           "so Puma single mode with 5 threads (Rails 7.1's generated puma.rb)",
+           puma_shape, expect="1 × 5", why="set by the notebook"),
+    Detail("work per request", "29 ms on average at 1 user (34.6 req/s); not stated; inferred: "
+           "Rails in development mode, supported by its ~43 KiB error pages",
+           mean_at("mean_ms", 1), expect=None,
+           why="the lab's Rack app does only the ten statements, so the share of each request spent "
+               "inside a transaction is far larger here and transactions collide more often"),
+    Detail("transaction shape", "ten statements per request, five of them inserts or updates; "
+           "the transactions not stated; inferred: ActiveRecord's default (each `save` in its own "
+           "transaction), so each of the 5 records in its own write-first transaction and the 5 "
+           "look-ups outside any transaction, supported only by its “ten database queries of which "
+           "five insert or update data”",
+           "knob:metrics_txn",
+           expect="record", why="one transaction per request (SELECT then INSERT, five times)"),
+    Detail("development log", "not stated; inferred: Rails' development log, on in the "
+           "development mode its ~43 KiB error pages support, writes every SQL statement to "
+           "log/development.log as it runs: a file write, which releases Ruby's GVL inside every "
+           "transaction, so another thread can run into the lock mid-transaction",
+           "knob:sql_log", expect="on", why="the server logs no SQL"),
+    Detail("request", "POST /metrics?load_test=true, empty body (data generated), --redirect 0",
+           "col:scenario", expect="metrics-writes", why="another scenario"),
+    Detail("load tool", "oha -c N -z 5s -m POST --latency-correction --disable-keepalive --redirect 0 "
+           "(--latency-correction changes nothing without -q)", "col:generator", expect=None,
+           why=GEN_WHY),
+    Detail("the article's tool, here", "oha -c N -z 5s -m POST --latency-correction "
+           "--disable-keepalive --redirect 0", crosscheck_client, expect=None,
+           why="oha 1.16.0, built from its crate, with the article's flags, runs the cross-check "
+               "levels, where a run has them (seed: the article's 1 and 3 users; quick: none), for "
+               "`warmup + duration` s with no warm-up of its own; its error shares "
+               "beside the lab's generators' in the cross-check table"),
+    Detail("keep-alive", "off: a new TCP connection per request (--disable-keepalive)",
+           "col:keepalive", expect=False, why="the run kept connections alive"),
+    Detail("users", "1 (baseline), then 3", "param:article_levels", expect=[1, 3],
+           compare="superset", why="the run's levels do not include the article's"),
+    Detail("duration", "5 s per run", "param:duration", expect=5, why="shorter runs at this scale"),
+    Detail("warm-up", "none: oha counts from its first request", "param:warmup", expect=0,
+           why="the lab warms up before its exact window; the whole-run counts include it"),
+    Detail("repeats", "one run per set-up", "param:repeats", expect=1,
+           why="the lab repeats each level and sums the status codes over the repeats"),
+    Detail("set-ups", "`retries: 1000` → 15 of 168 were 500s; + enhanced adapter → 14 of 150; "
+           "adapter with `timeout: 5000` → 0 of 143",
+           "col:profile", expect=["rails71-retries+rails-dev", "adapter-retries+rails-dev",
+                                  "rails8+rails-dev"], compare="superset",
+           why="the run lacks one of the three set-ups"),
+    Detail("the adapter and `retries:`", "activerecord-enhancedsqlite3-adapter (≥ 0.4) replaces Rails' "
+           "configure_connection, where `retries:` was applied: with `retries:` and no `timeout:` "
+           "there is no busy handler at all, and transactions are IMMEDIATE",
+           stack_knob("ruby-puma", "busy"), expect=["retries:1000", "none", "sleep_poll:5000"],
+           compare="superset", why="the run lacks one of the three busy policies"),
+    Detail("the adapter's busy wait", "with `timeout: 5000`: sleeps 60 µs per try (releasing the GVL), "
+           "gives up once tries × 60 µs > 5 s", stack_knob("ruby-puma", "busy"), expect=None,
+           why="rails8 sleeps 1 ms per try until 5 s have passed (Rails 8's busy_handler_timeout): "
+               "the same GVL-releasing wait, polled more coarsely"),
+    Detail("journal mode", "WAL (Rails 7.1 default)", "pragma:journal_mode", expect="wal",
+           why="the profile sets another"),
+    Detail("synchronous", "NORMAL (Rails 7.1 default)", "pragma:synchronous", expect="normal",
+           why="the profile sets another"),
+    Detail("statistic", "oha's status-code distribution: 500s among all responses of the run",
+           recorded("run_counts", "busy 503s among the window's responses, and over the whole run"),
+           expect=None, why="the lab's servers answer 503 for SQLITE_BUSY (Rails answered 500)"),
+))
+
+
+# --------------------------------------------------------------------------- its code
 
 def run_busy(run_counts) -> int:
     """Busy 503s over a level's whole run (warm-up, window and overrun), from `run_counts`."""

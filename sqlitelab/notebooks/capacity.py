@@ -1,14 +1,74 @@
-"""Notebook 06, capacity: which run of each notebook it reads (COLLECTION, latest_runs), the
+"""Notebook 06, capacity: how many daily active users, honestly? The articles' napkin math
+over the newest runs of the other notebooks (those whose module is IN_COLLECTION), so a batch runs
+it after them (READS_THE_OTHERS). Everything that is this notebook's, declared once.
+
+Its code: which run of each notebook it reads (collection, latest_runs), the
 estimate per stack and workload at a latency objective, the reference loads, the daily-users
 table and chart frame, and the findings.
 """
 from __future__ import annotations
 
+from types import ModuleType
+
 import pandas as pd
 
 from sqlitelab.report import analysis, capacity, findings
-from sqlitelab.studies import registry
+from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
+
+# What each constant means: sqlitelab.studies.declarations.
+ID = "06-capacity"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "capacity"
+
+SCALES: dict[str, dict] = {
+    "quick": {"slo_p99_ms": 100.0},
+    "seed": {"slo_p99_ms": 100.0},
+}
+
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget).
+BUDGET_SECONDS: dict[str, float] = {"quick": 10, "seed": 20}
+
+SERVER_SPLIT: int | None = None
+
+IN_COLLECTION = False
+HEADLINE_EXPERIMENTS: set[str] | None = None
+
+# Its experiments in plain words (sqlitelab.studies.declarations.experiment_title): none: it reads the other notebooks' runs.
+EXPERIMENT_TITLES: dict = {}
+
+READS_THE_OTHERS = True
+
+SMOKE: dict = {}
+STORES: str | None = None
+
+READING: dict[str, str] = {
+    "capacity":
+        "In each panel, the line from a stack's dot to its tick is what the latency objective costs "
+        "against the naive peak; each panel has its own scale.",
+}
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "000, 002, 004", "the articles' napkin math", (
+    Detail("peak hours", "seed 000: a day's requests packed into 4 peak hours (1 M/day ≈ 70/s)",
+           "param:peak_hours", expect=4, why="set by the notebook's peak_hours"),
+    Detail("requests per user per day", "seed 000: 35 writes", "param:requests_per_user",
+           expect=35, why="set by the notebook's requests_per_user"),
+    Detail("seconds between requests", "seed 002: one request per active user every 10 s",
+           "param:seconds_between_requests", expect=10,
+           why="set by the notebook's seconds_between_requests"),
+    Detail("capacity", "the peak requests/s at any latency (all three articles)",
+           lambda r: f"the best level with p99 ≤ {r.param('slo_p99_ms'):g} ms and no errors",
+           expect=None, why="a peak reached with seconds of queueing is not capacity; the naive "
+                            "peak is shown beside it"),
+    Detail("which measurements", "each article's own runs, on its own hardware",
+           lambda r: f"the newest {r.param('scale')!r} run of each load notebook on this machine",
+           expect=None, why=MACHINE_WHY),
+))
+
+
+# --------------------------------------------------------------------------- its code
 
 # Reference loads the articles compare against (requests per second), with their source.
 REFERENCE_LOADS = {
@@ -28,28 +88,30 @@ def reference_loads() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# The notebooks whose measurements notebook 06 reads (each study's IN_COLLECTION), and for each
-# the experiments that reproduce its article (its HEADLINE_EXPERIMENTS; the others are the
-# "beyond" sweeps: write shares, write paths...). Read from the studies, never typed here.
-COLLECTION = tuple(s.ID for s in registry.studies() if s.IN_COLLECTION)
+def collection(studies: dict[str, ModuleType]) -> list[str]:
+    """The notebooks whose measurements notebook 06 reads (each module's IN_COLLECTION) of
+    `studies` (every notebook's module by ID, sqlitelab.notebooks.studies)."""
+    return [i for i, s in studies.items() if s.IN_COLLECTION]
 
 
-HEADLINE_EXPERIMENTS = {s.ID: s.HEADLINE_EXPERIMENTS for s in registry.studies()
-                        if s.HEADLINE_EXPERIMENTS is not None}
+def _headline_experiments(studies: dict[str, ModuleType]) -> dict[str, set[str]]:
+    """For each notebook of `studies` that says, the experiments that reproduce its article (its
+    HEADLINE_EXPERIMENTS; the others are the "beyond" sweeps: write shares, write paths...)."""
+    return {i: s.HEADLINE_EXPERIMENTS for i, s in studies.items() if s.HEADLINE_EXPERIMENTS is not None}
 
 
 # `database`: sqlite, or postgres (07); points stored before issue 15 have none and are SQLite's
 GROUP = ("notebook", "experiment", "server", "profile", "scenario", "database")
 
 
-def latest_runs(points: pd.DataFrame, scale: str | None = None,
+def latest_runs(points: pd.DataFrame, studies: dict[str, ModuleType], scale: str | None = None,
                 notebooks: list[str] | tuple[str, ...] | None = None) -> pd.DataFrame:
     """The points of each notebook's newest run — every experiment of that run, nothing of
     older runs. `scale` keeps only runs made at that scale (ad-hoc sweeps have none);
-    `notebooks` defaults to the collection's load notebooks."""
+    `notebooks` defaults to the collection's load notebooks (`collection(studies)`)."""
     if points.empty:
         return points
-    wanted = list(notebooks) if notebooks is not None else list(COLLECTION)
+    wanted = list(notebooks) if notebooks is not None else collection(studies)
     pts = points[points["notebook"].isin(wanted)].copy()
     if scale is not None:
         pts = pts[pts["scale"] == scale]
@@ -85,12 +147,13 @@ def estimate(points: pd.DataFrame, slo_p99_ms: float = 100.0, requests_per_user:
                            ascending=[True, True, True, False]).reset_index(drop=True)
 
 
-def headline(cap: pd.DataFrame) -> pd.DataFrame:
-    """The rows that reproduce an article (see HEADLINE_EXPERIMENTS), the best profile of
-    each server per notebook and scenario."""
+def headline(cap: pd.DataFrame, studies: dict[str, ModuleType]) -> pd.DataFrame:
+    """The rows that reproduce an article (each notebook's HEADLINE_EXPERIMENTS, of `studies`),
+    the best profile of each server per notebook and scenario."""
     if cap.empty:
         return cap
-    keep = [e in HEADLINE_EXPERIMENTS.get(n, {e}) for n, e in zip(cap["notebook"], cap["experiment"])]
+    headlines = _headline_experiments(studies)
+    keep = [e in headlines.get(n, {e}) for n, e in zip(cap["notebook"], cap["experiment"])]
     h = cap[keep]
     if h.empty:
         return h
@@ -99,11 +162,11 @@ def headline(cap: pd.DataFrame) -> pd.DataFrame:
     return best.sort_values(by).reset_index(drop=True)
 
 
-def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
+def chart_frame(cap: pd.DataFrame, slo_p99_ms: float, studies: dict[str, ModuleType]) -> pd.DataFrame:
     """Long form for plots.capacity_chart (one panel per workload, one bar per stack): naive
     peak and SLO capacity per headline row, with its notebook, scenario, server and profile;
     `generator_bound` and `generator_influenced` mark lower bounds."""
-    h = headline(cap)
+    h = headline(cap, studies)
     if h.empty:
         return pd.DataFrame({"what": ["(no points)"], "kind": ["naive peak"], "rps": [0.0],
                              "notebook": [None], "scenario": [None], "server": [None], "profile": [None],
@@ -127,15 +190,15 @@ def chart_frame(cap: pd.DataFrame, slo_p99_ms: float) -> pd.DataFrame:
 PER_USER = (1, 10, 35, 100, 1000)  # requests per user per day, the columns of dau_table
 
 
-def dau_table(cap: pd.DataFrame, refs: pd.DataFrame, peak_hours: float = 4,
-              per_user=None) -> pd.DataFrame:
+def dau_table(cap: pd.DataFrame, refs: pd.DataFrame, studies: dict[str, ModuleType],
+              peak_hours: float = 4, per_user=None) -> pd.DataFrame:
     """Daily active users for each headline SLO capacity (its stack and workload) and each
     reference load, at each number of requests per user per day (one column each): the napkin
     maths as a table to read across — DAU is capacity × peak seconds ÷ requests per user, so
     every row scales the same way."""
     per_user = list(PER_USER if per_user is None else per_user)
     rows = []
-    h = headline(cap)
+    h = headline(cap, studies)
     for r in (h[h["slo_rps"] > 0].itertuples() if len(h) else []):
         rows.append({"what": f"{r.server} · {r.scenario}", "capacity_rps": r.slo_rps,
                      **{f"dau_at_{k:g}": capacity.daily_active_users(r.slo_rps, k, peak_hours) for k in per_user}})
@@ -145,10 +208,10 @@ def dau_table(cap: pd.DataFrame, refs: pd.DataFrame, peak_hours: float = 4,
     return pd.DataFrame(rows, columns=["what", "capacity_rps"] + [f"dau_at_{k:g}" for k in per_user])
 
 
-def capacity_findings(cap: pd.DataFrame, requests_per_user: float = 35,
-             seconds_between_requests: float = 10) -> str:
+def capacity_findings(cap: pd.DataFrame, studies: dict[str, ModuleType], requests_per_user: float = 35,
+                      seconds_between_requests: float = 10) -> str:
     """One line per headline row: SLO capacity vs the peak and what it means in users."""
-    h = headline(cap)
+    h = headline(cap, studies)
     if h.empty:
         return "No points: nothing to estimate yet (run notebooks 01–05 at this scale first)."
     lines = []

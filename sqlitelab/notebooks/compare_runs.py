@@ -1,19 +1,81 @@
-"""Notebook 11, two runs compared: the comparison in words.
+"""Notebook 11, two runs compared (no article: the readers' "how does my machine, or my change,
+compare?"): any two runs of one notebook point by point, with a noise band measured on the
+machine. Everything that is this notebook's, declared once.
+
+By default it compares the newest run of notebook 03 at the notebook's scale on this machine with
+notebook 03 of the committed reference run (seed scale, the reference machine): at quick, the
+levels both ran.
+
+Its code: the comparison in words.
 """
 from __future__ import annotations
 
 import math
+from types import ModuleType
 
 from sqlitelab.infra import servers
 from sqlitelab.report import findings
 from sqlitelab.report.compare import NONE_FINISHED
-from sqlitelab.studies.registry import experiment_title
+from sqlitelab.studies.declarations import experiment_title
+from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED
 
 
-def comparison(c) -> str:
+# What each constant means: sqlitelab.studies.declarations.
+ID = "11-compare-runs"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "two runs compared"
+
+SCALES: dict[str, dict] = {
+    "quick": {"run_a": "reference:03", "run_b": "newest:quick:03"},
+    "seed": {"run_a": "reference:03", "run_b": "newest:seed:03"},
+}
+
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget). It measures
+# nothing (the noise band: `python -m sqlitelab.compare --noise`).
+BUDGET_SECONDS: dict[str, float] = {"quick": 10, "seed": 20}
+
+SERVER_SPLIT: int | None = None
+
+IN_COLLECTION = False
+HEADLINE_EXPERIMENTS: set[str] | None = None
+
+# Its experiments in plain words (sqlitelab.studies.declarations.experiment_title): none: it reads two runs.
+EXPERIMENT_TITLES: dict = {}
+
+# it reads the newest run of another notebook: a batch runs it after them
+READS_THE_OTHERS = True
+
+
+# the smoke run: the committed reference run against itself (every ratio 1)
+SMOKE: dict = {"run_a": "reference:03", "run_b": "reference:03"}
+STORES: str | None = None
+
+READING: dict[str, str] = {
+    "comparison":
+        "A dot outside its grey band moved more than the two runs' own spread: faster to the right "
+        "of 1 on throughput, slower to the right of 1 on latency.",
+}
+
+ARTICLE = Article(ID, "—", "two runs of a notebook, point by point", (
+    Detail("which points", "—", lambda r: "the points both runs have, aligned on notebook, "
+           "experiment, stack, profile, scenario, database, users and rate", expect=NOT_STATED,
+           why="a point only one run has is listed apart, never compared"),
+    Detail("noise band", "—", lambda r: "each run's (max − min) / mean from its repeats, else its "
+           "machine's stored spread for the scenario's family, measured over the windows nearest the "
+           "point's, combined as sqrt(a² + b²)",
+           expect=NOT_STATED, why="the band is measured within minutes; runs hours apart on a VM can "
+                                  "differ by more and still be the machine"),
+    Detail("machine", "—", "col:machine", expect=NOT_STATED, why=MACHINE_WHY),
+))
+
+
+# --------------------------------------------------------------------------- its code
+
+def comparison(c, studies: dict[str, ModuleType]) -> str:
     """Notebook 11: what the comparison of two runs says (report.compare.Comparison): what they
     ran on, per metric how many points moved beyond the noise and the largest moves, and the
-    points without a band."""
+    points without a band. `studies`: every notebook's module by ID (their experiments' words)."""
     lines = []
     diff = c.provenance[~c.provenance["same"]]
     if len(diff):
@@ -36,7 +98,7 @@ def comparison(c) -> str:
             far = moved.loc[(moved[f"{metric}_ratio"].apply(lambda r: abs(math.log(r)))).idxmax()]
             users = f"{far['users']} user{'' if str(far['users']) == '1' else 's'}"
             lines.append(f"  The largest move: {servers.stack_title(far['server'])}, {users}"
-                         + (f" ({experiment_title(far['notebook'], far['experiment'])})" if far["experiment"] else "")
+                         + (f" ({experiment_title(studies[far['notebook']], far['experiment'])})" if far["experiment"] else "")
                          + f": {far[f'{metric}_ratio']:.2f}× (band ±{far[f'{metric}_band']:.0%}).")
     if (c.table["rps_verdict"] == "no noise band").any():
         lines.append("- Points without repeats have a band only from the machine's own measurement: "

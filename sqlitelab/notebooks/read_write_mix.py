@@ -1,4 +1,12 @@
-"""Notebook 03, reads and writes together (seed 002): the mix table per stack and level, active
+"""Notebook 03, reads and writes together (seed 002): FastAPI vs Axum (and Go, Ruby) with a
+single writer. Everything that is this notebook's, declared once.
+
+Seed scale keeps the article's workers, 50,000 requests per level and one run each, with no
+warm-up (its tool counted every request after its 1,000 rows); the 16 `fine_levels` the article
+did not run (scales.FINE_LEVELS) only on request. Quick shows the curves' shape in windows of
+seconds (SCALES says why).
+
+Its code: the mix table per stack and level, active
 users at a think time, the stacks' ratios and the write paths in words, and its row of the README.
 """
 from __future__ import annotations
@@ -8,9 +16,142 @@ from types import ModuleType
 import pandas as pd
 
 from sqlitelab.infra import servers
+from sqlitelab.infra.servers import knob_value_title
 from sqlitelab.load.verdicts import writer_batches
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
+from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, window
 
+
+# What each constant means: sqlitelab.studies.declarations.
+ID = "03-read-write-mix"
+# The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
+TITLE = "read/write mix, seed 002"
+
+SCALES: dict[str, dict] = {
+    # Quick: the article's lowest, middle and highest stretch of levels (8, 32, 128: each stack's
+    # rise, knee and plateau), each a 1.5-s window rather than the article's count of requests:
+    # a window of seconds lets one loadgen process step through a stack's levels (sweep's
+    # steps_levels; a count needs a process per level) and makes every stack's window the same
+    # length (5,000 requests, the count until 2026-11-26, lasted 0.19 s on Rust and 1.1 s on
+    # Python at the article's levels, and the windows were 21-26 % of the sweeps' time: issue 32).
+    # Load from loadgen, as the article's own client was compiled and async: Locust set the pace
+    # at every quick level of Go, Rust and Ruby (the quick run of 2026-11-26 at 3e90405), each then
+    # measured again with loadgen. A 0.3-s warm-up, as the other quick notebooks': 0.5 s put it at
+    # 150 s and over (2026-11-26). The sweeps beyond the article (shares, paths) take the same
+    # window. wrk's cross-check counts whole seconds after a warm-up of at least one: 1 s of it is
+    # the least.
+    "quick": {"levels": [8, 32, 128], "requests": None, "duration": 1.5, "warmup": 0.3, "repeats": 1,
+              "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
+              "paths_users": 64, "beyond_requests": None, "crosscheck_users": 32,
+              "crosscheck_seconds": 1.0, "ceiling_seconds": 1.0, "generator": "loadgen"},
+    "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "duration": None, "warmup": 0.0,
+             "repeats": 1,
+             "fine_levels": [],
+             "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 64, "paths_users": 128,
+             "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0,
+             "ceiling_seconds": 2.0, "generator": "locust"},
+}
+
+# Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
+# names a run over it with where its time went (sqlitelab.studies.scales.budget). Seed: 696-905 s
+# (2026-11-26/27), the most when Locust sets the pace at python-fastapi's levels too and loadgen
+# measures 16 of its 17 again (142 s of windows).
+BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 980}
+
+SERVER_SPLIT: int | None = 4
+
+IN_COLLECTION = True
+HEADLINE_EXPERIMENTS: set[str] | None = {"article"}
+
+# Its experiments in plain words, by id or pattern (sqlitelab.studies.declarations.experiment_title).
+EXPERIMENT_TITLES: dict = {"article": "the article's levels", "fine": "the fine levels",
+                           r"synchronous-(\w+)": lambda value: f"synchronous={value.upper()}",
+                           r"share-(\d+)": "{}% writes",
+                           r"path-(\w+)": lambda path: knob_value_title("write_path", path)}
+
+READS_THE_OTHERS = False
+
+# the smoke run: every sweep, table and figure of the notebook, each at its smallest (two write
+# shares still draw the share line; quick's 1,000 requests at 32 and 64 users would be most of it)
+SMOKE: dict = {"servers": ["python-fastapi", "rust-axum"],
+               "levels": [8],
+               "requests": 300,
+               "repeats": 1,
+               "warmup_rows": 50,
+               "write_shares": [0.0, 1.0],
+               "share_users": 4,
+               "paths_users": 4,
+               "beyond_requests": 200,
+               "crosscheck_users": 4,
+               "crosscheck_seconds": 0.5}
+STORES: str | None = "points"
+
+READING: dict[str, str] = {
+    "throughput":
+        "Look for the level where each stack flattens, and whether the order of the stacks is the "
+        "article's (its 4-core lines).",
+    "latency":
+        "Look for the level where p99 pulls away from p50: from there requests queue behind the one "
+        "writer or the CPU.",
+    "synchronous":
+        "Each stack's two lines: the gap is what syncing the WAL at every commit (FULL) costs "
+        "against syncing it at checkpoints only (NORMAL).",
+    "throughput-fine":
+        "The same mix at 16 levels: look for the knee between the article's five levels, and for "
+        "any fall past it.",
+    "write-share":
+        "How fast each line falls as the share of writes rises: the slope is the price of putting "
+        "every write through one writer.",
+    "write-paths":
+        "Compare the three write paths within each stack: group commit (batch) shares one COMMIT "
+        "among the writes that queued, so it should lead when every request writes.",
+}
+
+def _statistic(run) -> str:
+    """What the run's rates and percentiles are taken over: a count's N requests, or a window's."""
+    run.col("p99_ms")  # recorded at all
+    return ("rps and p50/p95/p99 over the level's N requests" if run.parameters.get("requests") is not None
+            else "rps and p50/p95/p99 over the requests that start and finish in the window")
+
+
+# Its method against its article's (sqlitelab.report.methods.table reads it).
+ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
+    Detail("machine", "ThinkPad P15v in power-saving mode", "col:machine", why=MACHINE_WHY),
+    Detail("server CPUs", "4 (pinned)", "cpus:server_pinning",
+           expect=SERVER_SPLIT, why=PIN_WHY + "; this machine has too "
+           "few CPUs to give the server 4 and the generator the rest (sqlitelab.core.layout)"),
+    Detail("generator CPUs", "16 (the rest)", "cpus:generator_pinning", expect=16, why=PIN_WHY),
+    Detail("stacks", "FastAPI + stdlib sqlite3; Axum + rusqlite", "col:server",
+           expect=["python-fastapi", "rust-axum"], compare="superset",
+           why="the run lacks one of the article's stacks"),
+    Detail("write path", "every write through one dedicated writer thread; reads in parallel",
+           "knob:write_path", expect="writer", why="another write path"),
+    Detail("journal mode", "WAL", "pragma:journal_mode", expect="wal", why="another journal mode"),
+    Detail("synchronous", "not stated; inferred: the drivers' default, FULL (Python's sqlite3 and "
+           "rusqlite leave SQLite's default)", "pragma:synchronous", expect="full",
+           why="set by the notebook's `synchronous`"),
+    Detail("load generator", "own Rust tool (reqwest + tokio), N concurrent async workers",
+           "col:generator", expect=None, why=GEN_WHY),
+    Detail("mix", "90 % GET by primary key / 10 % POST", "param:write_share", expect=0.1,
+           why="another write share"),
+    Detail("payload", "2 KB", "param:payload_bytes", expect=2048, why="another payload size"),
+    Detail("warm-up rows", "1,000 entries written before the run", "param:warmup_rows",
+           expect=1000, why="another number of warm-up rows"),
+    Detail("workers", "8, 32, 64, 128, 256", "param:levels", expect=[8, 32, 64, 128, 256],
+           compare="superset", why="the run's levels do not include all of the article's"),
+    Detail("requests per level", "50,000", window, expect=50_000,
+           why="fewer requests per level at this scale, or a window of seconds (quick)"),
+    Detail("warm-up", "none: after its 1,000 rows the tool sends the level's requests, all counted",
+           "param:warmup", expect=0, why="the lab starts counting after a short warm-up"),
+    Detail("repeats", "one run per level", "param:repeats", expect=1, why="repeated"),
+    Detail("statistic", "rps and p50/p95/p99 over each level's requests", _statistic,
+           expect=None, why="the lab counts the first N requests (or, without a count, those) that "
+                            "start in its window after the warm-up, if any, and finish, from an "
+                            "HdrHistogram in µs"),
+))
+
+
+# --------------------------------------------------------------------------- its code
 
 def mix_table(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 002's layout: per stack, workers (users), rps, p50, p95, p99, errors."""

@@ -1,13 +1,13 @@
 """Each notebook's method set against its article's, as a table.
 
-Each study declares its article's method rows once (sqlitelab.studies.<notebook>.ARTICLE, in
+Each notebook declares its article's method rows once (sqlitelab.notebooks.<notebook>.ARTICLE, in
 the vocabulary of sqlitelab.studies.method: a `Detail` per methodological choice, what the
 article did and where the run's own value is read). Nothing about the run is typed there:
 `table()` reads it, and says `same` or `differs: why`. A key the run did not record shows as
 NOT RECORDED, and `unrecorded()` lists those rows (a notebook smoke test fails on any).
 
-    method = methods.table(NOTEBOOK, points, parameters)
-    methods.show(NOTEBOOK, points, parameters, run_id)   # display + method.csv
+    method = methods.table(this.ARTICLE, points, parameters)
+    methods.show(this.ARTICLE, points, parameters, run_id)   # display + method.csv
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pathlib import Path
 import pandas as pd
 
 from sqlitelab.core import config
-from sqlitelab.studies import registry
 from sqlitelab.studies.method import NOT_STATED, Article, Detail, NotRecorded, NotRun, RunView
 
 NOT_RECORDED = "NOT RECORDED"
@@ -69,21 +68,14 @@ def render(v) -> str:
 
 # --------------------------------------------------------------------------- the table
 
-def article(notebook: str) -> Article:
-    """The article `notebook`'s study declares its method against (ARTICLE)."""
-    known = [s.ID for s in registry.studies() if s.ARTICLE is not None]
-    if notebook not in known:
-        raise ValueError(f"no method table declared for {notebook!r}; known: {', '.join(known)}")
-    return registry.study(notebook).ARTICLE
-
-
-def table(notebook: str, points: pd.DataFrame | None = None, parameters: dict | None = None,
+def table(article: Article, points: pd.DataFrame | None = None, parameters: dict | None = None,
           details: tuple[Detail, ...] | None = None) -> pd.DataFrame:
-    """aspect · the article · this run · verdict (`same`, `differs: why`, `not stated`)."""
+    """aspect · the article · this run · verdict (`same`, `differs: why`, `not stated`): the
+    rows of `article` (a notebook's ARTICLE), or `details` instead, against the run."""
     run = RunView(points, parameters)
     rows = []
-    none = article(notebook).seed == "—"  # notebook 10: an app of the reader's, no article behind it
-    for d in details if details is not None else article(notebook).details:
+    none = article.seed == "—"  # notebook 10: an app of the reader's, no article behind it
+    for d in details if details is not None else article.details:
         try:
             value = (run.where(**d.only) if d.only else run).get(d.run)
             shown = render(value)
@@ -111,13 +103,13 @@ def unrecorded(method: pd.DataFrame) -> list[str]:
     return method.loc[method["this run"] == NOT_RECORDED, "aspect"].tolist()
 
 
-def show(notebook: str, points: pd.DataFrame | None, parameters: dict | None, run_id: str,
+def show(article: Article, points: pd.DataFrame | None, parameters: dict | None, run_id: str,
          details: tuple[Detail, ...] | None = None, runs_dir: Path | None = None) -> pd.DataFrame:
     """Display the method table under its article's title and write it to
     data/runs/<run_id>/method.csv; returns it."""
     from IPython.display import Markdown, display  # lazy: only when shown in a notebook
-    m = table(notebook, points, parameters, details)
-    a = article(notebook)
+    m = table(article, points, parameters, details)
+    a = article
     out = Path(runs_dir or config.RUNS_DIR) / run_id
     out.mkdir(parents=True, exist_ok=True)
     m.to_csv(out / "method.csv", index=False)

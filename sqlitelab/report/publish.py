@@ -25,7 +25,6 @@ from nbconvert import HTMLExporter, MarkdownExporter
 from nbconvert.preprocessors import ExtractOutputPreprocessor
 
 from sqlitelab.core import config
-from sqlitelab.studies import registry
 
 # What a report keeps of a code cell's outputs: what the notebook displayed for a reader.
 SHOWN = ("text/markdown", "text/html", "image/png", "image/svg+xml")
@@ -88,7 +87,7 @@ def runs(runs_dir: Path | None = None, db: Path | None = None) -> list[Run]:
     """Every notebook run on disk that finished without an error, oldest first."""
     runs_dir = Path(runs_dir or config.RUNS_DIR)
     db = Path(db or config.RESULTS_DB)
-    known = set(registry.ids())
+    known = {p.stem for p in config.NOTEBOOKS_DIR.glob("*.ipynb")}  # the collection's notebooks
     found = []
     for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.exists() else []:
         for nb_path in d.glob("*.ipynb"):

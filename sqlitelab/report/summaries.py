@@ -18,7 +18,7 @@ NOT_IN_RUN = "not in the reference run"
 
 
 def points(study: ModuleType, x: Tables) -> pd.DataFrame:
-    """The study's headline points in the export (the experiments that reproduce its article)."""
+    """The notebook's headline points in the export (the experiments that reproduce its article)."""
     pts = x["points"]
     if pts.empty:
         return pts
@@ -29,7 +29,7 @@ def points(study: ModuleType, x: Tables) -> pd.DataFrame:
 
 
 def ceiling(study: ModuleType, x: Tables) -> dict | None:
-    """The raw-SQLite ceiling the study's run measured on the server's core, or None."""
+    """The raw-SQLite ceiling the notebook's run measured on the server's core, or None."""
     c = x.get("ceilings", pd.DataFrame())
     c = c[c["notebook"] == study.ID] if len(c) else c
     return c.iloc[0].to_dict() if len(c) else None

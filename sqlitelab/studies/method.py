@@ -1,4 +1,4 @@
-"""The vocabulary a study's method rows are written in (sqlitelab.studies.<notebook>.ARTICLE).
+"""The vocabulary a notebook's method rows are written in (sqlitelab.notebooks.<notebook>.ARTICLE).
 
 A `Detail` names one methodological choice (what is timed, levels, connections, pragmas,
 transactions, the statistic reported, the machine…), what the article did — in its words,
@@ -6,8 +6,8 @@ with the value in the lab's terms where one exists (`expect`) — and where the 
 is read: a notebook parameter the run stored (`param:levels`), a column of its points
 (`col:generator`), a knob the server reported in `/health` (`knob:busy`, `pragma:synchronous`),
 the number of CPUs it was pinned to (`cpus:server_pinning`), or a function of the points (the
-helpers below). Nothing about the run is typed in a study: sqlitelab.report.methods.table reads
-it through a `RunView`, and says `same` or `differs: why`.
+helpers below). Nothing about the run is typed in a notebook's module: sqlitelab.report.methods.table
+reads it through a `RunView`, and says `same` or `differs: why`.
 """
 from __future__ import annotations
 

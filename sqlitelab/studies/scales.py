@@ -2,50 +2,49 @@
 
 `quick` finishes the whole collection in minutes; `seed` uses the articles' own levels and
 durations. A notebook's `parameters` cell names the scale; any parameter left `None` takes
-the scale's value here, anything else overrides it. `crosscheck_users`: the level (or levels)
-at which a sweep adds one point of a reference client — wrk, hey or oha — per server and
+the scale's value (its module's SCALES), anything else overrides it. The functions here take
+the notebook's module (`study`: what it declares, sqlitelab.studies.declarations).
+`crosscheck_users`: the level (or levels) at which a sweep adds one point of a reference client — wrk, hey or oha — per server and
 profile (sweep's `crosscheck`, `crosscheck_tool`); `ceiling_seconds`: each
 half (commits, then point reads) of the raw-SQLite ceiling on the server's core (baseline.ceiling).
 
 `seed` keeps every setting an article states (its levels, durations, request counts, record
 totals, rows per transaction, connection behaviour, repeats) and must finish within 90 minutes
-on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fit (issue 12;
-`python -m sqlitelab.report.timing` and timing.phases show where a run's time went): each study
-(sqlitelab.studies.<notebook>, SCALES) says in its docstring what its seed scale keeps and cuts.
+on a 2-core machine (DESIGN). What the lab adds beyond an article is sized to fit
+(`python -m sqlitelab.report.timing` and timing.phases show where a run's time went): each
+notebook's module (sqlitelab.notebooks.<notebook>, SCALES) says in its docstring what its seed
+scale keeps and cuts.
 """
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Iterable
 
 from sqlitelab.load import commands
-from sqlitelab.studies import registry
 
 # The collection's wall time per scale on the reference machine (2 cores, set-up warm): `make run`
 # (quick) within 15 minutes of notebooks, `make seed` within 90 (DESIGN), no quick notebook over
-# QUICK_MOST. Each study's BUDGET_SECONDS is its own wall time with a margin, never a share lent
+# QUICK_MOST. Each notebook's BUDGET_SECONDS is its own wall time with a margin, never a share lent
 # to or from another; what they leave of the collection's is spare(), which a new notebook takes
 # without editing another's. tests/test_studies.py checks they fit.
 COLLECTION_BUDGET_SECONDS: dict[str, float] = {"quick": 15 * 60, "seed": 90 * 60}
 QUICK_MOST = 150.0
 
 
-def budget(notebook: str, scale: str) -> float | None:
-    """`notebook`'s wall-time budget at `scale` in seconds (its study's BUDGET_SECONDS), None for
-    a scale it has none for or a notebook no study declares (one of a LAB_NOTEBOOKS_DIR of
-    one's own)."""
-    if notebook not in registry.ids():
-        return None
-    return registry.study(notebook).BUDGET_SECONDS.get(scale)
+def budget(study: ModuleType | None, scale: str) -> float | None:
+    """The notebook's wall-time budget at `scale` in seconds (its BUDGET_SECONDS), None for a
+    scale it has none for, or for no notebook (None: one of a LAB_NOTEBOOKS_DIR of one's own)."""
+    return None if study is None else study.BUDGET_SECONDS.get(scale)
 
 
-def budgets(scale: str) -> dict[str, float]:
-    """Every notebook's budget at `scale`, in the notebooks' order."""
-    return {n: b for n in registry.ids() if (b := budget(n, scale)) is not None}
+def budgets(studies: Iterable[ModuleType], scale: str) -> dict[str, float]:
+    """Every notebook's budget at `scale` by ID, in the order given (sqlitelab.notebooks.studies)."""
+    return {s.ID: b for s in studies if (b := budget(s, scale)) is not None}
 
 
-def spare(scale: str) -> float:
+def spare(studies: Iterable[ModuleType], scale: str) -> float:
     """What the notebooks' budgets at `scale` leave of the collection's (negative: over it)."""
-    return COLLECTION_BUDGET_SECONDS[scale] - sum(budgets(scale).values())
+    return COLLECTION_BUDGET_SECONDS[scale] - sum(budgets(studies, scale).values())
 
 
 # 03's fine levels, a sweep of 16 levels beyond the article's five (about 9 minutes at seed
@@ -116,24 +115,23 @@ def refuse(name: str, value, accepts: str | None = None) -> None:
         raise ValueError(f"{name} must be {words}, not {value!r}")
 
 
-def names(notebook: str) -> list[str]:
-    """Every setting a scale of `notebook` holds: each is a `None` parameter of the notebook."""
-    return sorted({k for scale in registry.study(notebook).SCALES.values() for k in scale})
+def names(study: ModuleType) -> list[str]:
+    """Every setting a scale of the notebook holds: each is a `None` parameter of the notebook."""
+    return sorted({k for scale in study.SCALES.values() for k in scale})
 
 
-def settings(notebook: str, scale: str, **overrides) -> dict:
-    """The scale's settings for `notebook`, with every non-None override applied. A name no
-    scale of the notebook holds is refused (a parameter passed here that nothing reads), and so
-    is a value its setting does not accept (ACCEPTS), in one line naming both."""
-    if notebook not in registry.ids():
-        raise ValueError(f"no scales defined for notebook {notebook!r}")
-    known = registry.study(notebook).SCALES
+def settings(study: ModuleType, scale: str, **overrides) -> dict:
+    """The scale's settings for the notebook `study` declares, with every non-None override
+    applied. A name no scale of the notebook holds is refused (a parameter passed here that
+    nothing reads), and so is a value its setting does not accept (ACCEPTS), in one line naming
+    both."""
+    known = study.SCALES
     if scale not in known:
         raise ValueError(f"scale must be one of {sorted(known)}, not {scale!r}")
-    unknown = sorted(set(overrides) - set(names(notebook)))
+    unknown = sorted(set(overrides) - set(names(study)))
     if unknown:
-        raise ValueError(f"{notebook} has no scale setting {', '.join(map(repr, unknown))} "
-                         f"(known: {', '.join(names(notebook))})")
+        raise ValueError(f"{study.ID} has no scale setting {', '.join(map(repr, unknown))} "
+                         f"(known: {', '.join(names(study))})")
     out = dict(known[scale])
     for k, v in overrides.items():
         if v is not None:
@@ -141,18 +139,18 @@ def settings(notebook: str, scale: str, **overrides) -> dict:
                 refuse(k, v)
             out[k] = v
     out["scale"] = scale
-    out["budget_seconds"] = budget(notebook, scale)
+    out["budget_seconds"] = budget(study, scale)
     return out
 
 
-def from_parameters(notebook: str, scale: str, namespace: dict, **renamed) -> dict:
-    """`settings` with the notebook's own parameters: each scale setting of `notebook` that its
+def from_parameters(study: ModuleType, scale: str, namespace: dict, **renamed) -> dict:
+    """`settings` with the notebook's own parameters: each scale setting of the notebook that its
     namespace (a notebook's `globals()`) holds, None for the scale's value — so a notebook passes
     its parameters through without typing each name again. `renamed`: a setting whose parameter
     has another name (04's `methods_run`, as `methods` is a module there). A module or function
     in the namespace under a setting's name is refused, naming it: no parameter holds one."""
     given = {}
-    for name in names(notebook):
+    for name in names(study):
         if name in renamed or name not in namespace:
             continue
         value = namespace[name]
@@ -160,10 +158,4 @@ def from_parameters(notebook: str, scale: str, namespace: dict, **renamed) -> di
             raise ValueError(f"{name}: the notebook holds {value!r} by that name, not a parameter; "
                              f"pass its parameter as from_parameters(..., {name}=...)")
         given[name] = value
-    return settings(notebook, scale, **given, **renamed)
-
-
-def server_split(notebook: str) -> int | None:
-    """The server CPUs `notebook`'s article gave its server (its study's SERVER_SPLIT), which a
-    sweep of that notebook asks of sqlitelab.core.layout; None for any other sweep."""
-    return registry.study(notebook).SERVER_SPLIT if notebook in registry.ids() else None
+    return settings(study, scale, **given, **renamed)

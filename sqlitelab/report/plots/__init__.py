@@ -2,7 +2,7 @@
 
     plt.style.use("sqlitelab.report.blog")
     fig = throughput_chart(df, caption=caption_for(df))
-    save_figure(fig, "throughput", notebook=NOTEBOOK)   # a study's ID (sqlitelab.studies)
+    save_figure(fig, "throughput", notebook=this)   # the notebook's module (sqlitelab.notebooks)
 
 The visual vocabulary (one meaning per mark in every figure) is declared once, in
 plots.style's docstring: a colour and marker per stack (STACK_STYLES, style_for), shades of one

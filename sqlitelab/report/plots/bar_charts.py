@@ -3,6 +3,8 @@ multiples — the capacity at the objective against the naive peak per stack (ca
 dots on one row per category (dot_chart: ratios, on a log axis)."""
 from __future__ import annotations
 
+from types import ModuleType
+
 import math
 import textwrap
 
@@ -16,7 +18,6 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
-from sqlitelab.studies import registry
 from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _bar_limit, _limit_patches,
                                           draw_ceilings, plain_numbers)
@@ -155,14 +156,17 @@ def _panel_title(scenario, database, profiles) -> str:
 
 
 def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
-                   ref_lines: dict[str, float] | None = None, value: str = "rps", ncols: int = 4):
+                   ref_lines: dict[str, float] | None = None, value: str = "rps", ncols: int = 4,
+                   studies: dict[str, ModuleType] | None = None):
     """Small multiples of sqlitelab.notebooks.capacity.chart_frame(), a dot plot: one panel per workload that has
     points (notebook, scenario and database), each on its own requests/s scale from zero; per
     stack, in its colour, a dot at the capacity at the objective (the frame's second `kind`) and a
     bar-end tick at the naive peak (its first), joined by a line — the gap is what the naive
     peak overstates. A stack that never met the objective says so. Black rings where a generator
     was the limit (LIMIT_MARKS). `ref_lines`: reference loads as grey dashed lines, in the panels
-    whose scale they fall in, named in the one legend below the panels."""
+    whose scale they fall in, named in the one legend below the panels. `studies`: every
+    notebook's module by ID (sqlitelab.notebooks.studies), whose TITLE goes under a panel's title
+    where one workload has panels from several notebooks' runs."""
     kinds = list(dict.fromkeys(frame["kind"]))
     has = "server" in frame and frame["server"].notna().any()
     if has:
@@ -185,7 +189,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
     refs_shown: dict = {}
     titles = [_panel_title(sc, db, list(dict.fromkeys(g["profile"]))) for (_, sc, db), g in workloads]
     repeated = {t for t in titles if titles.count(t) > 1}  # the same workload in several notebooks' runs
-    titles = [t + (f"\n({registry.study(nb).TITLE})" if t in repeated else "")
+    titles = [t + (f"\n({studies[nb].TITLE})" if t in repeated else "")
               for t, ((nb, _, _), _g) in zip(titles, workloads)]
     for ax, (_, g), panel in zip(axes, workloads, titles):
         top = float(g[value].max()) * 1.08

@@ -1,15 +1,18 @@
 """The figure check: what save_figure refuses, so that the vocabulary (plots.style) holds in every
 figure the lab writes.
 
-    problems(fig)          # every breach, one line each ([] when the figure is fine)
-    check(fig, name)       # raises FigureError naming them all
+    problems(fig, studies)     # every breach, one line each ([] when the figure is fine)
+    check(fig, name, studies)  # raises FigureError naming them all
+
+`studies`: the notebooks whose runs the figure shows (their modules, sqlitelab.notebooks: what
+each declares); their experiments' ids are refused with the registries' own.
 
 What it asserts, mechanically:
 - a stack's colour: every artist drawn for a stack (gid `stack:<name>`, style_for) has that
   stack's colour, and no other line, bar or mark takes a stack's colour;
 - no internal id in any text of a figure (titles, labels, ticks, legends, captions, notes): the
-  ids of the registries themselves — stacks, profiles, scenarios, notebooks and the studies'
-  experiments (EXPERIMENT_TITLES' ids and patterns: `share-10`, `link-100us`) — wherever they are
+  ids of the registries themselves — stacks, profiles, scenarios, notebooks (config.NOTEBOOKS_DIR)
+  and the experiments of the notebooks shown (EXPERIMENT_TITLES' ids and patterns: `share-10`, `link-100us`) — wherever they are
   not one plain word ("hello", "mix" read as words);
 - no bar on a log axis (a bar's length is its value);
 - no series drawn entirely under another without a direct label (marks.label_coincident);
@@ -21,6 +24,7 @@ from __future__ import annotations
 import functools
 import re
 import textwrap
+from types import ModuleType
 
 import matplotlib.colors as mcolors
 from matplotlib.container import BarContainer
@@ -29,11 +33,12 @@ from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
+from sqlitelab.core import config
 from sqlitelab.infra.servers import STACKS, load_profiles
 from sqlitelab.load.scenarios import SCENARIOS
 from sqlitelab.report.plots.marks import DIRECT_LABEL, coincident_groups
 from sqlitelab.report.plots.style import STACK_GID, STACK_STYLES
-from sqlitelab.studies import registry
+from sqlitelab.studies.declarations import experiment_patterns
 
 
 class FigureError(ValueError):
@@ -41,20 +46,21 @@ class FigureError(ValueError):
 
 
 @functools.cache
-def internal_ids() -> frozenset[str]:
+def internal_ids(studies: tuple[ModuleType, ...] = ()) -> frozenset[str]:
     """Every id a reader should never meet in a figure: stacks, profiles, scenarios, notebooks and
-    the experiments the studies declare — those that are not one plain word."""
-    ids = set(STACKS) | set(load_profiles()) | set(SCENARIOS) | set(registry.ids())
-    for study in registry.studies():
-        ids |= set(getattr(study, "HEADLINE_EXPERIMENTS", None) or ())
+    the experiments `studies` declare — those that are not one plain word."""
+    notebooks = {p.stem for p in config.NOTEBOOKS_DIR.glob("*.ipynb")} | {s.ID for s in studies}
+    ids = set(STACKS) | set(load_profiles()) | set(SCENARIOS) | notebooks
+    for study in studies:
+        ids |= set(study.HEADLINE_EXPERIMENTS or ())
     return frozenset(i for i in ids if not re.fullmatch(r"[a-z]+", i))
 
 
 @functools.cache
-def internal_patterns() -> tuple[str, ...]:
-    """The experiments' ids as the studies name them (EXPERIMENT_TITLES: an id, or a pattern of
-    ids such as `share-(\\d+)`), those that are not one plain word."""
-    return tuple(p for p in registry.experiment_patterns() if not re.fullmatch(r"[a-z]+", p))
+def internal_patterns(studies: tuple[ModuleType, ...] = ()) -> tuple[str, ...]:
+    """The experiments' ids as `studies` name them (EXPERIMENT_TITLES: an id, or a pattern of ids
+    such as `share-(\\d+)`), those that are not one plain word."""
+    return tuple(p for p in experiment_patterns(studies) if not re.fullmatch(r"[a-z]+", p))
 
 
 def _texts(fig) -> list[str]:
@@ -65,10 +71,11 @@ def _texts(fig) -> list[str]:
     return out
 
 
-def internal_words(fig) -> list[str]:
-    """Texts of `fig` that name an internal id, with the id."""
+def internal_words(fig, studies=()) -> list[str]:
+    """Texts of `fig` that name an internal id (of `studies`' notebooks too), with the id."""
     found = []
-    wanted = [re.escape(i) for i in internal_ids()] + list(internal_patterns())
+    studies = tuple(studies)
+    wanted = [re.escape(i) for i in internal_ids(studies)] + list(internal_patterns(studies))
     for text in dict.fromkeys(_texts(fig)):
         for pattern in wanted:
             m = re.search(rf"(?<![\w/+-])(?:{pattern})(?![\w+-])", text)
@@ -184,13 +191,13 @@ def overlapping_texts(fig) -> list[str]:
     return found + _clashes(titles, renderer, "panel titles")
 
 
-def problems(fig) -> list[str]:
-    """Every breach of the vocabulary in `fig`, one line each."""
-    return (stack_colours(fig) + internal_words(fig) + bars_on_log_axes(fig) + hidden_series(fig)
+def problems(fig, studies=()) -> list[str]:
+    """Every breach of the vocabulary in `fig`, one line each (`studies`: the notebooks it shows)."""
+    return (stack_colours(fig) + internal_words(fig, studies) + bars_on_log_axes(fig) + hidden_series(fig)
             + overlapping_texts(fig))
 
 
-def check(fig, name: str) -> None:
-    found = problems(fig)
+def check(fig, name: str, studies=()) -> None:
+    found = problems(fig, studies)
     if found:
         raise FigureError(f"figure {name!r}: " + "; ".join(dict.fromkeys(found)))

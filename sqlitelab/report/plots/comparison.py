@@ -3,6 +3,8 @@ from run a (hollow, at 1: as fast as a) to run b (its stack's mark, at b / a), o
 noise band shaded grey; a log axis, so that twice as fast and half as fast lie as far from 1."""
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
@@ -11,28 +13,30 @@ from sqlitelab.report.plots.figure import _titled, new_panels
 from sqlitelab.report.plots.legends import fit_legends, panel_legend
 from sqlitelab.report.plots.marks import PlainLogFormatter
 from sqlitelab.report.plots.style import KEY_GREY, REFERENCE_DASHES, colours_for, value_title
-from sqlitelab.studies.registry import experiment_title
+from sqlitelab.studies.declarations import experiment_title
 
 METRIC_TITLES = {"rps": "throughput, run b / run a", "p99_ms": "p99 latency, run b / run a"}
 BAND_COLOUR = "#d9d9d9"
 
 
-def _label(row: dict, varying: list[str]) -> str:
+def _label(row: dict, varying: list[str], studies: dict[str, ModuleType]) -> str:
     parts = [value_title("server", row["server"])]
-    parts += [experiment_title(row["notebook"], row[k]) if k == "experiment" else value_title(k, row[k])
+    parts += [experiment_title(studies[row["notebook"]], row[k]) if k == "experiment" else value_title(k, row[k])
               for k in varying if row.get(k) not in ("", None)]
     users = f"{row['users']} user{'' if str(row['users']) == '1' else 's'}" + (
         f" at {row['rate']}/s" if row.get("rate") else "")
     return ", ".join(parts + [users])
 
 
-def comparison_chart(table: pd.DataFrame, title: str, caption: str | None = None):
+def comparison_chart(table: pd.DataFrame, title: str, studies: dict[str, ModuleType],
+                     caption: str | None = None):
     """`table`: compare.Comparison.table (its *_ratio and *_band columns). Rows in the table's
     order; a point without a band shows none (its verdict: no noise band), a point without a ratio
-    no marker (its verdict: none finished in a or b)."""
+    no marker (its verdict: none finished in a or b). `studies`: every notebook's module by ID
+    (sqlitelab.notebooks.studies), whose words name the experiments."""
     varying = [k for k in ("experiment", "profile", "scenario", "database")
                if k in table and table[k].nunique() > 1]
-    labels = [_label(r, varying) for r in table.to_dict("records")]
+    labels = [_label(r, varying, studies) for r in table.to_dict("records")]
     n = len(labels)
     fig, axes, key = new_panels(1, len(METRIC_TITLES), caption=caption,
                                 figsize=(11, max(3.2, 1.3 + 0.3 * n)), sharey=True)

@@ -1,13 +1,15 @@
 """Figure plumbing: the lab's style, a figure (or a grid of panels) of the fixed size with room
 for its caption, the caption's line (caption_for: machine, pinning, knobs), and save_figure's
 byte-for-byte reproducible PNG and SVG, refused when a legend is clipped and shown in a notebook
-with its study's sentence (reading)."""
+with its notebook's sentence (reading)."""
 from __future__ import annotations
 
 import os
 import re
 import textwrap
 from pathlib import Path
+from types import ModuleType
+from typing import Iterable
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -19,7 +21,6 @@ from sqlitelab.report.plots.legends import (ClippedLegendError, _extra_handles, 
                                             fit_legends, panel_legend)
 from sqlitelab.report.plots.style import _order, value_title
 from sqlitelab.infra.servers import profile_title
-from sqlitelab.studies import registry
 
 def use_style() -> None:
     plt.style.use("sqlitelab.report.blog")
@@ -192,22 +193,34 @@ def lay_out(fig):
     return fig
 
 
-def reading(notebook: str, name: str) -> str | None:
-    """What to look for in a notebook's figure: one sentence, from its study's READING (figure
-    name -> sentence), shown under the figure when a notebook saves it. A figure of one of the
-    lab's notebooks without a sentence is refused; other callers (tests, scripts) need none."""
-    sentence = registry.study(notebook).READING.get(name) if notebook in registry.ids() else None
-    if sentence is None and (config.NOTEBOOKS_DIR / f"{notebook}.ipynb").exists():
-        raise ValueError(f"figure {notebook}/{name} has no sentence in its study's READING "
-                         "(sqlitelab/studies: what to look for)")
-    return sentence
+def reading(notebook: ModuleType | str, name: str) -> str | None:
+    """What to look for in a notebook's figure: one sentence, from the READING (figure name ->
+    sentence) its module declares, shown under the figure when the notebook saves it. A figure of
+    one of the lab's notebooks without a sentence is refused, and so is one named by the ID of a
+    notebook of config.NOTEBOOKS_DIR rather than by its module; other callers (tests, scripts)
+    name a folder and need none."""
+    if isinstance(notebook, ModuleType):
+        sentence = notebook.READING.get(name)
+        if sentence is None:
+            raise ValueError(f"figure {notebook.ID}/{name} has no sentence in its module's READING "
+                             f"({notebook.__name__}: what to look for)")
+        return sentence
+    if (config.NOTEBOOKS_DIR / f"{notebook}.ipynb").exists():
+        raise ValueError(f"figure {notebook}/{name}: pass the notebook's module (`notebook=this`), "
+                         "whose READING holds the figure's sentence, not its ID")
+    return None
 
 
-def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path | None = None) -> list[Path]:
+def save_figure(fig, name: str, notebook: ModuleType | str | None = None, figures_dir: Path | None = None,
+                shows: Iterable[ModuleType] = ()) -> list[Path]:
     """Write figures/<notebook>/<name>.png and .svg, byte-for-byte reproducible. Raises
     ClippedLegendError, writing nothing, when a legend does not fit the canvas, and
-    check.FigureError when the figure breaks the lab's vocabulary (plots.check). In a notebook,
-    the figure is shown with its sentence (reading) under it."""
+    check.FigureError when the figure breaks the lab's vocabulary (plots.check). `notebook`: the
+    notebook's module (`this`: its ID names the folder, its READING the sentence), or a folder's
+    name. `shows`: the other notebooks whose runs the figure draws (06's, 11's), whose
+    experiments' ids the check refuses too. In a notebook, the figure is shown with its sentence
+    (reading) under it."""
+    shown = ((notebook,) if isinstance(notebook, ModuleType) else ()) + tuple(shows)
     dpi = fig.dpi
     fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
     try:  # laid out at the PNG's resolution: text does not scale quite linearly with it
@@ -215,13 +228,13 @@ def save_figure(fig, name: str, notebook: str | None = None, figures_dir: Path |
         clipped = clipped_legends(fig)
         if clipped:
             raise ClippedLegendError(f"figure {name!r}: " + "; ".join(clipped))
-        check(fig, name)
+        check(fig, name, shown)
         _freeze_layout(fig)
     finally:
         fig.set_dpi(dpi)
     notebook = notebook or os.environ.get("LAB_NOTEBOOK") or "misc"
     sentence = reading(notebook, name)
-    out = Path(figures_dir or config.FIGURES_DIR) / notebook
+    out = Path(figures_dir or config.FIGURES_DIR) / getattr(notebook, "ID", notebook)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.svg"]
     with matplotlib.rc_context({"svg.hashsalt": "sqlitelab"}):
