@@ -4,9 +4,8 @@ Everything that is this notebook's, declared once.
 Seed scale keeps the article's users (1, 3), 5-s runs and its one run per set-up, with no
 warm-up (oha counted from its first request).
 
-Its code: busy errors per set-up and level, the article's
-runs beside ours, deferred against immediate transactions, their findings, and its row of the
-README.
+Its code: busy errors per set-up and level, the article's runs beside ours, deferred against
+immediate transactions, their findings, and its row of the README.
 """
 from __future__ import annotations
 

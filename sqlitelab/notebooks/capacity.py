@@ -2,9 +2,9 @@
 over the newest runs of the other notebooks (those whose module is IN_COLLECTION), so a batch runs
 it after them (READS_THE_OTHERS). Everything that is this notebook's, declared once.
 
-Its code: which run of each notebook it reads (collection, latest_runs), the
-estimate per stack and workload at a latency objective, the reference loads, the daily-users
-table and chart frame, and the findings.
+Its code: which run of each notebook it reads (collection, latest_runs), the estimate per stack and
+workload at a latency objective, the reference loads, the daily-users table and chart frame, and
+the findings.
 """
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ Seed scale keeps the article's levels, 10-s runs and three repeats, with no warm
 measured from the moment its users were running); the stacks the article did not run get
 `beyond_repeats` runs per level (one), ruby-puma the article's three.
 
-Its code: its tables of Puma's writes/s as users rise (the lab's
-window and hey's count), each stack's peak and where errors begin, the napkin math of daily
-users, their findings, and its row of the README.
+Its code: its tables of Puma's writes/s as users rise (the lab's window and hey's count), each
+stack's peak and where errors begin, the napkin math of daily users, their findings, and its row of
+the README.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ from offered load, and the day the backup runs. Everything that is this notebook
 Seed scale: open-loop rates of 5-s windows and 30-s windows around each operation, on 5,000,000
 users rows (seed 004's size).
 
-Its code: capacity from offered load, then a steady
-open-loop load at a fraction of it while, at a marked second, one heavy operation runs.
+Its code: capacity from offered load, then a steady open-loop load at a fraction of it while, at a
+marked second, one heavy operation runs.
 
 1. `capacity_specs`: per stack, closed-loop levels (experiment `closed`) and open-loop arrival
    rates (experiment `open`, `open_users` at most in flight) of one workload;

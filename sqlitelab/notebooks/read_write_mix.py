@@ -6,8 +6,8 @@ warm-up (its tool counted every request after its 1,000 rows); the 16 `fine_leve
 did not run (scales.FINE_LEVELS) only on request. Quick shows the curves' shape in windows of
 seconds (SCALES says why).
 
-Its code: the mix table per stack and level, active
-users at a think time, the stacks' ratios and the write paths in words, and its row of the README.
+Its code: the mix table per stack and level, active users at a think time, the stacks' ratios and
+the write paths in words, and its row of the README.
 """
 from __future__ import annotations
 

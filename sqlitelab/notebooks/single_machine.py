@@ -7,8 +7,8 @@ the limit at 45 of the 48 seed levels (2026-11-22) and at every quick level of t
 (the quick run of 2026-11-26 at 3e90405), each then measured again with loadgen, which is
 what was reported.
 
-Its code: the article's numbers beside each stack's best level
-per endpoint, the pool beyond the article, their findings, and its row of the README.
+Its code: the article's numbers beside each stack's best level per endpoint, the pool beyond the
+article, their findings, and its row of the README.
 """
 from __future__ import annotations
 

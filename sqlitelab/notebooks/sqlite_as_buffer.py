@@ -8,8 +8,8 @@ to 10 M, 100 rows ran out of memory at 100 M, and NORMAL never), without the con
 has none): its 10-M points at NORMAL and at 10 rows took 180 of the reference run's 845 s of
 points (034f47a), and 100 rows at 100 M 174 s of the seed run of 2026-11-26 (0382126).
 
-Its code: records/s per method and variant, the article's
-groups and curves beside ours, their findings, and its row of the README.
+Its code: records/s per method and variant, the article's groups and curves beside ours, their
+findings, and its row of the README.
 """
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ notebook's, declared once: its scales, its method rows (what the lab knows of an
 cannot know). Its two examples that run out of the box are its runner's
 (sqlitelab.experiments.your_app.examples).
 
-Its code: its levels and open-loop rates, its WAL over the window, and the
-findings.
+Its code: its levels and open-loop rates, its WAL over the window, and the findings.
 """
 from __future__ import annotations
 
