@@ -155,7 +155,8 @@ def over_budget(done: list[dict], scale: str) -> list[str]:
 
 def total_line(done: list[dict], scale: str, seconds: float) -> str:
     """The batch's wall time against the collection's budget at `scale` (all notebooks run), or
-    against the sum of the budgets of those it ran (none: notebooks no module of sqlitelab.notebooks declares)."""
+    against the sum of the budgets of those it ran (none: notebooks no module of
+    sqlitelab.notebooks declares)."""
     ran = {d["notebook"] for d in done}
     every = scales.budgets(studies().values(), scale)
     if not ran & set(every):

@@ -85,7 +85,7 @@ SHARED: dict[str, str] = {
                     "all its experiments.",
     "experiment": "The notebook's experiment (e.g. `article`, `share-10`, a scenario), empty for "
                   "a notebook run's single sweep or table.",
-    "scale": "The scale the notebook ran at (quick or seed; sqlitelab/studies/scales.py, each notebook's SCALES), empty for "
+    "scale": "The scale the notebook ran at (quick or seed: each notebook's SCALES), empty for "
              "ad-hoc sweeps.",
     "notebook": "The notebook that made the run (its file name without .ipynb), or the tool: "
                 "`generator-comparison` (python -m sqlitelab.calibrate compare); other names: "

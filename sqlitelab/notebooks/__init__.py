@@ -36,7 +36,8 @@ def _studies() -> dict[str, ModuleType]:
         if notebook is None:
             continue
         if notebook in found:
-            raise ValueError(f"two modules declare ID {notebook!r}: {found[notebook].__name__}, {module.__name__}")
+            raise ValueError(f"two modules declare ID {notebook!r}: {found[notebook].__name__}, "
+                             f"{module.__name__}")
         found[notebook] = module
     return dict(sorted(found.items()))
 

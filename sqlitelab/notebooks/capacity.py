@@ -35,7 +35,7 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Its experiments in plain words (sqlitelab.studies.declarations.experiment_title): none: it reads the other notebooks' runs.
+# Its experiments in plain words (declarations.experiment_title): none: it reads the other notebooks' runs.
 EXPERIMENT_TITLES: dict = {}
 
 READS_THE_OTHERS = True
@@ -94,12 +94,6 @@ def collection(studies: dict[str, ModuleType]) -> list[str]:
     return [i for i, s in studies.items() if s.IN_COLLECTION]
 
 
-def _headline_experiments(studies: dict[str, ModuleType]) -> dict[str, set[str]]:
-    """For each notebook of `studies` that says, the experiments that reproduce its article (its
-    HEADLINE_EXPERIMENTS; the others are the "beyond" sweeps: write shares, write paths...)."""
-    return {i: s.HEADLINE_EXPERIMENTS for i, s in studies.items() if s.HEADLINE_EXPERIMENTS is not None}
-
-
 # `database`: sqlite, or postgres (07); points stored before issue 15 have none and are SQLite's
 GROUP = ("notebook", "experiment", "server", "profile", "scenario", "database")
 
@@ -152,7 +146,8 @@ def headline(cap: pd.DataFrame, studies: dict[str, ModuleType]) -> pd.DataFrame:
     the best profile of each server per notebook and scenario."""
     if cap.empty:
         return cap
-    headlines = _headline_experiments(studies)
+    headlines = {i: s.HEADLINE_EXPERIMENTS for i, s in studies.items()  # the others: "beyond" sweeps
+                 if s.HEADLINE_EXPERIMENTS is not None}
     keep = [e in headlines.get(n, {e}) for n, e in zip(cap["notebook"], cap["experiment"])]
     h = cap[keep]
     if h.empty:

@@ -40,7 +40,7 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Its experiments in plain words (sqlitelab.studies.declarations.experiment_title): none: it reads two runs.
+# Its experiments in plain words (declarations.experiment_title): none: it reads two runs.
 EXPERIMENT_TITLES: dict = {}
 
 # it reads the newest run of another notebook: a batch runs it after them

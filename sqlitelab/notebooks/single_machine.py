@@ -51,7 +51,7 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = True
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Its experiments in plain words (sqlitelab.studies.declarations.experiment_title): none of its own: each is a scenario, or a profile and a scenario, named by theirs.
+# Its experiments in plain words (declarations.experiment_title): none of its own: each is a scenario, or a profile and a scenario, named by theirs.
 EXPERIMENT_TITLES: dict = {}
 
 READS_THE_OTHERS = False

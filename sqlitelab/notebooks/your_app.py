@@ -41,7 +41,7 @@ SERVER_SPLIT: int | None = None
 IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
-# Its experiments in plain words (sqlitelab.studies.declarations.experiment_title): none: an app's one sweep.
+# Its experiments in plain words (declarations.experiment_title): none: an app's one sweep.
 EXPERIMENT_TITLES: dict = {}
 
 READS_THE_OTHERS = False

@@ -109,13 +109,12 @@ def show(article: Article, points: pd.DataFrame | None, parameters: dict | None,
     data/runs/<run_id>/method.csv; returns it."""
     from IPython.display import Markdown, display  # lazy: only when shown in a notebook
     m = table(article, points, parameters, details)
-    a = article
     out = Path(runs_dir or config.RUNS_DIR) / run_id
     out.mkdir(parents=True, exist_ok=True)
     m.to_csv(out / "method.csv", index=False)
     same = int((m["verdict"] == "same").sum())
-    seed = f"seed {a.seed}, " if a.seed != "—" else ""  # notebook 10 has no article
-    display(Markdown(f"**Method: {seed}{a.title}, against this run** — {same} of {len(m)} "
+    seed = f"seed {article.seed}, " if article.seed != "—" else ""  # notebook 10 has no article
+    display(Markdown(f"**Method: {seed}{article.title}, against this run** — {same} of {len(m)} "
                      "details the same; every difference says why."))
     with pd.option_context("display.max_colwidth", None):
         display(m.style.hide(axis="index").set_properties(**{"text-align": "left",

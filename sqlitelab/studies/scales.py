@@ -4,9 +4,10 @@
 durations. A notebook's `parameters` cell names the scale; any parameter left `None` takes
 the scale's value (its module's SCALES), anything else overrides it. The functions here take
 the notebook's module (`study`: what it declares, sqlitelab.studies.declarations).
-`crosscheck_users`: the level (or levels) at which a sweep adds one point of a reference client — wrk, hey or oha — per server and
-profile (sweep's `crosscheck`, `crosscheck_tool`); `ceiling_seconds`: each
-half (commits, then point reads) of the raw-SQLite ceiling on the server's core (baseline.ceiling).
+`crosscheck_users`: the level (or levels) at which a sweep adds one point of a reference client
+— wrk, hey or oha — per server and profile (sweep's `crosscheck`, `crosscheck_tool`);
+`ceiling_seconds`: each half (commits, then point reads) of the raw-SQLite ceiling on the server's
+core (baseline.ceiling).
 
 `seed` keeps every setting an article states (its levels, durations, request counts, record
 totals, rows per transaction, connection behaviour, repeats) and must finish within 90 minutes

@@ -12,8 +12,8 @@ What it asserts, mechanically:
   stack's colour, and no other line, bar or mark takes a stack's colour;
 - no internal id in any text of a figure (titles, labels, ticks, legends, captions, notes): the
   ids of the registries themselves — stacks, profiles, scenarios, notebooks (config.NOTEBOOKS_DIR)
-  and the experiments of the notebooks shown (EXPERIMENT_TITLES' ids and patterns: `share-10`, `link-100us`) — wherever they are
-  not one plain word ("hello", "mix" read as words);
+  and the experiments of the notebooks shown (EXPERIMENT_TITLES' ids and patterns: `share-10`,
+  `link-100us`) — wherever they are not one plain word ("hello", "mix" read as words);
 - no bar on a log axis (a bar's length is its value);
 - no series drawn entirely under another without a direct label (marks.label_coincident);
 - no text printed over another: tick labels of one axis, the panels' titles, the words drawn
