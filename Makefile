@@ -22,13 +22,13 @@ LAB_PORT ?= 8888
 FAST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 BROWSE_PORT ?= 8001
 SCALE ?= quick  # make report: the scale whose newest runs it reports
-# Debian packages the lab needs (Ruby, Puma and the sqlite3 gem: no RubyGems here; util-linux's
+# Debian packages the lab needs (Ruby, Puma, the sqlite3 gem and Rails 6.1: no RubyGems here; util-linux's
 # fincore for page-cache shares; strace for notebook 04's sync counts and slow-storage emulation;
 # wrk, the reference client the load generators are calibrated and cross-checked against;
 # chromium, the browser the JupyterLab test drives through Playwright; iproute2 for network
 # namespaces, openssh-client for the ssh runner; openssh-server: see $(STAMP)/sshd; PostgreSQL 15
 # and Ruby's pg gem for the Postgres backend of issue 15).
-APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack util-linux strace wrk chromium iproute2 \
+APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack ruby-rails util-linux strace wrk chromium iproute2 \
                 openssh-client postgresql ruby-pg
 
 # What the lab keeps for this machine rather than for one clone (sqlitelab/core/config.py says

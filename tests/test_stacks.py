@@ -193,17 +193,20 @@ def test_every_profile_has_a_title():
 
 
 def test_a_stack_only_knob_reaches_its_stack_alone():
-    """go-nethttp's `pool` and ruby-puma's `yjit` (their stack.toml's [knobs]): a profile's goes to
-    its own stack and is left out for the others; set by hand for another stack it is refused."""
-    assert servers.STACK_ONLY_KNOBS == {name: stack for stack in BUNDLED
-                                        for name in manifest(stack).get("knobs", {})}
-    assert servers.STACK_ONLY_KNOBS["pool"] == "go-nethttp" and servers.STACK_ONLY_KNOBS["yjit"] == "ruby-puma"
+    """go-nethttp's `pool` and the Ruby stacks' `yjit` (their stack.toml's [knobs]): a profile's goes
+    to the stacks that declare it and is left out for the others; set by hand for another stack it
+    is refused."""
+    assert servers.STACK_ONLY_KNOBS == {
+        name: tuple(s for s in BUNDLED if name in manifest(s).get("knobs", {}))
+        for stack in BUNDLED for name in manifest(stack).get("knobs", {})}
+    assert servers.STACK_ONLY_KNOBS["pool"] == ("go-nethttp",)
+    assert servers.STACK_ONLY_KNOBS["yjit"] == ("ruby-puma", "ruby-rails")
     assert servers.knob_env("go-seed004", stack="go-nethttp")["LAB_POOL"] == "default"
     assert "LAB_POOL" not in servers.knob_env("go-seed004", stack="python-fastapi")
     assert servers.knob_env("rails71", stack="ruby-puma", yjit="on")["LAB_YJIT"] == "on"
-    with pytest.raises(ValueError, match="knob 'yjit' is ruby-puma's only; go-nethttp does not take it"):
+    with pytest.raises(ValueError, match="knob 'yjit' is taken by ruby-puma, ruby-rails only; go-nethttp does not take it"):
         servers.knob_env("rails71", stack="go-nethttp", yjit="on")
-    with pytest.raises(ValueError, match="is go-nethttp's only"):
+    with pytest.raises(ValueError, match="is taken by go-nethttp only"):
         servers.knob_env("rails71", pool="default")  # no stack named: no stack's own knob
     assert servers.taking("go-seed004-fixed-pool", list(BUNDLED)) == ["go-nethttp"]
     assert servers.taking("rails71", list(BUNDLED)) == [] and servers.taking(None, list(BUNDLED)) == []
@@ -220,7 +223,7 @@ def test_a_variant_beyond_the_article_runs_on_the_stacks_it_changes():
     assert main.beyond("rails71") == [] and main.beyond(None) == []
     with pytest.raises(ValueError, match="sweeps 1 and 2 of this run share the run id"):
         sweep.run(main, main)  # refused before anything starts: the second would replace its runs rows
-    with pytest.raises(ValueError, match="is ruby-puma's only"):
+    with pytest.raises(ValueError, match="is taken by ruby-puma, ruby-rails only"):
         sweep.spec(notebook="01-linear-writes", servers=["python-fastapi"], profiles=["rails71"],
                    scenario="hello", levels=[1], knobs={"yjit": "on"})
 

@@ -127,7 +127,7 @@ module Lab
       @yjit = choice(env, "LAB_YJIT", "off", %w[off on])
       if (@yjit == "on") != Lab.yjit_enabled?
         raise ConfigError, "LAB_YJIT=#{@yjit} but this Ruby #{Lab.yjit_enabled? ? 'has' : 'does not have'} " \
-                           "YJIT enabled (servers/ruby-puma/run starts it with RUBYOPT=--enable-yjit)"
+                           "YJIT enabled (the stack's run starts it with RUBYOPT=--enable-yjit)"
       end
 
       @templates = env.fetch("LAB_TEMPLATES", "").empty? ? File.expand_path("../templates", __dir__) : env["LAB_TEMPLATES"]
@@ -601,8 +601,217 @@ module Lab
     end
   end
 
+  # What every request is checked against before it reaches the database, as servers/README.md
+  # says it (ids, bodies, JSON that is Unicode text, the fields of each endpoint), and the
+  # timestamps it stores. Included by App here and by ruby-rails' controllers, so the two Ruby
+  # stacks refuse and store exactly alike; the including class answers refuses_nul? (Postgres).
+  module Contract
+    # A string the database can hold: Postgres' text cannot hold U+0000 (SQLite's can), so on
+    # Postgres it is a 400 naming it, checked with the other validation before any write.
+    def storable(field, value)
+      return unless refuses_nul? && value.include?("\0")
+
+      raise HttpError.new(400, "#{field} holds U+0000, which Postgres text cannot store")
+    end
+
+    def parse_id(raw)
+      id = raw.match?(/\A[0-9]{1,19}\z/) ? raw.to_i : 0
+      raise HttpError.new(400, "id must be an integer in 1..#{MAX_ID}") unless id.between?(1, MAX_ID)
+
+      id
+    end
+
+    # At most 1 MiB: by Content-Length, or by reading at most that much.
+    def read_body(env)
+      length = env["CONTENT_LENGTH"]
+      raise HttpError.new(413, "request body is over #{MAX_BODY} bytes") if length && length.to_i > MAX_BODY
+
+      body = env["rack.input"]&.read(MAX_BODY + 1) || +""
+      raise HttpError.new(413, "request body is over #{MAX_BODY} bytes") if body.bytesize > MAX_BODY
+
+      body.force_encoding(Encoding::UTF_8)
+    end
+
+    def parse_object(body)
+      raise HttpError.new(400, "body is not valid UTF-8") unless body.valid_encoding?
+      if body.include?("\\u") && lone_surrogate?(body)
+        raise HttpError.new(400, "body has a \\u escape of an unpaired UTF-16 surrogate")
+      end
+
+      value = JSON.parse(body)
+      raise HttpError.new(400, "body must be a JSON object") unless value.is_a?(Hash)
+
+      value
+    rescue JSON::ParserError
+      raise HttpError.new(400, "malformed JSON")
+    end
+
+    # A \u escape of a UTF-16 surrogate that is not a high one directly followed by a low one.
+    # The json gem would store a lone one as invalid UTF-8 and read "\ud800\ud800" as U+10000.
+    # Escapes are matched left to right, so "\\" is skipped whole.
+    def lone_surrogate?(text)
+      high_end = nil # where a high surrogate's escape ended, waiting for its low half
+      text.scan(/\\(?:u(\h{4})|.)/m) do
+        m = Regexp.last_match
+        code = m[1]&.hex
+        if high_end
+          return true unless code&.between?(0xDC00, 0xDFFF) && m.begin(0) == high_end
+
+          high_end = nil
+        elsif code&.between?(0xD800, 0xDBFF)
+          high_end = m.end(0)
+        elsif code&.between?(0xDC00, 0xDFFF)
+          return true
+        end
+      end
+      !high_end.nil?
+    end
+
+    def parse_metrics(body)
+      instance = body["instance"]
+      unless instance.is_a?(String) && instance.length.between?(1, 64)
+        raise HttpError.new(400, "instance must be a string of 1 to 64 characters")
+      end
+      storable("instance", instance)
+
+      measurements = body["measurements"]
+      unless measurements.is_a?(Array) && measurements.size == 5
+        raise HttpError.new(400, "measurements must be an array of exactly 5 objects")
+      end
+
+      pairs = measurements.map do |m|
+        name = m["name"] if m.is_a?(Hash)
+        value = m["value"] if m.is_a?(Hash)
+        unless name.is_a?(String) && name.length.between?(1, 64) && value.is_a?(Numeric) && value.to_f.finite?
+          raise HttpError.new(400, "each measurement needs a name (string of 1 to 64 characters) and a finite number value")
+        end
+        storable("measurement name", name)
+
+        [name, value.to_f]
+      end
+      [instance, pairs]
+    end
+
+    # The article's load_test=true: a random instance, the five names, values in [0, 100).
+    def generated_metrics
+      ["instance-#{rand(1..10)}", METRIC_NAMES.map { |name| [name, rand * 100] }]
+    end
+
+    def timestamp = Time.now.utc.strftime("%Y-%m-%dT%H:%M:%S.%6NZ")
+
+    def utf8(str) = str.dup.force_encoding(Encoding::UTF_8).scrub
+
+    # POST /items' payload: a string of at most 64 KiB of UTF-8.
+    def item_payload(object)
+      payload = object["payload"]
+      raise HttpError.new(400, "payload must be a string") unless payload.is_a?(String)
+      raise HttpError.new(400, "payload is over #{MAX_PAYLOAD} bytes") if payload.bytesize > MAX_PAYLOAD
+
+      storable("payload", payload)
+      payload
+    end
+
+    # POST /users/{uid}'s departname: a string of 1 to 64 characters.
+    def departname(object)
+      departname = object["departname"]
+      unless departname.is_a?(String) && departname.length.between?(1, 64)
+        raise HttpError.new(400, "departname must be a string of 1 to 64 characters")
+      end
+      storable("departname", departname)
+      departname
+    end
+  end
+
+  # A server as Puma runs it: App here, ruby-rails' RailsServer. The includer has `config`,
+  # `counter`, `start` (per process, before it serves) and `stop`; configure maps LAB_* onto Puma
+  # (each stack's puma.rb calls it), and the clustered master learns here of a worker that could
+  # not open its connections.
+  module PumaServer
+    # requests_handled's counter: in memory (one process), or in a folder of one file per worker
+    # (clustered), made in the lab's folder for this server when it gives one (LAB_RUNTIME_DIR:
+    # removed by the lab even when Puma is SIGKILLed and never runs its at_exit).
+    def self.counter(config, stack)
+      runtime = ENV["LAB_RUNTIME_DIR"].to_s.empty? ? nil : ENV["LAB_RUNTIME_DIR"]
+      Counter.new(config.clustered? ? Dir.mktmpdir("lab-#{stack}-", runtime) : nil)
+    end
+
+    # The SQLite library this process links (also with postgres, where no file is opened).
+    def self.linked_sqlite_version
+      memory = SQLite3::Database.new(":memory:")
+      memory.get_first_value("SELECT sqlite_version()")
+    ensure
+      memory&.close
+    end
+
+    # Puma's configuration (dsl: the puma.rb being evaluated) for a server already validated.
+    def self.configure(dsl, server)
+      config = server.config
+      dsl.environment "production"
+      dsl.quiet # no access log
+      dsl.raise_exception_on_sigterm false # SIGTERM: graceful stop, then exit 0
+      host = config.host.include?(":") ? "[#{config.host}]" : config.host
+      dsl.bind "tcp://#{host}:#{config.port}"
+      dsl.threads config.threads, config.threads
+      if config.clustered?
+        # Clustered: the app is built once in the master; each worker opens its own
+        # connections after fork and never shares them.
+        dsl.workers config.processes
+        dsl.preload_app!
+        master = Process.pid
+        dsl.on_worker_boot do
+          server.start
+        rescue ConfigError => e # Postgres refused this worker's connections
+          server.fail_worker(e.message, master)
+        end
+        dsl.on_worker_shutdown { server.stop }
+        at_exit do
+          next unless Process.pid == master
+
+          failed = server.worker_failed?
+          server.remove_counter_dir
+          exit 1 if failed
+        end
+      else
+        # LAB_PROCESSES=1: Puma's single mode, so the PID the lab starts serves requests.
+        dsl.workers 0
+        begin
+          server.start # every connection opens here, before Puma binds
+        rescue ConfigError => e
+          warn "lab: #{e.message}"
+          exit 1
+        end
+        at_exit { server.stop }
+      end
+    end
+
+    # LAB_PROCESSES > 1: a worker that cannot open its connections prints the one `lab:` line
+    # (the first such worker only), stops the master (which then exits 1, see
+    # worker_failed?) and exits.
+    def fail_worker(message, master)
+      File.open(failure_file, File::WRONLY | File::CREAT | File::EXCL, 0o600) { |f| f.write(message) }
+      warn "lab: #{message}"
+    rescue Errno::EEXIST
+      nil
+    ensure
+      Process.kill("TERM", master)
+      exit!(1)
+    end
+
+    def worker_failed? = counter.dir && File.exist?(failure_file)
+
+    # The master's clean-up of the counter directory (clustered mode).
+    def remove_counter_dir
+      FileUtils.rm_rf([counter.dir, failure_file]) if counter.dir
+    end
+
+    private def failure_file = "#{counter.dir}.failed"
+  end
+
   # The Rack application.
   class App
+    include Contract
+    include PumaServer
+
     JSON_TYPE = "application/json"
     HTML_TYPE = "text/html; charset=utf-8"
     TEXT_TYPE = "text/plain; charset=utf-8"
@@ -620,7 +829,7 @@ module Lab
     REQUEST_FIELDS = %i[id uid ip method url parameters created_at updated_at].freeze
     USER_FIELDS = %i[uid username departname created].freeze
 
-    attr_reader :config
+    attr_reader :config, :counter
 
     # Validates the database and loads the templates; connections open in start.
     def initialize(config)
@@ -640,11 +849,8 @@ module Lab
             end
       @database_version = @db.check
       # The SQLite library this process links (also with postgres, where no file is opened).
-      @sqlite_version = config.postgres? ? linked_sqlite_version : @database_version
-      # in the lab's folder for this server when it gives one (LAB_RUNTIME_DIR: removed by the
-      # lab even when Puma is SIGKILLed and never runs its at_exit)
-      runtime = ENV["LAB_RUNTIME_DIR"].to_s.empty? ? nil : ENV["LAB_RUNTIME_DIR"]
-      @counter = Counter.new(config.clustered? ? Dir.mktmpdir("lab-ruby-puma-", runtime) : nil)
+      @sqlite_version = config.postgres? ? PumaServer.linked_sqlite_version : @database_version
+      @counter = PumaServer.counter(config, "ruby-puma")
       @versions = {
         "ruby" => RUBY_VERSION,
         "puma" => defined?(Puma::Const::PUMA_VERSION) ? Puma::Const::PUMA_VERSION : "unknown",
@@ -661,30 +867,6 @@ module Lab
       @writer = Writer.new(@db.connect, batch: @config.write_path == "batch") if @config.write_path != "pool"
     end
 
-    # LAB_PROCESSES > 1: a worker that cannot open its connections prints the one `lab:` line
-    # (the first such worker only), stops the master (which then exits 1, see
-    # worker_failed?) and exits.
-    def fail_worker(message, master)
-      File.open(failure_file, File::WRONLY | File::CREAT | File::EXCL, 0o600) { |f| f.write(message) }
-      warn "lab: #{message}"
-    rescue Errno::EEXIST
-      nil
-    ensure
-      Process.kill("TERM", master)
-      exit!(1)
-    end
-
-    def worker_failed? = @counter.dir && File.exist?(failure_file)
-
-    private def failure_file = "#{@counter.dir}.failed"
-
-    private def linked_sqlite_version
-      memory = SQLite3::Database.new(":memory:")
-      memory.get_first_value("SELECT sqlite_version()")
-    ensure
-      memory&.close
-    end
-
     # Graceful stop: Puma has finished the requests in flight; the writer answers what
     # is queued, then every connection closes.
     def stop
@@ -693,11 +875,6 @@ module Lab
       @counter.close
       @sql_log&.close
       @writer = @readers = nil
-    end
-
-    # The master's clean-up of the counter directory (clustered mode).
-    def remove_counter_dir
-      FileUtils.rm_rf([@counter.dir, failure_file]) if @counter.dir
     end
 
     def call(env)
@@ -852,11 +1029,7 @@ module Lab
     end
 
     def create_item(env)
-      payload = parse_object(read_body(env))["payload"]
-      raise HttpError.new(400, "payload must be a string") unless payload.is_a?(String)
-      raise HttpError.new(400, "payload is over #{MAX_PAYLOAD} bytes") if payload.bytesize > MAX_PAYLOAD
-
-      storable("payload", payload)
+      payload = item_payload(parse_object(read_body(env)))
       now = timestamp
       id = write { |conn| conn.insert(INSERT_ITEM, payload, now) }
       json(201, { id: id })
@@ -880,11 +1053,7 @@ module Lab
 
     def update_user(env, raw)
       uid = parse_id(raw)
-      departname = parse_object(read_body(env))["departname"]
-      unless departname.is_a?(String) && departname.length.between?(1, 64)
-        raise HttpError.new(400, "departname must be a string of 1 to 64 characters")
-      end
-      storable("departname", departname)
+      departname = departname(parse_object(read_body(env)))
 
       row = write do |conn|
         raise HttpError.new(404, "user #{uid} not found") if conn.update(UPDATE_USER, departname, uid).zero?
@@ -908,20 +1077,15 @@ module Lab
       end
     end
 
+    # U+0000 in a string field is a 400 on Postgres (Contract#storable).
+    def refuses_nul? = @db.refuses_nul?
+
     # One write transaction: on a pooled connection in this thread (pool), or in the
     # writer thread, answered after its COMMIT (writer, batch).
     def write(&work)
       return @writer.submit(&work) if @writer
 
       @readers.with { |conn| conn.transaction(&work) }
-    end
-
-    # A string the database can hold: Postgres' text cannot hold U+0000 (SQLite's can), so on
-    # Postgres it is a 400 naming it, checked with the other validation before any write.
-    def storable(field, value)
-      return unless @db.refuses_nul? && value.include?("\0")
-
-      raise HttpError.new(400, "#{field} holds U+0000, which Postgres text cannot store")
     end
 
     def find_user(uid)
@@ -931,92 +1095,6 @@ module Lab
       USER_FIELDS.zip(row).to_h
     end
 
-    def parse_id(raw)
-      id = raw.match?(/\A[0-9]{1,19}\z/) ? raw.to_i : 0
-      raise HttpError.new(400, "id must be an integer in 1..#{MAX_ID}") unless id.between?(1, MAX_ID)
-
-      id
-    end
-
-    # At most 1 MiB: by Content-Length, or by reading at most that much.
-    def read_body(env)
-      length = env["CONTENT_LENGTH"]
-      raise HttpError.new(413, "request body is over #{MAX_BODY} bytes") if length && length.to_i > MAX_BODY
-
-      body = env["rack.input"]&.read(MAX_BODY + 1) || +""
-      raise HttpError.new(413, "request body is over #{MAX_BODY} bytes") if body.bytesize > MAX_BODY
-
-      body.force_encoding(Encoding::UTF_8)
-    end
-
-    def parse_object(body)
-      raise HttpError.new(400, "body is not valid UTF-8") unless body.valid_encoding?
-      if body.include?("\\u") && lone_surrogate?(body)
-        raise HttpError.new(400, "body has a \\u escape of an unpaired UTF-16 surrogate")
-      end
-
-      value = JSON.parse(body)
-      raise HttpError.new(400, "body must be a JSON object") unless value.is_a?(Hash)
-
-      value
-    rescue JSON::ParserError
-      raise HttpError.new(400, "malformed JSON")
-    end
-
-    # A \u escape of a UTF-16 surrogate that is not a high one directly followed by a low one.
-    # The json gem would store a lone one as invalid UTF-8 and read "\ud800\ud800" as U+10000.
-    # Escapes are matched left to right, so "\\" is skipped whole.
-    def lone_surrogate?(text)
-      high_end = nil # where a high surrogate's escape ended, waiting for its low half
-      text.scan(/\\(?:u(\h{4})|.)/m) do
-        m = Regexp.last_match
-        code = m[1]&.hex
-        if high_end
-          return true unless code&.between?(0xDC00, 0xDFFF) && m.begin(0) == high_end
-
-          high_end = nil
-        elsif code&.between?(0xD800, 0xDBFF)
-          high_end = m.end(0)
-        elsif code&.between?(0xDC00, 0xDFFF)
-          return true
-        end
-      end
-      !high_end.nil?
-    end
-
-    def parse_metrics(body)
-      instance = body["instance"]
-      unless instance.is_a?(String) && instance.length.between?(1, 64)
-        raise HttpError.new(400, "instance must be a string of 1 to 64 characters")
-      end
-      storable("instance", instance)
-
-      measurements = body["measurements"]
-      unless measurements.is_a?(Array) && measurements.size == 5
-        raise HttpError.new(400, "measurements must be an array of exactly 5 objects")
-      end
-
-      pairs = measurements.map do |m|
-        name = m["name"] if m.is_a?(Hash)
-        value = m["value"] if m.is_a?(Hash)
-        unless name.is_a?(String) && name.length.between?(1, 64) && value.is_a?(Numeric) && value.to_f.finite?
-          raise HttpError.new(400, "each measurement needs a name (string of 1 to 64 characters) and a finite number value")
-        end
-        storable("measurement name", name)
-
-        [name, value.to_f]
-      end
-      [instance, pairs]
-    end
-
-    # The article's load_test=true: a random instance, the five names, values in [0, 100).
-    def generated_metrics
-      ["instance-#{rand(1..10)}", METRIC_NAMES.map { |name| [name, rand * 100] }]
-    end
-
-    def timestamp = Time.now.utc.strftime("%Y-%m-%dT%H:%M:%S.%6NZ")
-
-    def utf8(str) = str.dup.force_encoding(Encoding::UTF_8).scrub
 
     def not_allowed(allow)
       raise HttpError.new(405, "method not allowed", { "Allow" => allow })

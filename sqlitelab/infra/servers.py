@@ -195,8 +195,11 @@ def stack_knobs(stack: str | None) -> dict[str, dict]:
     return dict(STACKS.get(stack, {}).get("knobs") or {}) if stack else {}
 
 
-# Every stack-only knob, with the stack that takes it: servers/<stack>/stack.toml's [knobs].
-STACK_ONLY_KNOBS: dict[str, str] = {name: stack for stack in STACKS for name in stack_knobs(stack)}
+# Every stack-only knob, with the stacks that take it (in STACKS' order): servers/<stack>/stack.toml's
+# [knobs] (ruby-puma's and ruby-rails' `yjit`: each stack declares its own).
+STACK_ONLY_KNOBS: dict[str, tuple[str, ...]] = {
+    name: tuple(stack for stack in STACKS if name in stack_knobs(stack))
+    for stack in STACKS for name in stack_knobs(stack)}
 _clash = sorted(set(STACK_ONLY_KNOBS) & set(KNOB_ENV))
 if _clash:
     raise StackManifestError(f"stack-only knob(s) {', '.join(_clash)} are shared.toml's knobs too")
@@ -285,7 +288,7 @@ def knob_env(profile: str | None = None, *, database: str = "sqlite", stack: str
         values.update({k: v for k, v in profile_knobs(profile).items() if k in env_of})
     for k, v in knobs.items():
         if k in STACK_ONLY_KNOBS and k not in own:
-            raise ValueError(f"knob {k!r} is {STACK_ONLY_KNOBS[k]}'s only; "
+            raise ValueError(f"knob {k!r} is taken by {', '.join(STACK_ONLY_KNOBS[k])} only; "
                              f"{stack or 'a server of no named stack'} does not take it")
         if k not in env_of:
             raise ValueError(f"unknown knob {k!r}; known: {', '.join(env_of)}")
