@@ -76,7 +76,9 @@ def estimate() -> pd.DataFrame:
                            ("03-read-write-mix", "mix", ["single-writer"]),
                            *(("05-single-machine", s, ["go-seed004"])
                              for s in ("hello", "user-read", "user-page", "user-update"))):
-        experiment = {"02-busy-errors": "profiles", "03-read-write-mix": "article"}.get(nb, scen)
+        # each notebook's headline sweep (01's unnamed main sweep is stored without one)
+        experiment = {"01-linear-writes": None, "02-busy-errors": "profiles",
+                      "03-read-write-mix": "article"}.get(nb, scen)
         parts.append(points(profiles=prof, levels=[1, 8, 64, 256], scenario=scen).assign(
             notebook=nb, experiment=experiment))
     return capacity_notebook.estimate(pd.concat(parts, ignore_index=True), slo_p99_ms=100)

@@ -17,17 +17,18 @@ from sqlitelab.experiments.sweep import audit
 
 
 def points(**over) -> pd.DataFrame:
-    """Two levels of a ruby-puma run as sweep() records them."""
+    """Two levels of a ruby-rails run (the article's stack in 01 and 02) as sweep() records them."""
     knobs = {"pragmas": {"journal_mode": "wal", "synchronous": "1"}, "txn_mode": "deferred",
              "busy": "busy_timeout:5000", "write_path": "pool", "processes": 10, "threads": 3,
              "metrics_txn": "request", "cache": "private", "yjit": "on"}
     knobs.update(over.pop("knobs", {}))
-    row = {"server": "ruby-puma", "profile": "rails71", "scenario": "rails-writes",
+    row = {"server": "ruby-rails", "profile": "rails71", "scenario": "rails-writes",
            "machine": "2 cores (test CPU), 23.5 GiB", "server_pinning": "0", "generator_pinning": "1",
            "generator": "locust", "keepalive": True, "server_processes": knobs["processes"],
            "server_threads": knobs["threads"], "knobs": json.dumps(knobs), "hey_rps": 100.0,
            "hey_max_ms": 5.0, "run_counts": "{}", "mean_ms": 2.0, "p99_ms": 3.0,
-           "server_versions": json.dumps({"ruby": "3.1.2", "puma": "5.6.5", "sqlite3-ruby": "1.4.2"}),
+           "server_versions": json.dumps({"ruby": "3.1.2", "rails": "6.1.7.10", "puma": "5.6.5",
+                                          "sqlite3-ruby": "1.4.2"}),
            "sqlite_version": "3.40.1"}
     row.update(over)
     return pd.DataFrame([{**row, "users": 1}, {**row, "users": 16}])
@@ -70,7 +71,8 @@ def test_table_reads_the_run_and_judges_each_detail():
     rows = t.set_index("aspect")
     # the software row as printed: the article's versions beside this run's, read from /health
     assert rows.loc["software", "article"] == "Ruby 3.2.2, Rails 7.1.2, sqlite3-ruby gem 1.6.9, SQLite 3.44.2"
-    assert rows.loc["software", "this run"] == "ruby 3.1.2, puma 5.6.5, sqlite3-ruby 1.4.2, SQLite 3.40.1"
+    assert rows.loc["software", "this run"] == \
+        "ruby 3.1.2, rails 6.1.7.10, puma 5.6.5, sqlite3-ruby 1.4.2, SQLite 3.40.1"
     assert rows.loc["the article's tool, here", "this run"] == "hey at 1, 4, 16 users"
     assert methods.unrecorded(t) == []
 
@@ -256,3 +258,20 @@ def test_the_cross_check_row_says_when_a_run_had_none():
     assert method.crosscheck_client(run).startswith("not run (crosscheck_users None)")
     with pytest.raises(method.NotRecorded):  # an older run that stored no such parameter
         method.crosscheck_client(methods.RunView(points(), {}))
+
+
+def test_puma_parameters_reach_the_puma_stacks_alone_and_the_readme_reads_the_runs_article_stack():
+    """01's and 02's Puma workers × threads and YJIT go to the stacks Puma runs (the article's Rails
+    and the Rack app beside it), and the README's row names the stack the run stored as the
+    article's (a run before ruby-rails stored ruby-puma)."""
+    from sqlitelab.report import summaries
+    from sqlitelab.studies import method
+    knobs = method.puma_knobs(["go-nethttp", "ruby-rails", "ruby-puma"], processes=2, yjit="on")
+    assert knobs == {"ruby-rails": {"processes": 2, "yjit": "on"}, "ruby-puma": {"processes": 2, "yjit": "on"}}
+    assert method.puma_knobs(["rust-axum"], processes=2) == {}
+    runs = pd.DataFrame([{"notebook": "01-linear-writes", "parameters": json.dumps({"article_server": "ruby-puma"})},
+                         {"notebook": "02-busy-errors", "parameters": json.dumps({"article_server": "x"})}])
+    one = study("01-linear-writes")
+    assert summaries.parameter(one, {"runs": runs}, "article_server", "ruby-rails") == "ruby-puma"
+    assert summaries.parameter(one, {"runs": runs.iloc[1:]}, "article_server", "ruby-rails") == "ruby-rails"
+    assert summaries.parameter(one, {}, "article_server") is None

@@ -102,9 +102,14 @@ def cases(shape: dict) -> dict:
     links = pd.concat([df.assign(link_delay_us=None), df.assign(link_delay_us=500.0)], ignore_index=True)
     vs = sqlite_vs_postgres.versus_table(versus_points(**shape))
     app = df[df["server"] == "ruby-puma"].assign(server="your app", lock_share=0.0)
+    # 01's worker sweep: one stack at two Puma shapes, the stalling curve the one-worker shape's
+    shapes = pd.concat([df[df["server"] == "ruby-puma"].assign(server_processes=1),
+                        df[df["server"] == "go-nethttp"].assign(server="ruby-puma", server_processes=2)],
+                       ignore_index=True).assign(server_threads=3)
     return {
         "linear_writes": lambda: linear_writes.linear_writes(seed),
         "napkin": lambda: linear_writes.napkin(linear_writes.peak(seed)["peak_rps"].min()),
+        "workers_finding": lambda: linear_writes.workers_finding(linear_writes.workers_peaks(shapes), "0"),
         "busy": lambda: busy_errors.busy(summary),
         "txn_mode": lambda: busy_errors.txn_mode(pd.concat([summary, summary.assign(txn_mode="immediate")])),
         "stack_ratios": lambda: read_write_mix.stack_ratios(read_write_mix.mix_table(df), base="ruby-puma"),
@@ -164,7 +169,7 @@ def test_a_stalled_level_is_said_in_words(name, shape):
 # Where each shape's stall is in what the function reports (a function that reports a stack's best
 # level or its peak does not show a stall at another level).
 SAYS_IT = {"one level of several": {"network", "comparison"},
-           "the only level": {"linear_writes", "napkin", "stack_ratios", "ceiling", "beyond", "network",
+           "the only level": {"linear_writes", "napkin", "workers_finding", "stack_ratios", "ceiling", "beyond", "network",
                               "versus", "your_app", "capacity_findings", "comparison"}}
 
 

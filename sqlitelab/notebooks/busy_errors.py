@@ -2,7 +2,8 @@
 Everything that is this notebook's, declared once.
 
 Seed scale keeps the article's users (1, 3), 5-s runs and its one run per set-up, with no
-warm-up (oha counted from its first request).
+warm-up (oha counted from its first request). The article's runs are on Rails (ruby-rails); the
+stack comparison has ruby-puma beside it, the same requests without Rails.
 
 Its code: busy errors per set-up and level, the article's runs beside ours, deferred against
 immediate transactions, their findings, and its row of the README.
@@ -16,8 +17,8 @@ import pandas as pd
 from sqlitelab.core.vocabulary import STALL_MS
 from sqlitelab.report import analysis, summaries
 from sqlitelab.studies.method import (
-    Article, Detail, GEN_WHY, NOT_STATED, crosscheck_client, mean_at, puma_shape, recorded,
-    stack_knob)
+    Article, Detail, GEN_WHY, NOT_STATED, crosscheck_client, mean_at, puma_knobs, puma_shape,
+    recorded, stack_knob)
 
 
 # What each constant means: sqlitelab.studies.declarations.
@@ -51,8 +52,8 @@ EXPERIMENT_TITLES: dict = {"article": "the article's set-ups", "profiles": "each
 
 READS_THE_OTHERS = False
 
-SMOKE: dict = {"servers": ["ruby-puma", "rust-axum"],
-               "txn_mode_servers": ["ruby-puma"],
+SMOKE: dict = {"servers": ["ruby-rails", "rust-axum"],
+               "txn_mode_servers": ["ruby-rails"],
                "levels": [3],
                "duration": 0.5,
                "warmup": 0.2,
@@ -83,12 +84,13 @@ ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
            "`rails s` runs by default), supported by its ~43 KiB error pages (643.95 KiB over 15 "
            "500s, 601.02 KiB over 14, 0 B when all were 200s: Rails' development exception page), "
            "so Puma single mode with 5 threads (Rails 7.1's generated puma.rb)",
-           puma_shape, expect="1 × 5", why="set by the notebook"),
+           puma_shape("ruby-rails"), expect="1 × 5", why="set by the notebook"),
     Detail("work per request", "29 ms on average at 1 user (34.6 req/s); not stated; inferred: "
            "Rails in development mode, supported by its ~43 KiB error pages",
            mean_at("mean_ms", 1), expect=None,
-           why="the lab's Rack app does only the ten statements, so the share of each request spent "
-               "inside a transaction is far larger here and transactions collide more often"),
+           why="ruby-rails is a Rails 6.1 app in production mode (no reloading checks, no debug "
+               "pages), so each request does less outside its transactions than the article's "
+               "development-mode app, and its transactions collide more often"),
     Detail("transaction shape", "ten statements per request, five of them inserts or updates; "
            "the transactions not stated; inferred: ActiveRecord's default (each `save` in its own "
            "transaction), so each of the 5 records in its own write-first transaction and the 5 "
@@ -100,7 +102,9 @@ ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
            "development mode its ~43 KiB error pages support, writes every SQL statement to "
            "log/development.log as it runs: a file write, which releases Ruby's GVL inside every "
            "transaction, so another thread can run into the lock mid-transaction",
-           "knob:sql_log", expect="on", why="the server logs no SQL"),
+           "knob:sql_log", expect="on",
+           why="the server logs no SQL (with `on`, ruby-rails writes each statement's line from "
+               "`sql.active_record`, as Rails' development log does, but in production mode)"),
     Detail("request", "POST /metrics?load_test=true, empty body (data generated), --redirect 0",
            "col:scenario", expect="metrics-writes", why="another scenario"),
     Detail("load tool", "oha -c N -z 5s -m POST --latency-correction --disable-keepalive --redirect 0 "
@@ -129,10 +133,10 @@ ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
     Detail("the adapter and `retries:`", "activerecord-enhancedsqlite3-adapter (≥ 0.4) replaces Rails' "
            "configure_connection, where `retries:` was applied: with `retries:` and no `timeout:` "
            "there is no busy handler at all, and transactions are IMMEDIATE",
-           stack_knob("ruby-puma", "busy"), expect=["retries:1000", "none", "sleep_poll:5000"],
+           stack_knob("ruby-rails", "busy"), expect=["retries:1000", "none", "sleep_poll:5000"],
            compare="superset", why="the run lacks one of the three busy policies"),
     Detail("the adapter's busy wait", "with `timeout: 5000`: sleeps 60 µs per try (releasing the GVL), "
-           "gives up once tries × 60 µs > 5 s", stack_knob("ruby-puma", "busy"), expect=None,
+           "gives up once tries × 60 µs > 5 s", stack_knob("ruby-rails", "busy"), expect=None,
            why="rails8 sleeps 1 ms per try until 5 s have passed (Rails 8's busy_handler_timeout): "
                "the same GVL-releasing wait, polled more coarsely"),
     Detail("journal mode", "WAL (Rails 7.1 default)", "pragma:journal_mode", expect="wal",

@@ -2,8 +2,9 @@
 file take? Everything that is this notebook's, declared once.
 
 Seed scale keeps the article's levels, 10-s runs and three repeats, with no warm-up (hey
-measured from the moment its users were running); the stacks the article did not run get
-`beyond_repeats` runs per level (one), ruby-puma the article's three.
+measured from the moment its users were running); the article's stack, Rails (ruby-rails), runs
+the article's three per level, the others `beyond_repeats` (one): among them ruby-puma, the same
+writes without Rails.
 
 Its code: its tables of Puma's writes/s as users rise (the lab's window and hey's count), each
 stack's peak and where errors begin, the napkin math of daily users, their findings, and its row of
@@ -17,10 +18,11 @@ from types import ModuleType
 import pandas as pd
 
 from sqlitelab.core.vocabulary import STALL_MS
+from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
 from sqlitelab.studies.method import (
-    Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, profile_knobs, profile_pragma, puma_shape,
-    crosscheck_client, recorded, software, stack_knob)
+    Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, profile_knobs, profile_pragma, puma_knobs,
+    puma_shape, crosscheck_client, recorded, software, stack_knob)
 
 
 # What each constant means: sqlitelab.studies.declarations.
@@ -49,12 +51,17 @@ SCALES: dict[str, dict] = {
     # 24 points), each then measured again with loadgen, which was what the figures showed; at
     # seed the reference run (82710e9) spent 330 of its 1,078 s measuring 22 Locust-bound levels
     # again with loadgen (ruby-puma's four among them).
+    # Puma's workers (worker_counts, beside the main run's puma_workers): the article's stack at
+    # each count × puma_threads, `beyond_repeats` runs per level of worker_levels. Quick: one
+    # worker and two (this machine gives the server one or two cores) at four levels, the
+    # article's 10 workers being the main run; seed adds four workers and every level.
     "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.5, "warmup": 0.0, "repeats": 1,
               "beyond_repeats": 1, "crosscheck_users": [4], "ceiling_seconds": 2.0,
-              "generator": "loadgen"},
+              "generator": "loadgen", "worker_counts": [1, 2], "worker_levels": [1, 2, 4, 10]},
     "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 0.0, "repeats": 3,
              "beyond_repeats": 1, "crosscheck_users": [1, 4, 16], "ceiling_seconds": 2.0,
-             "generator": "loadgen"},
+             "generator": "loadgen", "worker_counts": [1, 2, 4],
+             "worker_levels": [1, 2, 4, 8, 10, 16, 32, 64]},
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
@@ -66,15 +73,18 @@ BUDGET_SECONDS: dict[str, float] = {"quick": 125, "seed": 800}
 SERVER_SPLIT: int | None = None
 
 IN_COLLECTION = True
-HEADLINE_EXPERIMENTS: set[str] | None = None
+HEADLINE_EXPERIMENTS: set[str] | None = {""}
 
-# Its experiments in plain words (declarations.experiment_title): none: its one sweep.
-EXPERIMENT_TITLES: dict = {}
+# Its experiments in plain words (declarations.experiment_title): the article's sweep, and Puma's
+# workers on the article's stack.
+EXPERIMENT_TITLES: dict = {r"workers-(\d+)": lambda n: f"{n} Puma worker{'s' if int(n) != 1 else ''}"}
 
 READS_THE_OTHERS = False
 
-SMOKE: dict = {"servers": ["ruby-puma", "go-nethttp"],
+SMOKE: dict = {"servers": ["ruby-rails", "go-nethttp"],
                "levels": [1, 2],
+               "worker_counts": [1],
+               "worker_levels": [2],
                "duration": 0.5,
                "warmup": 0.2,
                "repeats": 1}
@@ -88,6 +98,10 @@ READING: dict[str, str] = {
     "latency":
         "Look for p50 and p99 climbing from the level where throughput stopped rising: from there an "
         "added user adds waiting time, not writes.",
+    "workers":
+        "One line per Puma shape on the same stack: look for the level where each line stops rising, "
+        "and whether it sits at the shape's threads (workers × threads) or below them, where the "
+        "server's cores ran out first.",
 }
 
 # Its method against its article's (sqlitelab.report.methods.table reads it).
@@ -96,20 +110,25 @@ ARTICLE = Article(ID, "000",
     Detail("machine", "MacBook Pro 16″ (2021), Apple M1 Max (10 cores), 32 GB, macOS 12.5.1",
            "col:machine", why=MACHINE_WHY),
     Detail("software", "Ruby 3.2.2, Rails 7.1.2, sqlite3-ruby gem 1.6.9, SQLite 3.44.2",
-           software("ruby-puma", ("ruby", "puma", "sqlite3-ruby")), expect=None,
-           why="Debian 12's packages (no RubyGems here): an older Ruby, gem and SQLite; Puma, Rack "
-               "and the lab's app instead of Rails"),
-    Detail("YJIT", "enabled (RUBY_YJIT_ENABLE=1, Ruby 3.2's YJIT)", stack_knob("ruby-puma", "yjit"),
+           software("ruby-rails", ("ruby", "rails", "puma", "sqlite3-ruby")), expect=None,
+           why="Debian 12's packages (no RubyGems here): Rails 6.1 on Ruby 3.1, an older gem and "
+               "SQLite. Rails 6.1 has neither 7.1's default pragmas nor its `retries:` (the profile's "
+               "knobs install them: servers/ruby-rails/README.md); Ruby 3.1's YJIT is an earlier "
+               "one; both gems wait on a lock in sqlite3_busy_timeout holding Ruby's GVL, the "
+               "collapse the article met"),
+    Detail("YJIT", "enabled (RUBY_YJIT_ENABLE=1, Ruby 3.2's YJIT)", stack_knob("ruby-rails", "yjit"),
            expect="on", why="the notebook's `yjit` parameter turned it off (Ruby 3.1's YJIT here, "
                             "an earlier version of it, when on)"),
     Detail("server CPUs", "all 10 cores, shared with hey", "cpus:server_pinning", expect=10,
            why=PIN_WHY),
     Detail("application", "the Rails 7.1.2 scaffold's `create` (production env, logging off): one "
            "INSERT, then a 302 to the show page", "col:server", expect=None,
-           why="a minimal app in each stack doing what the scaffold does (one INSERT, 302 to a "
-               "~1.5 KB show page); no Rails, so less work per request"),
+           why="ruby-rails is a Rails 6.1 app whose `create` does the same, in production mode "
+               "with its log at warn; beside it, the same writes without Rails (ruby-puma, a Rack app "
+               "with Rails' SQLite settings) and in each other stack (one INSERT, 302 to a ~1.5 KB "
+               "show page)"),
     Detail("Puma workers × threads", "10 × 3 (WEB_CONCURRENCY=10, RAILS_MAX_THREADS=3)",
-           puma_shape, expect="10 × 3", why="set by the notebook's puma_workers/puma_threads"),
+           puma_shape("ruby-rails"), expect="10 × 3", why="set by the notebook's puma_workers/puma_threads"),
     Detail("journal mode", "WAL (Rails 7.1 default)", "pragma:journal_mode",
            expect=profile_pragma("rails71", "journal_mode"), why="the profile sets another"),
     Detail("synchronous", "NORMAL (Rails 7.1 default)", "pragma:synchronous",
@@ -236,6 +255,45 @@ def linear_writes(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def puma_shape_words(workers: int, threads: int) -> str:
+    """"10 workers × 3 threads": a worker sweep's series in plain words."""
+    return f"{workers} worker{'s' if workers != 1 else ''} × {threads} thread{'s' if threads != 1 else ''}"
+
+
+def workers_points(df: pd.DataFrame) -> pd.DataFrame:
+    """The worker sweep's points (and the main run's on the same stack), each labelled with its
+    Puma shape as /health reported it (`puma`), for one line per shape."""
+    return df.assign(puma=[puma_shape_words(int(p), int(t))
+                           for p, t in zip(df["server_processes"], df["server_threads"])])
+
+
+def workers_peaks(df: pd.DataFrame) -> pd.DataFrame:
+    """Per Puma shape: the level of the highest mean throughput in the window, that throughput,
+    and where errors or stalls begin (peak's rule), in the shapes' order of workers."""
+    pts = workers_points(df)
+    table = analysis.over_repeats(pts, ["puma", "server_processes", "profile", "users"],
+                                  ["rps", "errors", "busy_errors"]
+                                  + (["max_overrun_ms"] if "max_overrun_ms" in pts else []))
+    best = peak(table.rename(columns={"puma": "server"}))
+    workers = table.drop_duplicates("puma").set_index("puma")["server_processes"]
+    return (best.rename(columns={"server": "puma"}).assign(workers=lambda d: d["puma"].map(workers))
+            .sort_values("workers").reset_index(drop=True))
+
+
+def workers_finding(peaks: pd.DataFrame, server_cpus: str) -> str:
+    """Markdown: each Puma shape's peak (level and writes/s) and where errors begin, on the
+    server's CPUs."""
+    lines = [f"The server ran on CPU(s) {server_cpus}. Each Puma shape's peak in the window:"]
+    for r in peaks.itertuples():
+        if not findings.finished(r.peak_rps):
+            lines.append(f"- **{r.puma}**: at every level, {findings.STALLED}.")
+            continue
+        errs = (f"errors or stalls from {int(r.errors_from_users)} users" if pd.notna(r.errors_from_users)
+                else "no errors at any level")
+        lines.append(f"- **{r.puma}**: {r.peak_rps:,.0f} writes/s with {r.peak_users} users; {errs}.")
+    return "\n".join(lines)
+
+
 def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4) -> str:
     """Seed 000's napkin math applied to a measured peak."""
     if not findings.finished(peak_rps):
@@ -248,8 +306,8 @@ def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4) 
             f"(the article: ~2,500/s → 35 M/day → 1 M DAU).")
 
 
-def napkin_table(table: pd.DataFrame, writes_per_user: float = 35, peak_hours: float = 4,
-                 first: str = "ruby-puma") -> pd.DataFrame:
+def napkin_table(table: pd.DataFrame, first: str, writes_per_user: float = 35,
+                 peak_hours: float = 4) -> pd.DataFrame:
     """Seed 000's napkin math on each stack's peak (`first`, the article's stack, on top):
     writes/day with the day packed into `peak_hours`, and daily active users at
     `writes_per_user` writes each."""
@@ -265,7 +323,8 @@ def napkin_table(table: pd.DataFrame, writes_per_user: float = 35, peak_hours: f
 
 
 def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
-    """Seed 000: Puma's writes/s as users rise, where it collapses, and the napkin math."""
+    """Seed 000: the article's stack's writes/s as users rise (the stack the run names as the
+    article's), where it collapses, and the napkin math."""
     ref, meta = analysis.reference("seed000_linear_writes")
     art_curve = dict(zip(ref["users"], ref["rps"]))
     art_peak = ref.loc[ref["rps"].idxmax()]
@@ -275,17 +334,19 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     pts = summaries.points(study, x)
     if pts.empty:
         return article, summaries.NOT_IN_RUN
+    stack = summaries.parameter(study, x, "article_server", "ruby-rails")
+    name = stack_title(stack)
     table = seed_table(pts)
-    puma = table[table["server"] == "ruby-puma"]
+    ours = table[table["server"] == stack]
     parts = []
-    for profile, g in puma.groupby("profile", sort=True):
+    for profile, g in ours.groupby("profile", sort=True):
         curve = dict(zip(g["users"], g["rps"]))
         busy = g[g["busy_errors"] > 0]
         best = g.loc[g["rps"].idxmax()]
-        knobs = pts.loc[(pts["server"] == "ruby-puma") & (pts["profile"] == profile), "knobs"]
+        knobs = pts.loc[(pts["server"] == stack) & (pts["profile"] == profile), "knobs"]
         yjit = {json.loads(k).get("yjit") for k in knobs.dropna()} - {None}
         yjit_words = f", YJIT {'/'.join(sorted(yjit))}" if yjit else ""  # runs before LAB_YJIT: unknown
-        text = (f"Puma (`{profile}`{yjit_words}), {summaries.run_shape(pts[pts['server'] == 'ruby-puma'])}: "
+        text = (f"{name} (`{profile}`{yjit_words}), {summaries.run_shape(pts[pts['server'] == stack])}: "
                 f"{claims.collapse_words(curve)}{summaries.limit(best)} — {claims.shape_words(curve, art_curve)}")
         text += (f"; 'database is locked' from {int(busy['users'].min())} user(s)" if len(busy)
                  else "; no 'database is locked' at any level")
@@ -295,14 +356,14 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         parts.append(text)
     checks = x.get("crosschecks", pd.DataFrame())
     hey = checks[(checks["notebook"] == study.ID) & (checks["generator"] == "hey")
-                 & (checks["server"] == "ruby-puma") & checks["skipped"].isna()] if len(checks) else checks
+                 & (checks["server"] == stack) & checks["skipped"].isna()] if len(checks) else checks
     if len(hey):
-        lab = pts[pts["server"] == "ruby-puma"].groupby("users")["hey_rps"].mean()
-        parts.append("hey itself on Puma (the article's tool, here): " + ", ".join(
+        lab = pts[pts["server"] == stack].groupby("users")["hey_rps"].mean()
+        parts.append(f"hey itself on {name} (the article's tool, here): " + ", ".join(
             f"{r.rps:,.0f}/s at {r.users} user{'s' if r.users != 1 else ''}" + (f" (the lab's generator, counted as hey counts: "
                                                    f"{lab[r.users]:,.0f}/s)" if r.users in lab else "")
             for r in hey.sort_values("users").itertuples()))
-    others = peak(table[table["server"] != "ruby-puma"])
+    others = peak(table[table["server"] != stack])
     if len(others):
         parts.append("Peaks in the exact window: " + ", ".join(
             f"{r.server} {r.peak_rps:,.0f}/s ({r.peak_users} users)" for r in others.itertuples()))

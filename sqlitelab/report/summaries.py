@@ -7,6 +7,7 @@ What the rows share is here; each row is its notebook's `summary(study, tables)`
 """
 from __future__ import annotations
 
+import json
 from types import ModuleType
 
 import pandas as pd
@@ -26,6 +27,17 @@ def points(study: ModuleType, x: Tables) -> pd.DataFrame:
     if study.HEADLINE_EXPERIMENTS is not None:
         pts = pts[pts["experiment"].isin(study.HEADLINE_EXPERIMENTS)]
     return pts.reset_index(drop=True)
+
+
+def parameter(study: ModuleType, x: Tables, name: str, default=None):
+    """A parameter the notebook's run stored (its `params`), or `default` where the run has none."""
+    runs = x.get("runs", pd.DataFrame())
+    runs = runs[runs["notebook"] == study.ID] if len(runs) else runs
+    for raw in runs.get("parameters", []):
+        value = json.loads(raw).get(name) if isinstance(raw, str) else None
+        if value is not None:
+            return value
+    return default
 
 
 def ceiling(study: ModuleType, x: Tables) -> dict | None:

@@ -156,13 +156,26 @@ def window(run: RunView):
     return f"a {run.param('duration'):g}-s window"
 
 
-def puma_shape(run: RunView) -> list[str]:
-    """ruby-puma's processes × threads, from its /health knobs."""
-    r = run.where(server="ruby-puma").points
-    if r[["server_processes", "server_threads"]].isna().any().any():
-        raise NotRecorded("col:server_processes/server_threads")
-    return [f"{int(p)} × {int(t)}" for p, t in
-            sorted({(p, t) for p, t in zip(r["server_processes"], r["server_threads"])})]
+# The stacks Puma runs (the articles' Rails, and the Rack app with Rails' settings): a notebook's
+# Puma workers × threads and YJIT parameters are theirs (puma_knobs).
+PUMA_STACKS = ("ruby-rails", "ruby-puma")
+
+
+def puma_knobs(stacks: "list[str] | tuple[str, ...]", **knobs) -> dict[str, dict]:
+    """A sweep's server_knobs giving `knobs` (processes, threads, yjit) to each Puma stack of
+    `stacks`."""
+    return {s: dict(knobs) for s in stacks if s in PUMA_STACKS}
+
+
+def puma_shape(stack: str) -> Callable:
+    """A Puma stack's processes × threads, from its /health knobs."""
+    def get(run: RunView) -> list[str]:
+        r = run.where(server=stack).points
+        if r[["server_processes", "server_threads"]].isna().any().any():
+            raise NotRecorded("col:server_processes/server_threads")
+        return [f"{int(p)} × {int(t)}" for p, t in
+                sorted({(p, t) for p, t in zip(r["server_processes"], r["server_threads"])})]
+    return get
 
 
 def software(stack: str, keys: tuple[str, ...]) -> Callable:

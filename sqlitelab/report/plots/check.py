@@ -48,12 +48,13 @@ class FigureError(ValueError):
 @functools.cache
 def internal_ids(studies: tuple[ModuleType, ...] = ()) -> frozenset[str]:
     """Every id a reader should never meet in a figure: stacks, profiles, scenarios, notebooks and
-    the experiments `studies` declare — those that are not one plain word."""
+    the experiments `studies` declare — those that are not one plain word (the empty id, a
+    notebook's unnamed main sweep, names nothing)."""
     notebooks = {p.stem for p in config.NOTEBOOKS_DIR.glob("*.ipynb")} | {s.ID for s in studies}
     ids = set(STACKS) | set(load_profiles()) | set(SCENARIOS) | notebooks
     for study in studies:
         ids |= set(study.HEADLINE_EXPERIMENTS or ())
-    return frozenset(i for i in ids if not re.fullmatch(r"[a-z]+", i))
+    return frozenset(i for i in ids if i and not re.fullmatch(r"[a-z]+", i))
 
 
 @functools.cache
