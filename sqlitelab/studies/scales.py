@@ -73,6 +73,8 @@ ACCEPTS: dict[str, tuple] = {
     **{k: (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]")
        for k in ("levels", "article_levels")},
     "fine_levels": (_integers(1, empty=True), "a list of integers >= 1 (concurrent users; []: none)"),
+    "worker_levels": (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]"),
+    "worker_counts": (_integers(1, empty=True), "a list of integers >= 1 (Puma workers; []: no sweep)"),
     **{k: (lambda v: _number(v) and v > 0, "a number of seconds > 0")
        for k in ("duration", "ceiling_seconds", "crosscheck_seconds", "max_seconds", "op_duration",
                  "max_duration")},
