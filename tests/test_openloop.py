@@ -60,13 +60,20 @@ def test_open_loop_p99_grows_with_the_run_above_capacity_and_closed_loop_does_no
         under = _level(srv, tmp_path, gen, "under", 3, rate=UNDER, arrivals="poisson", arrival_seed=7)
     for p in (*closed.values(), *over.values(), under):
         _consistent(p)
-    for p in closed.values():
+    for s, p in closed.items():
         assert not p["open_loop"] and p["offered_rps"] is None and p["backlog"] is None
-        assert p["p99_ms"] < 3 * DELAY_MS, p  # each user waits for its answer: no queue
+        # each user waits for its answer: no queue. The bound is the open loop's queue, not a
+        # multiple of the delay: the generator's own time per request is in the p99 (30.4 ms
+        # against 3 x 10 in a CI run of Locust), and that is the machine's speed
+        assert p["p99_ms"] < 0.1 * over[s]["p99_ms"], (p["p99_ms"], over[s]["p99_ms"])
+        assert vocabulary.keeps_up(p, slo_p99_ms=100), p
     # twice the run, about twice the queue: from due time, the last requests waited longest
     # (the warm-up's half second of queue is there at both lengths: 2.5 against 4.5 s of it)
     assert over[4]["p99_ms"] > 1.5 * over[2]["p99_ms"], (over[2]["p99_ms"], over[4]["p99_ms"])
-    assert closed[4]["p99_ms"] < 1.5 * closed[2]["p99_ms"], (closed[2]["p99_ms"], closed[4]["p99_ms"])
+    # and the closed loop's p99 does not follow: what it gains with the length (a generator's pause
+    # on a slow machine doubled a Locust p99 from 17 to 33 ms) is a small share of the open loop's
+    grew = {k: run[4]["p99_ms"] - run[2]["p99_ms"] for k, run in (("closed", closed), ("over", over))}
+    assert grew["closed"] < 0.1 * grew["over"], grew
     for p in over.values():
         assert p["open_loop"] and p["arrivals"] == "constant"
         assert p["offered_rps"] == pytest.approx(2 * CAPACITY, rel=0.02)
