@@ -114,3 +114,38 @@ def test_the_command_writes_an_index_and_refuses_an_empty_store(store, tmp_path,
     assert "20261125T110000Z-05-single-machine-bbbb" in (out / "index.md").read_text()
     assert report_cli.main(["--scale", "quick", "--runs-dir", str(tmp_path / "none"), "--db", str(db)]) == 2
     assert "No finished quick run" in capsys.readouterr().err
+
+
+def test_the_markdown_carries_pipe_tables_and_the_html_page_keeps_pandas_styling(store, tmp_path):
+    import pandas as pd
+    runs_dir, db = store
+    run = publish.newest("quick", runs_dir=runs_dir, db=db)[0]
+    nb = nbformat.read(run.executed, as_version=4)
+    plain = pd.DataFrame({"server": ["go", "rust"], "rps": [1234.5, 99.0], "note": ["a | b", "c"]})
+    pivot = pd.DataFrame({"server": ["go", "go", "rust", "rust"], "sync": ["full", "normal"] * 2,
+                          "users": [8] * 4, "rps": [1, 2, 3, 4]}).pivot_table(index="users",
+                                                                              columns=["server", "sync"], values="rps")
+    styled = plain.style.hide(axis="index").set_properties(**{"text-align": "left"})
+    pages = [plain._repr_html_(), pivot._repr_html_(), styled._repr_html_()]
+    assert all("<style" in p for p in pages)  # what pandas gives a notebook: CSS a blog engine shows as text
+    nb.cells[-1].outputs += [nbformat.v4.new_output("display_data", data={"text/html": p, "text/plain": "<table>"})
+                             for p in pages]
+    nbformat.write(nb, run.executed)
+    paths = publish.write(run, tmp_path / "out")
+    md = paths["markdown"].read_text()
+    assert "<style" not in md and "#T_" not in md and "<table" not in md
+    assert "|  | server | rps | note |\n|---|---|---|---|---|" not in md  # one separator cell per column
+    assert "|  | server | rps | note |\n|---|---|---|---|\n| 0 | go | 1234.5 | a \\| b |" in md
+    assert "| server · sync · users | go · full | go · normal | rust · full | rust · normal |" in md
+    assert "| 8 | 1.0 | 2.0 | 3.0 | 4.0 |" in md
+    assert "| server | rps | note |\n|---|---|---|\n| go | 1234.500000 | a \\| b |" in md
+    assert "best go at 1,234 req/s" in md  # the notebook's own Markdown as it was
+    html = paths["html"].read_text()
+    assert html.count("<table") == 3 and "#T_" in html  # the page keeps pandas' styling
+
+
+def test_a_page_without_a_table_is_left_as_it_is():
+    assert publish.pipe_tables("<p>no table here</p>") is None
+    spanned = ("<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody>"
+               "<tr><th rowspan='2'>x</th><td>1</td></tr><tr><td>2</td></tr></tbody></table><p>2 rows × 1 columns</p>")
+    assert publish.pipe_tables(spanned) == "| a | b |\n|---|---|\n| x | 1 |\n| x | 2 |\n\n2 rows × 1 columns"

@@ -7,10 +7,12 @@ scale and lock of the run that made them.
     publish.newest(scale="quick")                     # those runs, found on disk
     publish.write(run, out_dir)                       # one report: <notebook>.md, .html, _files/
 
-What a reader sees is what the notebook displayed: Markdown, HTML tables and figures. Code,
+What a reader sees is what the notebook displayed: Markdown, tables and figures. Code,
 progress bars, printed logs and a cell's bare return value (text only) are left out, and so is a
 section of the notebook (a `## ` heading to the next) that displayed nothing (its set-up, its
-parameters).
+parameters). The Markdown carries each table as a pipe table (pipe_tables), which GitHub and static
+site generators render; pandas' HTML, with its `<style>` block of generated ids, stays in the HTML
+page only.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import copy
 import html
 import sqlite3
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
@@ -174,6 +177,110 @@ def strip(nb, head: str):
     return nb
 
 
+class _TableReader(HTMLParser):
+    """The tables of a piece of HTML as rows of (text, is_header) cells, a cell of colspan n
+    repeated n times and one of rowspan n carried into the rows below; the text outside any table
+    and any <style> ("24 rows × 22 columns") kept as paragraphs."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tables, self.outside, self._skip = [], [], 0
+        self._rows = self._row = self._cell = None
+        self._spans: dict[int, list] = {}  # column -> [text, is_header, rows still to fill]
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag in ("style", "script"):
+            self._skip += 1
+        elif tag == "table":
+            self._rows, self._spans = [], {}
+        elif tag == "tr" and self._rows is not None:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = {"text": [], "header": tag == "th", "colspan": int(a.get("colspan") or 1),
+                          "rowspan": int(a.get("rowspan") or 1)}
+        elif tag == "br" and self._cell is not None:
+            self._cell["text"].append(" ")
+
+    def _fill_spans(self):
+        while len(self._row) in self._spans:
+            col = len(self._row)
+            text, header, left = self._spans[col]
+            self._row.append((text, header))
+            if left > 1:
+                self._spans[col][2] -= 1
+            else:
+                del self._spans[col]
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script"):
+            self._skip = max(0, self._skip - 1)
+        elif tag in ("td", "th") and self._cell is not None:
+            c, self._cell = self._cell, None
+            text = " ".join("".join(c["text"]).split())
+            for _ in range(c["colspan"]):
+                self._fill_spans()
+                if c["rowspan"] > 1:
+                    self._spans[len(self._row)] = [text, c["header"], c["rowspan"] - 1]
+                self._row.append((text, c["header"]))
+        elif tag == "tr" and self._row is not None:
+            self._fill_spans()
+            self._rows.append(self._row)
+            self._row = None
+        elif tag == "table" and self._rows is not None:
+            self.tables.append(self._rows)
+            self._rows = None
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        if self._cell is not None:
+            self._cell["text"].append(data)
+        elif self._rows is None and data.strip():
+            self.outside.append(" ".join(data.split()))
+
+
+def _pipe_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def pipe_table(rows: list[list[tuple[str, bool]]]) -> str:
+    """One table as a Markdown pipe table: its leading rows of header cells (pandas' column
+    levels and index names) joined per column into one header line, " · " between the levels."""
+    width = max(len(r) for r in rows)
+    rows = [r + [("", False)] * (width - len(r)) for r in rows]
+    n_head = next((i for i, r in enumerate(rows) if not all(h for _, h in r)), len(rows))
+    head_rows, body = (rows[:n_head], rows[n_head:]) if n_head else (rows[:1], rows[1:])
+    head = [" · ".join(dict.fromkeys(t for t in (r[c][0] for r in head_rows) if t)) for c in range(width)]
+    lines = ["| " + " | ".join(map(_pipe_cell, head)) + " |", "|" + "---|" * width]
+    lines += ["| " + " | ".join(_pipe_cell(t) for t, _ in r) + " |" for r in body]
+    return "\n".join(lines)
+
+
+def pipe_tables(page: str) -> str | None:
+    """An HTML output's tables as Markdown pipe tables, with the words around them (None when it
+    holds no table: that output is left as it is)."""
+    reader = _TableReader()
+    reader.feed(page)
+    reader.close()
+    if not reader.tables:
+        return None
+    return "\n\n".join([pipe_table(t) for t in reader.tables if t] + reader.outside)
+
+
+def as_markdown(nb):
+    """A copy of report notebook `nb` whose HTML tables are Markdown pipe tables."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            page = o.get("data", {}).get("text/html")
+            md = pipe_tables(page) if page else None
+            if md is not None:
+                o["data"] = {k: v for k, v in o["data"].items() if k not in ("text/html", "text/markdown")}
+                o["data"]["text/markdown"] = md
+    return nb
+
+
 def write(run: Run, out_dir: Path, store: str = STORE) -> dict[str, Path]:
     """Write `run`'s report into `out_dir`: <notebook>.md with its figures in <notebook>_files/,
     and <notebook>.html showing the same figure files. Returns the paths written."""
@@ -182,7 +289,7 @@ def write(run: Run, out_dir: Path, store: str = STORE) -> dict[str, Path]:
     nb = strip(nbformat.read(run.executed, as_version=4), header(run, store))
     options = {"exclude_input": True, "exclude_input_prompt": True, "exclude_output_prompt": True}
     files = f"{run.notebook}_files"
-    md, res = MarkdownExporter(**options).from_notebook_node(nb, resources={"output_files_dir": files})
+    md, res = MarkdownExporter(**options).from_notebook_node(as_markdown(nb), resources={"output_files_dir": files})
     written = {"markdown": out_dir / f"{run.notebook}.md", "html": out_dir / f"{run.notebook}.html"}
     for name, data in res.get("outputs", {}).items():
         target = out_dir / name
