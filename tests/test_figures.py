@@ -142,8 +142,8 @@ def charts() -> dict:
             summary, category=["server", "profile"], value="busy_errors", series="txn_mode", hatch_col=None, horizontal=True, title="t",
             ylabel="busy", caption="c", ref_lines={LONG: 3, "Shopify 2013": 5, "Twitter 2007": 4}),
         "capacity": lambda: plots.capacity_chart(
-            capacity_notebook.chart_frame(cap, 100, studies()), studies=studies(), title="Capacity at a latency objective vs the naive peak",
-            caption="c", ref_lines={r.name: r.rps for r in refs.itertuples() if r.rps < 5000}),
+            capacity_notebook.chart_frame(cap, 100, studies()), title="Capacity at a latency objective vs the naive peak",
+            caption="c", ref_lines={r.name: r.rps for r in refs.itertuples()}, users=capacity_notebook.users_axis()),
         "ratio-dots": lambda: plots.dot_chart(
             bars[bars.server.isin(STACKS)].assign(ratio=bars.rps / 1000), category="scenario", value="ratio",
             series="server", title="t", xlabel="x", logx=True, ref_value=("as fast", 1.0), caption="c"),
@@ -275,35 +275,60 @@ def test_reference_lines_are_named_clear_of_the_bars():
     assert len(lines) == 2 and all(line.get_zorder() > bar_z for line in lines)
 
 
-def test_capacity_is_one_panel_per_workload_with_one_legend():
+def test_capacity_is_one_block_of_rows_per_workload_on_one_axis_with_daily_users():
+    """06's figure answers its question: one log axis, a block per workload (its name on a row
+    with no data), a row per stack; daily users on the top axis and at each row's end, in the
+    margin; each reference load one line, named once in the legend; a workload two notebooks
+    measured is shown once, and Postgres (07's question) not at all."""
     cap = _estimate()
     frame = capacity_notebook.chart_frame(cap, 100, studies())
-    fig = plots.capacity_chart(frame, studies=studies(), title="t", caption="c", ref_lines={"Twitter 2007": 600})
-    panels = [ax for ax in fig.axes if ax.axison]
+    per_rps, assumption = capacity_notebook.users_axis(35, 4)
+    assert per_rps == pytest.approx(4 * 3600 / 35) and "35 requests" in assumption
+    fig = plots.lay_out(plots.capacity_chart(frame, title="t", caption="c", users=(per_rps, assumption),
+                                             ref_lines={"Twitter 2007": 600, "Shopify 2013": 833}))
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and len([a for a in fig.axes if a.axison]) == 1
     workloads = frame[["notebook", "scenario"]].drop_duplicates()
-    assert len(panels) == len(workloads) == 7
-    assert {ax.get_title(loc="left").rsplit("\n", 1)[0].replace("\n", " ") for ax in panels} == {
-        servers_title for servers_title in map(plots.value_title, ["scenario"] * len(workloads), workloads["scenario"])}
-    assert len(legends(fig)) == 1
-    assert tuple(fig.get_size_inches()) == plots.CAPACITY_FIGSIZE
-    # generator-limited bars keep their hatch and the legend says what it means
-    rings = [ln for ax in panels for ln in ax.get_lines() if ln.get_gid() == "limit"]
-    assert rings and {ln.get_markeredgecolor() for ln in rings} == {"#000000"}
+    headers = [t for t in ax.texts if t.get_gid() == "workload"]
+    assert len(headers) == len(workloads)
+    assert {t.get_text().split(" · ")[0] for t in headers} == {plots.value_title("scenario", w) for w in workloads["scenario"]}
+    stacks = frame[frame["kind"] == "naive peak"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        plots.value_title("server", s) for _, g in stacks.groupby(["notebook", "scenario"], sort=True)
+        for s in plots.STACK_STYLES if s in set(g["server"])]
+    # daily users at each row's end, outside the axes: the capacity's, "≥" where a generator set the pace
+    ends = [t for t in ax.texts if t.get_gid() == "daily-users"]
+    slo = frame[frame["kind"] == "p99 ≤ 100 ms"]
+    assert len(ends) == len(slo) + 1  # and the column's heading
+    for t in ends:
+        assert t.get_window_extent().x0 >= ax.get_window_extent().x1
+    best = slo.loc[slo["rps"].idxmax()]
+    words = plots.bar_charts._users(best["rps"] * per_rps)
+    assert any(t.get_text().endswith(words) for t in ends)
+    assert sum(t.get_text() == "objective not met" for t in ends) == int((slo["rps"] <= 0).sum())
+    assert sum(t.get_text().startswith("≥ ") for t in ends) == int((slo["generator_bound"] | slo["generator_influenced"]).sum())
+    assert [s.get_xlabel() for s in ax.child_axes][0].startswith("daily active users (35 requests each")
+    refs = [c for c in ax.collections if c.get_label().startswith(("Twitter", "Shopify"))]
+    assert len(refs) == 2  # one line each, through every block
     labels = [t.get_text() for t in legends(fig)[0].get_texts()]
-    assert any("was the limit" in t for t in labels) and "Twitter 2007: 600/s" in labels
-    # the same workload measured by two notebooks: each panel says whose run it is
-    one = frame[frame["notebook"] == frame["notebook"].iloc[0]]
-    twice = pd.concat([frame, one.assign(notebook="07-sqlite-vs-postgres")], ignore_index=True)
-    fig = plots.capacity_chart(twice, studies=studies(), title="t", caption="c")
-    titles = [ax.get_title(loc="left") for ax in fig.axes if ax.axison]
-    assert len(titles) == len(set(titles)) == 8
-    assert sum(t.endswith("(SQLite vs Postgres)") for t in titles) == 1
-    assert sum(t.endswith(f"({notebooks.study(one['notebook'].iloc[0]).TITLE})") for t in titles) == 1
-    assert plots.problems(plots.lay_out(fig)) == []
-    # with no points: one panel that says so
+    assert "Twitter 2007: 600/s" in labels and any("was the limit" in t or "set the pace" in t for t in labels)
+    rings = [ln for ln in ax.get_lines() if ln.get_gid() == "limit"]
+    assert rings and {ln.get_markeredgecolor() for ln in rings} == {"#000000"}
+    assert plots.problems(fig) == []
+    # the same workload measured again by another notebook, and on Postgres: shown once, on SQLite
+    writes = points(profiles=["rails71"], levels=[1, 8, 64, 256], scenario="rails-writes").assign(experiment=None)
+    again = capacity_notebook.estimate(pd.concat([
+        writes.assign(notebook="01-linear-writes", database="sqlite"),
+        writes.assign(notebook="07-sqlite-vs-postgres", database="sqlite", experiment="000-writes/sqlite"),
+        writes.assign(notebook="07-sqlite-vs-postgres", database="postgres", experiment="000-writes/postgres")],
+        ignore_index=True), 100)
+    assert set(capacity_notebook.headline(again, studies())["database"]) == {"sqlite", "postgres"}
+    twice = capacity_notebook.chart_frame(again, 100, studies())
+    assert set(twice["database"]) == {"sqlite"} and set(twice["notebook"]) == {"01-linear-writes"}
+    # with no points: one axes that says so
     empty = plots.capacity_chart(capacity_notebook.chart_frame(capacity_notebook.estimate(pd.DataFrame(), 100), 100, studies()),
                                  title="t", caption="c")
-    assert tuple(empty.get_size_inches()) == plots.CAPACITY_FIGSIZE
+    assert any(t.get_text() == "no points at this scale" for t in empty.axes[0].texts)
 
 
 def test_limit_marks_still_ring_points_and_hatch_bars():
@@ -499,6 +524,42 @@ def test_the_figure_check_refuses_words_printed_over_words_then_passes(tmp_path)
     assert plots.problems(fig) == []
 
 
+def test_the_figure_check_refuses_text_on_data_a_wide_title_and_words_not_plain_then_passes(tmp_path):
+    """A note, a legend or a label whose box a series crosses is refused (the "one line: …" note
+    of 02's busy share once lay under its own data), and so is a title wider than the canvas,
+    an article named by its seed number and a version; moved clear, they pass."""
+    go = plots.STACK_STYLES["go-nethttp"]["color"]
+    fig, ax = _one_line(go, label="Go · net/http")  # the line from (1, 1) to (3, 3)
+    note = ax.text(2, 2, "a note on the line", ha="center", va="center")
+    with pytest.raises(plots.FigureError, match="'a note on the line' printed over the line of 'Go"):
+        plots.save_figure(fig, "on-data", notebook="unit", figures_dir=tmp_path)
+    note.set_position((1.2, 2.9))  # top left: where no data is
+    ax.set_ylim(0.5, 3.5)
+    assert plots.problems(fig) == []
+    ax.legend(loc="center")  # the legend box over the middle of the line
+    assert any("'the legend' printed over the line" in p for p in plots.problems(fig))
+    ax.legend(loc="lower right")
+    assert plots.problems(fig) == []
+    fig.draw_without_rendering()
+    under = ax.transData.inverted().transform(ax.get_legend().get_window_extent().corners().mean(axis=0))
+    ax.plot(*[[v] for v in under], marker="o", color="#444444", linestyle="none", label="_a mark")  # under the legend
+    assert any("printed over the marker of 'a mark'" in p for p in plots.problems(fig))
+    ax.lines[-1].remove()
+    ax.vlines([2.0], 0.5, 3.5, color="#444444", label="_a reference")  # through the note's column? no: at x=2
+    note.set_position((2.0, 3.3))
+    assert any("printed over the line of 'a reference'" in p for p in plots.problems(fig))
+    note.set_position((1.2, 2.9))
+    assert plots.problems(fig) == []
+    ax.set_title("A title far too long for the canvas it is printed on, running on and on past its right edge")
+    assert any("wider than the canvas" in p for p in plots.problems(fig))
+    ax.set_title("Writes per second")
+    ax.set_xlabel("users (seed 004's levels, SQLite 3.40.1-2+deb12u1)")
+    found = plots.problems(fig)
+    assert any("seed number: 'seed 004'" in p for p in found) and any("version number: '3.40.1-2+deb12u1'" in p for p in found)
+    ax.set_xlabel("users (the Go article's levels)")
+    assert plots.save_figure(fig, "plain", notebook="unit", figures_dir=tmp_path)[0].exists()
+
+
 def test_reference_names_in_the_margin_never_overlap_on_a_tall_axis():
     """05's quick run: bars up to 135,000 req/s put Twitter's 6,000 and Yahoo's 1,389 a hair
     apart on the axis; their names in the margin are spread apart by their own height, each
@@ -578,7 +639,34 @@ def test_panels_keep_their_room_beside_a_legend_too_wide_for_one_row():
                           reference_series="article: Go, M1 (8 cores)", ylabel="Mbit/s",
                           title="Traffic served, each endpoint on its own scale",
                           caption="2 cores (AMD EPYC), 23.5 GiB · server on CPU 0, the lab's Go load generator "
-                                  "on CPU 1 · Go seed 004: shared cache and Go seed 004 with one connection per core")
+                                  "on CPU 1 · Shared cache, as the Go article opens it and Shared cache, one connection per core")
     assert plots.problems(plots.lay_out(fig)) == []
     panels = [ax for ax in fig.axes if ax.has_data()]
     assert len(panels) == 4 and all(ax.get_position().width > 0.1 for ax in panels)
+
+
+def test_rows_of_zeros_are_named_in_a_note_where_no_bar_is():
+    """02's deferred-vs-immediate: the stacks and profiles with no 'database is locked' at all
+    get no rows of "0"s but one note, in a corner no bar reaches; a stack none of whose profiles
+    had one is named once."""
+    rows = [{"server": s, "profile": p, "txn_mode": m, "busy_errors": v}
+            for s, p, m, v in (("ruby-puma", "rails71", "deferred", 900), ("ruby-puma", "rails71", "immediate", 0),
+                               ("ruby-puma", "rails8", "deferred", 0), ("ruby-puma", "rails8", "immediate", 0),
+                               ("go-nethttp", "rails71", "deferred", 0), ("go-nethttp", "rails71", "immediate", 0),
+                               ("go-nethttp", "rails8", "deferred", 0), ("go-nethttp", "rails8", "immediate", 0),
+                               ("python-fastapi", "rails71", "deferred", 300), ("python-fastapi", "rails71", "immediate", 40))]
+    df = pd.DataFrame(rows)
+    fig = plots.lay_out(plots.bar_chart(df, category=["server", "profile"], value="busy_errors", series="txn_mode",
+                                        hatch_col=None, horizontal=True, zeros_in_note=True, title="t", ylabel="busy"))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["Ruby · Puma, Rails 7.1 defaults",
+                                                            "Python · FastAPI, Rails 7.1 defaults"]
+    note = [t for t in ax.texts if t.get_gid() == "zero-note"]
+    assert len(note) == 1 and note[0].get_text().splitlines() == [
+        "None with deferred transactions or immediate transactions:", "Ruby · Puma, Rails 8 defaults",
+        "Go · net/http, every profile"]
+    assert sum(t.get_text() == "0" for t in ax.texts) == 1  # Puma's immediate zero, beside a bar it has
+    assert plots.problems(fig) == []
+    with pytest.raises(ValueError, match="horizontal"):
+        plots.bar_chart(df, category=["server", "profile"], value="busy_errors", series="txn_mode", title="t",
+                        ylabel="busy", zeros_in_note=True)

@@ -127,7 +127,7 @@ def test_04_names_the_authors_commit_and_the_code_at_the_articles_date():
     ("03-read-write-mix", "share-10", "10% writes"),
     ("03-read-write-mix", "path-batch", "one writer, batched commits"),
     ("05-single-machine", "go-seed004-fixed-pool/user-read",
-     "Go seed 004 with one connection per core, User lookup (GET /users/:id)"),
+     "Shared cache, one connection per core, User lookup (GET /users/:id)"),
     ("07-sqlite-vs-postgres", "001-metrics/postgres-link-100us", "seed 001's workload, Postgres behind a 100 µs link"),
     ("08-operations-under-load", "op/vacuum-into/rust-axum", "VACUUM INTO on Rust · Axum"),
     ("09-network-delay", "link-500us", "link 500 µs"),

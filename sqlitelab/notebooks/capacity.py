@@ -45,8 +45,9 @@ STORES: str | None = None
 
 READING: dict[str, str] = {
     "capacity":
-        "In each panel, the line from a stack's dot to its tick is what the latency objective costs "
-        "against the naive peak; each panel has its own scale.",
+        "In each row, the line from a stack's dot to its tick is what the latency objective costs "
+        "against the naive peak, and the daily users at the right are the dot's (SQLite only: "
+        "Postgres is notebook 07's question, its rows in the tables above).",
 }
 
 # Its method against its article's (sqlitelab.report.methods.table reads it).
@@ -158,17 +159,21 @@ def headline(cap: pd.DataFrame, studies: dict[str, ModuleType]) -> pd.DataFrame:
 
 
 def chart_frame(cap: pd.DataFrame, slo_p99_ms: float, studies: dict[str, ModuleType]) -> pd.DataFrame:
-    """Long form for plots.capacity_chart (one panel per workload, one bar per stack): naive
-    peak and SLO capacity per headline row, with its notebook, scenario, server and profile;
-    `generator_bound` and `generator_influenced` mark lower bounds."""
+    """Long form for plots.capacity_chart (a block of rows per workload, a row per stack): naive
+    peak and SLO capacity per headline row on SQLite, with its notebook, scenario, server and
+    profile; a workload measured by several notebooks (07 and 08 measure 03's and 05's again for
+    their own questions) from the first of them. `generator_bound` and `generator_influenced` mark
+    lower bounds. Postgres is 07's question, in its own figures and in the tables here."""
     h = headline(cap, studies)
+    if len(h):
+        h = h[h["database"].fillna("sqlite") == "sqlite"] if "database" in h else h
+        owner = h.groupby("scenario")["notebook"].min()
+        h = h[h["notebook"] == h["scenario"].map(owner)]
     if h.empty:
         return pd.DataFrame({"what": ["(no points)"], "kind": ["naive peak"], "rps": [0.0],
                              "notebook": [None], "scenario": [None], "server": [None], "profile": [None],
                              "generator_bound": [False], "generator_influenced": [False]})
     what = h["scenario"] + " · " + h["server"] + " (" + h["profile"] + ")"
-    if "database" in h:  # 07's Postgres rows, named as such
-        what = what + h["database"].map(lambda d: "" if d in (None, "sqlite") else f" · {d}")
     ids = {"what": what, "notebook": h["notebook"], "scenario": h["scenario"], "server": h["server"],
            "profile": h["profile"],
            "database": h["database"] if "database" in h else "sqlite"}
@@ -180,6 +185,12 @@ def chart_frame(cap: pd.DataFrame, slo_p99_ms: float, studies: dict[str, ModuleT
                       "generator_bound": h["slo_limit"] == "generator-bound",
                       "generator_influenced": h["slo_limit"] == "generator-influenced"}),
     ], ignore_index=True)
+
+
+def users_axis(requests_per_user: float = 35, peak_hours: float = 4) -> tuple[float, str]:
+    """plots.capacity_chart's `users`: daily active users per request/s, and what that assumes."""
+    return (capacity.daily_active_users(1.0, requests_per_user, peak_hours),
+            f"{requests_per_user:g} requests each, in {peak_hours:g} peak hours")
 
 
 PER_USER = (1, 10, 35, 100, 1000)  # requests per user per day, the columns of dau_table

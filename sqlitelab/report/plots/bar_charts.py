@@ -1,6 +1,6 @@
-"""The bar and dot charts: grouped bars of a measure per category (bar_chart), capacity's small
-multiples — the capacity at the objective against the naive peak per stack (capacity_chart) — and
-dots on one row per category (dot_chart: ratios, on a log axis)."""
+"""The bar and dot charts: grouped bars of a measure per category (bar_chart), capacity's dumbbells
+— the capacity at the objective against the naive peak per workload and stack, in daily users
+(capacity_chart) — and dots on one row per category (dot_chart: ratios, on a log axis)."""
 from __future__ import annotations
 
 from types import ModuleType
@@ -19,8 +19,8 @@ from matplotlib.patches import Patch
 
 from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
 from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends, panel_legend
-from sqlitelab.report.plots.marks import (PlainLogFormatter, _bar_limit, _limit_patches,
-                                          draw_ceilings, plain_numbers)
+from sqlitelab.report.plots.marks import (CORNERS, PlainLogFormatter, _bar_limit, _limit_patches,
+                                          draw_ceilings, place_clear, plain_numbers)
 from sqlitelab.report.plots.style import (KEY_GREY, LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
                                           STACK_STYLES, _order, colours_for, value_title)
 
@@ -58,7 +58,8 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
               ylabel: str, caption: str | None = None, ref_lines: dict[str, float] | None = None,
               hatch_col: str | None = "generator_bound", horizontal: bool = False,
               reference_series: str | None = None, ref_format: str = "{:,.0f}/s",
-              percent: bool = False, own_scales: bool = False, ceilings: dict[str, float] | None = None):
+              percent: bool = False, own_scales: bool = False, ceilings: dict[str, float] | None = None,
+              zeros_in_note: bool = False):
     """Grouped bars (mean over repeats) on a linear axis from zero (a bar's length is its value:
     never on a log axis), a stack's own colour when the series are stacks, else shades of
     ORDERED; hatched where `hatch_col` is true (generator-bound); a bar of zero says "0".
@@ -69,15 +70,20 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     written by `ref_format`). `percent`: the values are shares (0–1), drawn as %. `own_scales`:
     one panel per category, each on its own scale (values that span decades). `ceilings`: the
     machine's own limits (analysis.machine_limits), dotted like ref_lines' dashes (draw_ceilings;
-    vertical bars on one axis)."""
+    vertical bars on one axis). `zeros_in_note`: the categories that are zero in every series get
+    no row of "0"s but are named in a note where no bar is (zero_note; horizontal bars, one axis)."""
     if ceilings and (horizontal or own_scales):
         raise ValueError("ceilings are drawn on vertical bars on one axis (not horizontal, not own_scales)")
+    if zeros_in_note and not (horizontal and not own_scales):
+        raise ValueError("zeros_in_note names the zero rows of horizontal bars on one axis")
+    df, note = _zero_rows(df, category, value, series) if zeros_in_note else (df, None)
     if not isinstance(category, str):
         df = df.assign(_category=_labels(df, list(category)))
         category = "_category"
     cats = list(dict.fromkeys(df[category]))
     sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _order(v)))
     styles = _bar_styles(sers, reference_series)
+    spare = 0
     if own_scales:
         fig, axes, key = new_panels(1, len(cats), caption=caption)
         _titled(fig, title)
@@ -85,7 +91,9 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     else:
         # horizontal: the figure grows with its categories, 0.275 in each (a pair of bars and the
         # "0" beside each apart; 0.22 put a fifth stack's 15 rows' labels over each other)
-        kw = {"figsize": (8, max(4.5, 1.2 + 0.275 * len(cats) * max(1, len(sers) / 2)))} if horizontal else {}
+        # a note of zero rows gets rows of its own below the bars (NOTE_LINE_IN a line)
+        spare = math.ceil((note.count("\n") + 1) * NOTE_LINE_IN / 0.275) + 1 if note else 0
+        kw = {"figsize": (8, max(4.5, 1.2 + 0.275 * (len(cats) * max(1, len(sers) / 2) + spare)))} if horizontal else {}
         fig, ax = new_figure(caption=caption, **kw)
         axes, key, groups = [ax], None, [(ax, cats)]
     width = 0.8 / max(len(sers), 1)
@@ -108,7 +116,7 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         if horizontal:
             ax.set_yticks(range(len(shown)))
             ax.set_yticklabels([value_title(category, c) for c in shown], fontsize=8)
-            ax.invert_yaxis()
+            ax.set_ylim(len(shown) - 0.5 + spare / max(1, len(sers) / 2), -0.5)  # top down, the note's rows last
             ax.set_xlabel(ylabel)
             ax.set_xlim(left=0)
         elif own_scales:  # the panel's one category is its title
@@ -141,112 +149,189 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         axes[0].set_title(title)
         # below the axes: bars fill the plot area
         _legend_below(axes[0], handles, ncols=3 if horizontal else min(len(handles), 5))
-    return fit_legends(fig)
+    return _noted(fit_legends(fig), axes[0], note)
 
 
-CAPACITY_FIGSIZE = (10, 6.5)
+def _noted(fig, ax, note: str | None):
+    """`fig` with `note` in a lower corner of `ax` where it covers no bar (the rows kept for it)."""
+    if note:
+        words = ax.text(0, 0, note, transform=ax.transAxes, fontsize=NOTE_LINE_IN * 72 / 1.15, color="#333333",
+                        linespacing=1.15, in_layout=False, gid="zero-note")
+        place_clear(ax, words, [c for c in CORNERS if c["va"] == "bottom"])
+    return fig
 
 
-def _panel_title(scenario, database, profiles) -> str:
-    """A workload's panel title in plain words: the scenario, the profile (or "each stack's best
-    profile"), Postgres when it is not SQLite."""
+def _zero_rows(df: pd.DataFrame, category, value: str, series: str) -> tuple[pd.DataFrame, str | None]:
+    """`df` without the categories whose mean `value` is zero in every series, and the note naming
+    them (zero_note); `df` as it is and None when none is, or when every one is."""
+    columns = [category] if isinstance(category, str) else list(category)
+    zero = df.groupby(columns, sort=False)[value].apply(lambda v: bool((v.fillna(0) == 0).all()))
+    zero_keys = [k if isinstance(k, tuple) else (k,) for k, z in zero.items() if z]
+    if not zero_keys or len(zero_keys) == len(zero):
+        return df, None
+    note = zero_note(df, columns, zero_keys, [value_title(series, v) for v in sorted(df[series].unique(), key=_order)])
+    return df[~df[columns].apply(tuple, axis=1).isin(set(zero_keys))], note
+
+
+def zero_note(df: pd.DataFrame, columns: list[str], zero_keys: list[tuple], series_titles: list[str]) -> str:
+    """The note naming the categories that are zero in every series, a first column's value
+    once when every one of its categories is ("Go · net/http, every profile")."""
+    first = columns[0]
+    every = {k[0] for k in zero_keys if len(columns) > 1
+             and all(z in zero_keys for z in df[df[first] == k[0]][columns].apply(tuple, axis=1))}
+    lines, named = [], set()
+    for k in zero_keys:
+        if k[0] in every:
+            if k[0] not in named:
+                named.add(k[0])
+                lines.append(f"{value_title(first, k[0])}, every {columns[1]}")
+        else:
+            lines.append(", ".join(value_title(c, v) for c, v in zip(columns, k)))
+    head = "None with " + " or ".join(series_titles) + ":" if len(series_titles) > 1 else "None:"
+    return "\n".join([head] + lines)
+
+
+NOTE_LINE_IN = 7.5 * 1.15 / 72  # inches a line of a note takes (7.5 pt, line spacing 1.15)
+CAPACITY_FIGSIZE = (8, 6.5)  # the width; its height grows with its rows
+
+
+def _workload_title(scenario, database, profiles) -> str:
+    """A workload in plain words: the scenario, the profile (or "each stack's best profile"),
+    Postgres when it is not SQLite."""
     sub = value_title("profile", profiles[0]) if len(profiles) == 1 else "each stack's best profile"
     top = value_title("scenario", scenario) + (", on Postgres" if database not in (None, "sqlite") else "")
-    return f"{textwrap.fill(top, 30)}\n{textwrap.fill(sub, 30)}"
+    return f"{top} · {sub}"
+
+
+def _users(n: float) -> str:
+    """A number of users to two significant figures (a capacity moves more than 5 % between
+    runs of this machine): 1.2 M, 35 k, 870."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            v = float(f"{n / scale:.2g}")
+            return f"{v:g} {unit}"
+    return f"{float(f'{n:.2g}'):,.0f}"
+
+
+CAPACITY_ROW_IN = 0.22  # inches per stack's row of the capacity chart
+
+
+def _dumbbell(ax, y: float, server: str, st: dict, peaks: pd.DataFrame, slos: pd.DataFrame,
+              value: str) -> tuple[float, bool]:
+    """One stack's row of capacity_chart: its capacity's dot joined to its naive peak's tick, a
+    ring where a load generator set the pace. Returns the capacity and whether it is a lower
+    bound (a generator set the pace there)."""
+    peak_rows, slo_rows = peaks[peaks["server"] == server], slos[slos["server"] == server]
+    peak = float(peak_rows[value].max()) if len(peak_rows) else 0.0
+    cap = float(slo_rows[value].max()) if len(slo_rows) else 0.0
+    if peak > 0:
+        ax.plot([cap if cap > 0 else peak, peak], [y, y], color=st["color"], linewidth=1.6, zorder=2,
+                gid=st.get("gid"), label="_" + value_title("server", server))
+        ax.plot([peak], [y], marker="|", markersize=10, markeredgewidth=2, color=st["color"],
+                linestyle="none", zorder=3, gid=st.get("gid"), label="_peak")
+    if cap > 0:
+        ax.plot([cap], [y], marker=st["marker"], markersize=6.5, color=st["color"],
+                markerfacecolor=st["color"], linestyle="none", zorder=4, gid=st.get("gid"), label="_capacity")
+    lower = False
+    for is_cap, v, rows_ in ((True, cap, slo_rows), (False, peak, peak_rows)):
+        flag = _bar_limit(rows_, "generator_bound") if len(rows_) else None
+        if flag and v > 0:
+            m = LIMIT_MARKS[flag]
+            ax.plot([v], [y], marker=m["marker"], markersize=11, markerfacecolor="none",
+                    markeredgecolor=m["color"], markeredgewidth=1.1, linestyle="none", zorder=5,
+                    gid="limit", label=m["label"])
+            lower |= is_cap
+    return cap, lower
 
 
 def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
-                   ref_lines: dict[str, float] | None = None, value: str = "rps", ncols: int = 4,
-                   studies: dict[str, ModuleType] | None = None):
-    """Small multiples of sqlitelab.notebooks.capacity.chart_frame(), a dot plot: one panel per workload that has
-    points (notebook, scenario and database), each on its own requests/s scale from zero; per
-    stack, in its colour, a dot at the capacity at the objective (the frame's second `kind`) and a
-    bar-end tick at the naive peak (its first), joined by a line — the gap is what the naive
-    peak overstates. A stack that never met the objective says so. Black rings where a generator
-    was the limit (LIMIT_MARKS). `ref_lines`: reference loads as grey dashed lines, in the panels
-    whose scale they fall in, named in the one legend below the panels. `studies`: every
-    notebook's module by ID (sqlitelab.notebooks.studies), whose TITLE goes under a panel's title
-    where one workload has panels from several notebooks' runs."""
+                   ref_lines: dict[str, float] | None = None, value: str = "rps",
+                   users: tuple[float, str] | None = None):
+    """sqlitelab.notebooks.capacity.chart_frame() as one dumbbell chart on a log axis of
+    requests/s: a block of rows per workload (its name on a row of its own), a row per stack in
+    its colour and marker, a dot at the capacity at the objective (the frame's second `kind`)
+    joined to a tick at the naive peak (its first) — the line is what the naive peak overstates.
+    `users`: (daily active users per request/s, what that assumes): the top axis in those users,
+    and at the end of each row, in the right margin, the daily active users the capacity serves
+    ("objective not met" where no level met it; "≥" where a load generator set the
+    pace: LIMIT_MARKS rings the point). `ref_lines`: reference loads, each one dashed line
+    through every block, named in the legend."""
     kinds = list(dict.fromkeys(frame["kind"]))
-    has = "server" in frame and frame["server"].notna().any()
+    peak_kind, slo_kind = (kinds + [None, None])[:2]
+    has = "server" in frame and frame["server"].notna().any() and frame[value].fillna(0).gt(0).any()
+    blocks = []
     if has:
         frame = frame.assign(database=frame["database"].fillna("sqlite") if "database" in frame else "sqlite")
-        workloads = [((nb, sc, db), g) for (nb, sc, db), g in
-                     frame.groupby(["notebook", "scenario", "database"], sort=True) if g[value].fillna(0).gt(0).any()]
-        workloads.sort(key=lambda w: (w[0][0], w[0][1], w[0][2] != "sqlite", w[0][2]))  # SQLite first
-    else:
-        workloads = []
-    n = max(len(workloads), 1)
-    rows = math.ceil(n / ncols)
-    cols = math.ceil(n / rows)  # 5 panels: 3 + 2, not 4 + 1
-    # the panels keep their height however many rows there are (07's Postgres runs add rows)
-    size = (CAPACITY_FIGSIZE[0], max(CAPACITY_FIGSIZE[1], 1.6 + 2.3 * rows))
-    fig, axes, key = new_panels(rows, cols, caption=caption, figsize=size, sharey=True, n=n)
-    present = list(frame["server"].dropna().unique()) if has else []
-    stacks = [s for s in STACK_STYLES if s in present] + sorted(s for s in present if s not in STACK_STYLES)
-    styles = colours_for(stacks)
-    peak_kind, slo_kind = (kinds + [None, None])[:2]
-    refs_shown: dict = {}
-    titles = [_panel_title(sc, db, list(dict.fromkeys(g["profile"]))) for (_, sc, db), g in workloads]
-    repeated = {t for t in titles if titles.count(t) > 1}  # the same workload in several notebooks' runs
-    titles = [t + (f"\n({studies[nb].TITLE})" if t in repeated else "")
-              for t, ((nb, _, _), _g) in zip(titles, workloads)]
-    for ax, (_, g), panel in zip(axes, workloads, titles):
-        top = float(g[value].max()) * 1.08
-        for r in g[g["kind"] == peak_kind].itertuples():
-            y = stacks.index(r.server)
-            st = styles[r.server]
-            slo = g[(g["kind"] == slo_kind) & (g["server"] == r.server)]
-            cap = float(slo[value].iloc[0]) if len(slo) else 0.0
-            peak = float(getattr(r, value))
-            ax.plot([cap, peak], [y, y], color=st["color"], linewidth=1.6, zorder=2, gid=st.get("gid"),
-                    label="_" + value_title("server", r.server))
-            ax.plot([peak], [y], marker="|", markersize=11, markeredgewidth=2, color=st["color"],
-                    linestyle="none", zorder=3, gid=st.get("gid"), label="_peak")
-            if cap > 0:
-                ax.plot([cap], [y], marker=st["marker"], markersize=7, color=st["color"],
-                        markerfacecolor=st["color"], linestyle="none", zorder=4, gid=st.get("gid"),
-                        label="_capacity")
-            else:
-                ax.annotate("never within the objective", (0, y), xytext=(3, 5), textcoords="offset points",
-                            fontsize=6.5, color="#333333", va="bottom")
-            for kind_value, rows_ in ((cap, slo), (peak, g[(g["kind"] == peak_kind) & (g["server"] == r.server)])):
-                flag = _bar_limit(rows_, "generator_bound") if len(rows_) else None
-                if flag and kind_value > 0:
-                    m = LIMIT_MARKS[flag]
-                    ax.plot([kind_value], [y], marker=m["marker"], markersize=12, markerfacecolor="none",
-                            markeredgecolor=m["color"], markeredgewidth=1.1, linestyle="none", zorder=5,
-                            gid="limit", label=m["label"])
-        for k, (label, v) in enumerate((ref_lines or {}).items()):
-            if v <= top:
-                refs_shown[label] = ax.axvline(v, color="#444444", linewidth=1.0, zorder=1,
-                                               linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
-                                               label=f"{label}: {v:,.0f}/s")
-        ax.set_xlim(0, top)
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
-        ax.set_title(panel, fontsize=8.5, fontweight="normal")
-        ax.grid(axis="y", visible=False)
-        ax.tick_params(labelsize=8)
-        ax.set_xlabel("requests/s" if value == "rps" else value, fontsize=8.5)
-    if not workloads:
-        axes[0].text(0.5, 0.5, "no points at this scale", transform=axes[0].transAxes, ha="center",
-                     va="center", color="#555555")
-    plain_numbers(*axes)
-    first = axes[0]
-    first.set_yticks(range(len(stacks)))
-    first.set_yticklabels([value_title("server", s) for s in stacks])
-    if stacks:
-        first.set_ylim(len(stacks) - 0.5, -0.5)
-    _titled(fig, title)
+        for (_nb, sc, db), g in frame.groupby(["notebook", "scenario", "database"], sort=True):
+            if g[value].fillna(0).gt(0).any():
+                present = list(dict.fromkeys(g["server"]))
+                stacks = [s for s in STACK_STYLES if s in present] + sorted(s for s in present if s not in STACK_STYLES)
+                blocks.append((_workload_title(sc, db, list(dict.fromkeys(g["profile"]))), g, stacks))
+    n_rows = sum(1 + len(b[2]) for b in blocks) or 1
+    width = CAPACITY_FIGSIZE[0]
+    fig, ax = new_figure(caption=caption, figsize=(width, 2.2 + CAPACITY_ROW_IN * n_rows))
+    styles = colours_for([s for b in blocks for s in b[2]])
+    ticks, tick_labels, header_rows, spans, ends = [], [], [], [], []
+    y = 0
+    for name, g, stacks in blocks:
+        header_rows.append((y, name))
+        first = y + 1
+        for server in stacks:
+            y += 1
+            ticks.append(y)
+            tick_labels.append(value_title("server", server))
+            ends.append((y, *_dumbbell(ax, y, server, styles[server], g[g["kind"] == peak_kind],
+                                       g[g["kind"] == slo_kind], value)))
+        spans.append((first - 0.45, y + 0.45))
+        y += 1
+    values = frame[value][frame[value].fillna(0) > 0] if has else pd.Series(dtype=float)
+    low, high = (float(values.min()), float(values.max())) if len(values) else (1.0, 10.0)
+    shown_refs = {k: v for k, v in (ref_lines or {}).items() if v and v > 0}
+    low = min([low] + list(shown_refs.values()))
+    ax.set_xscale("log")
+    ax.set_xlim(low / 1.6, high * 1.6)
+    for k, (label, v) in enumerate(shown_refs.items()):
+        segs = spans or [(-0.5, n_rows - 0.5)]
+        ax.vlines([v] * len(segs), [a for a, _ in segs], [b for _, b in segs], color="#444444", linewidth=1.0,
+                  zorder=1, linestyles=[REFERENCE_DASHES[k % len(REFERENCE_DASHES)]],
+                  label=f"{label}: {v:,.0f}/s")
+    ax.xaxis.set_major_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(0, 0)))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("requests/s (log scale)" if value == "rps" else value)
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(tick_labels, fontsize=8.5)
+    ax.set_ylim(n_rows - 0.5, -0.6)
+    ax.grid(axis="y", visible=False)
+    ax.tick_params(axis="y", length=0)
+    for yh, name in header_rows:  # a block's name on its own row, where no data and no line is drawn
+        ax.text(0.005, yh, name, transform=ax.get_yaxis_transform(), fontsize=8.5, fontweight="bold",
+                va="center", ha="left", color="#222222", gid="workload")
+    if users and blocks:
+        per_rps, assumption = users
+        top = ax.secondary_xaxis("top", functions=(lambda r: r * per_rps, lambda u: u / per_rps))
+        top.set_xlabel(f"daily active users ({assumption})", fontsize=8.5)
+        top.xaxis.set_major_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(0, 0)))
+        top.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        top.tick_params(labelsize=8)
+        ax.text(1.01, -0.6, "daily users", transform=ax.get_yaxis_transform(), fontsize=8, ha="left",
+                va="bottom", color="#222222", fontweight="bold", gid="daily-users")
+        for yr, cap, lower in ends:
+            words = (("≥ " if lower else "") + _users(cap * per_rps)) if cap > 0 else "objective not met"
+            ax.text(1.01, yr, words, transform=ax.get_yaxis_transform(), fontsize=8 if cap > 0 else 7.5,
+                    va="center", ha="left", color="#222222" if cap > 0 else "#555555", gid="daily-users")
+    if not blocks:
+        ax.text(0.5, 0.5, "no points at this scale", transform=ax.transAxes, ha="center", va="center",
+                color="#555555")
+    ax.set_title(title)
     handles = []
     if slo_kind:
         handles.append(Line2D([], [], color=KEY_GREY, marker="o", linestyle="none",
                               label=f"capacity at the objective ({slo_kind})"))
     if peak_kind:
-        handles.append(Line2D([], [], color=KEY_GREY, marker="|", markersize=11, markeredgewidth=2,
+        handles.append(Line2D([], [], color=KEY_GREY, marker="|", markersize=10, markeredgewidth=2,
                               linestyle="none", label=peak_kind))
-    handles += _extra_handles(*axes)
-    panel_legend(key, handles, ncols=3)
+    handles += _extra_handles(ax)
+    _legend_below(ax, handles, ncols=2)
     return fit_legends(fig)
 
 

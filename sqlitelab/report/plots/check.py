@@ -17,7 +17,11 @@ What it asserts, mechanically:
 - no bar on a log axis (a bar's length is its value);
 - no series drawn entirely under another without a direct label (marks.label_coincident);
 - no text printed over another: tick labels of one axis, the panels' titles, the words drawn
-  inside one panel (overlapping_texts).
+  inside one panel and its legend (overlapping_texts);
+- no text on data: a note, label or legend drawn in a panel whose box a series crosses — a line,
+  a marker, a bar, a line of a collection (text_on_data) — and no title wider than the canvas
+  (wide_titles);
+- plain words: no "seed 00N" and no version number of three parts in any text (plain_words).
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ from matplotlib.text import Text
 from sqlitelab.core import config
 from sqlitelab.infra.servers import STACKS, load_profiles
 from sqlitelab.load.scenarios import SCENARIOS
-from sqlitelab.report.plots.marks import DIRECT_LABEL, coincident_groups
+from sqlitelab.report.plots.marks import DIRECT_LABEL, coincident_groups, data_under, drawn_data
 from sqlitelab.report.plots.style import STACK_GID, STACK_STYLES
 from sqlitelab.studies.declarations import experiment_patterns
 
@@ -192,10 +196,65 @@ def overlapping_texts(fig) -> list[str]:
     return found + _clashes(titles, renderer, "panel titles")
 
 
+# Words a reader should not meet: the articles by their seed numbers, versions of software
+NOT_PLAIN = {r"\bseed 0\d\d\b": "an article by its seed number",
+             r"(?<![\w.])\d+\.\d+\.\d+(?:[-+~][\w.+~-]*)?": "a version number"}
+
+
+def plain_words(fig) -> list[str]:
+    """Texts of `fig` that name an article by its seed number or print a version (NOT_PLAIN)."""
+    found = []
+    for text in dict.fromkeys(_texts(fig)):
+        for pattern, what in NOT_PLAIN.items():
+            m = re.search(pattern, text)
+            if m:
+                found.append(f"text {text!r} names {what}: {m.group(0)!r}")
+    return found
+
+
+def _boxes(ax, renderer):
+    """The words a panel prints over its area: its texts and annotations, and a legend inside it."""
+    out = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in ax.texts
+           if t.get_visible() and t.get_text().strip()]
+    lg = ax.get_legend()
+    if lg is not None and lg.get_visible():
+        out.append(("the legend", lg.get_window_extent(renderer)))
+    return out
+
+
+def text_on_data(fig) -> list[str]:
+    """Notes, labels and legends a drawn series crosses, within the panel (marks.data_under)."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        if not ax.axison:
+            continue
+        drawn = drawn_data(ax, renderer)
+        for words, box in _boxes(ax, renderer):
+            hit = data_under(ax, box, drawn, renderer)
+            if hit:
+                found.append(f"{words!r} printed over the {hit[1]} of {hit[0]!r}")
+    return found
+
+
+def wide_titles(fig) -> list[str]:
+    """Titles wider than the canvas (cut at its edge in the saved file)."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    canvas = fig.bbox
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    if fig._suptitle is not None:
+        titles.append(fig._suptitle)
+    return [f"title {t.get_text()!r} is wider than the canvas" for t in titles
+            if t.get_visible() and t.get_text()
+            and (lambda b: b.x0 < canvas.x0 - 0.5 or b.x1 > canvas.x1 + 0.5)(Text.get_window_extent(t, renderer))]
+
+
 def problems(fig, studies=()) -> list[str]:
     """Every breach of the vocabulary in `fig`, one line each (`studies`: the notebooks it shows)."""
-    return (stack_colours(fig) + internal_words(fig, studies) + bars_on_log_axes(fig) + hidden_series(fig)
-            + overlapping_texts(fig))
+    return (stack_colours(fig) + internal_words(fig, studies) + plain_words(fig) + bars_on_log_axes(fig)
+            + hidden_series(fig) + overlapping_texts(fig) + text_on_data(fig) + wide_titles(fig))
 
 
 def check(fig, name: str, studies=()) -> None:

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Iterable
 
 import matplotlib
+import matplotlib.font_manager
 import matplotlib.pyplot as plt
 import pandas as pd
 
@@ -106,8 +107,11 @@ def set_caption(fig, text: str) -> None:
 
 
 def _titled(fig, title: str) -> None:
-    """A figure's title, left-aligned and bold like an axes title (for figures of panels)."""
-    fig.suptitle(title, x=0.01, ha="left", fontsize=plt.rcParams["axes.titlesize"],
+    """A figure's title, left-aligned and bold like an axes title (for figures of panels), in
+    lines no wider than the canvas (check.wide_titles)."""
+    size = matplotlib.font_manager.FontProperties(size=plt.rcParams["axes.titlesize"]).get_size_in_points()
+    fits = int(0.97 * fig.get_figwidth() * 72 / (0.62 * size))  # characters of a bold line across the canvas
+    fig.suptitle(textwrap.fill(title, fits, break_long_words=False), x=0.01, ha="left", fontsize=size,
                  fontweight=plt.rcParams["axes.titleweight"])
 
 

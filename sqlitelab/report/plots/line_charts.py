@@ -14,7 +14,8 @@ from sqlitelab.report.plots.figure import (_titled, finish_legend, new_figure, n
                                            panel_title, panel_values)
 from sqlitelab.report.plots.legends import _extra_handles, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _users_axis, draw_ceilings,
-                                          draw_reference, label_coincident, mark_limits, plain_numbers)
+                                          draw_reference, label_coincident, mark_limits, place_clear,
+                                          plain_numbers)
 from sqlitelab.report.plots.style import (BOUND_STYLE, KEY_GREY, LIMIT_MARKS, STACK_STYLES, SeriesStyles,
                                           colours_for, value_title)
 from sqlitelab.report.plots.tables import summarise
@@ -184,6 +185,12 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
     return finish_legend(fig, axes, key, handles, title, below=bool(reference))
 
 
+# Where a point's label goes, in offset points from it, in the order tried (marks.place_clear)
+POINT_LABEL_SPOTS = [{"position": (3, 3), "ha": "left", "va": "bottom"}, {"position": (3, -3), "ha": "left", "va": "top"},
+                     {"position": (-3, 3), "ha": "right", "va": "bottom"}, {"position": (-3, -3), "ha": "right", "va": "top"},
+                     {"position": (0, 6), "ha": "center", "va": "bottom"}, {"position": (0, -6), "ha": "center", "va": "top"}]
+
+
 def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     """Each generator against wrk on GET /delay/{ms}, as a function of the generator's own CPU:
     its throughput over wrk's (left) and its p99 over wrk's (right), the tolerance band, and
@@ -198,15 +205,16 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     tol = float(first["tolerance"]) if first is not None else 0.1
     p99_tol = float(first["p99_tolerance"]) if first is not None else 0.25
     gen_styles = colours_for(d["generator"].unique())
+    labels = []
     for k, (gen, g) in enumerate(d.groupby("generator", sort=True)):
         st = gen_styles[gen]
         c = st["color"]
         for ax, col in ((left, "rps_ratio"), (right, "p99_ratio")):
             ax.plot(100 * g["gen_util"], g[col], marker=st["marker"], color=c, linestyle="-", label=gen)
-            for r in g.itertuples():  # the first generator's users above its points, the next's below
-                ax.annotate(f"{r.users}", (100 * r.gen_util, getattr(r, col)), fontsize=6.5,
-                            color="#555555", xytext=(3, 3 if k % 2 == 0 else -3), textcoords="offset points",
-                            va="bottom" if k % 2 == 0 else "top")
+            for r in g.itertuples():  # its users beside each point, on a side no line crosses
+                label = ax.annotate(f"{r.users}", (100 * r.gen_util, getattr(r, col)), fontsize=6.5,
+                                    color="#555555", xytext=(3, 3), textcoords="offset points")
+                labels.append((ax, label, k))
         cal = calibrations[calibrations["generator"] == gen]
         if len(cal) and pd.notna(cal["onset_util"].iloc[0]):
             for ax in (left, right):
@@ -223,7 +231,10 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
         ax.legend(fontsize=7.5)
     left.set_title("Throughput against wrk")
     right.set_title("p99 against wrk")
-    return fit_legends(fig)
+    fig = fit_legends(fig)
+    for ax, label, k in labels:  # every line drawn first: the first generator's above, the next's below
+        place_clear(ax, label, POINT_LABEL_SPOTS[k % 2:] + POINT_LABEL_SPOTS[:k % 2])
+    return fig
 
 
 TIMELINE_ROWS = (("p99_ms", "p99 of the second, ms (log)"),

@@ -1,6 +1,7 @@
 """What several chart kinds draw on their axes: an article's numbers (draw_reference),
 reference values named in the margin, rings and hatches where the generator was the limit
-(mark_limits, _bar_limit, _limit_patches), the users axis and plain log-axis labels."""
+(mark_limits, _bar_limit, _limit_patches), the users axis and plain log-axis labels; and where the
+data lies on screen (drawn_data, data_under), so that words are put where none is (place_clear)."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,10 @@ import textwrap
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
+from matplotlib.collections import LineCollection
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from sqlitelab.report.analysis import flagged
 from sqlitelab.report.plots.style import (CEILING_STRETCH, CEILING_STYLE, LIMIT_MARKS, REFERENCE_COLORS,
@@ -181,18 +185,22 @@ def coincident_groups(ax, tolerance_px: float = 2.0) -> list[list]:
     return [g for g in groups if len(g) > 1]
 
 
+# Where a note goes in a panel, in the order tried (place_clear): its corners, then its sides
+CORNERS = [{"position": (x, y), "ha": ha, "va": va}
+           for (x, ha) in ((0.02, "left"), (0.98, "right")) for (y, va) in ((0.97, "top"), (0.03, "bottom"))] + \
+          [{"position": (x, 0.5), "ha": ha, "va": "center"} for (x, ha) in ((0.02, "left"), (0.98, "right"))]
+
+
 def label_coincident(ax) -> None:
-    """Name series that coincide (coincident_groups) beside the end of their shared line, one
-    name a line under "one line:" — below the line in the upper part of the axes, above it in
-    the lower — so that none is hidden unannounced under another."""
+    """Name series that coincide (coincident_groups), one name a line under "one line:", in the
+    first corner of the panel where the note covers no data and no other words (place_clear),
+    so that none is hidden unannounced under another."""
     for group in coincident_groups(ax):
         names = [ln.get_label().lstrip("_") for ln in group]
-        x, y = group[0].get_xdata()[-1], group[0].get_ydata()[-1]
-        high = ax.transAxes.inverted().transform(ax.transData.transform((x, y)))[1] > 0.55
-        ax.annotate("one line:\n" + "\n".join(textwrap.shorten(n, 44) for n in names), (x, y),
-                    xytext=(-6, -6 if high else 6), textcoords="offset points", ha="right",
-                    va="top" if high else "bottom", fontsize=6.5, color="#333333", gid=DIRECT_LABEL,
-                    zorder=7, in_layout=False, linespacing=1.1)
+        note = ax.text(0, 0, "one line:\n" + "\n".join(textwrap.shorten(n, 44) for n in names),
+                       transform=ax.transAxes, fontsize=6.5, color="#333333", gid=DIRECT_LABEL, zorder=7,
+                       in_layout=False, linespacing=1.1)
+        place_clear(ax, note, CORNERS)
 
 
 def plain_numbers(*axes) -> None:
@@ -228,3 +236,102 @@ def _bar_limit(rows: pd.DataFrame, hatch_col: str | None) -> str | None:
         if flagged(rows, col).any():
             return col if col in LIMIT_MARKS else "generator_bound"
     return None
+
+
+# ------------------------------------------------------------------ where the data lies on screen
+
+def _segments_cross(box: Bbox, xy: np.ndarray) -> bool:
+    """Whether the polyline `xy` (display units, rows of x, y) enters `box` (Liang–Barsky on
+    each segment; a single point: whether the box holds it)."""
+    xy = xy[np.isfinite(xy).all(axis=1)] if len(xy) else xy
+    if len(xy) == 1:
+        return bool(box.contains(*xy[0]))
+    for (x0, y0), (x1, y1) in zip(xy[:-1], xy[1:]):
+        dx, dy = x1 - x0, y1 - y0
+        lo, hi = 0.0, 1.0
+        for p, q in ((-dx, x0 - box.x0), (dx, box.x1 - x0), (-dy, y0 - box.y0), (dy, box.y1 - y0)):
+            if p == 0:
+                if q < 0:
+                    break
+            else:
+                t = q / p
+                if p < 0:
+                    lo = max(lo, t)
+                else:
+                    hi = min(hi, t)
+                if lo > hi:
+                    break
+        else:
+            return True
+    return False
+
+
+def _finite_box(b: Bbox) -> bool:
+    return bool(np.isfinite(b.get_points()).all() and b.width > 0 and b.height > 0)
+
+
+def drawn_data(ax, renderer) -> list[tuple[str, str, object]]:
+    """What a panel draws of its data, in display units, each as (name, kind, geometry): the
+    lines ("line": points) and markers ("marker": boxes) of its Line2Ds, its bars ("bar") and the
+    segments of its line collections (reference lines drawn with vlines/hlines)."""
+    out = []
+    for ln in ax.get_lines():
+        if not ln.get_visible() or len(ln.get_xdata(orig=False)) == 0:
+            continue
+        xy = ln.get_transform().transform(np.column_stack([ln.get_xdata(orig=False), ln.get_ydata(orig=False)]))
+        name = ln.get_label().lstrip("_") or "a line"
+        if ln.get_linestyle() not in ("None", "none", "", " "):
+            out.append((name, "line", xy))
+        if ln.get_marker() not in (None, "None", "none", ""):
+            r = ln.get_markersize() * ax.figure.dpi / 72 / 2
+            out += [(name, "marker", Bbox.from_extents(x - r, y - r, x + r, y + r)) for x, y in xy
+                    if np.isfinite([x, y]).all()]
+    for p in ax.patches:
+        if isinstance(p, Rectangle) and p.get_visible():
+            box = p.get_window_extent(renderer)
+            if _finite_box(box):
+                out.append((p.get_label().lstrip("_") or "a bar", "bar", box))
+    for c in ax.collections:
+        if isinstance(c, LineCollection) and c.get_visible():
+            t = c.get_transform()
+            out += [(c.get_label().lstrip("_") or "a line", "line", t.transform(seg)) for seg in c.get_segments()]
+    return out
+
+
+def data_under(ax, box: Bbox, drawn: list, renderer=None) -> tuple[str, str] | None:
+    """(name, kind) of the first of `drawn` (drawn_data) that `box` covers inside the panel —
+    a series is clipped to its axes, so what lies outside them is not drawn there — else None."""
+    area = ax.get_window_extent(renderer)
+    inside = Bbox.intersection(box, area)
+    if inside is None or inside.width <= 0 or inside.height <= 0:
+        return None
+    for name, kind, geometry in drawn:
+        if _segments_cross(inside, geometry) if kind == "line" else (
+                min(inside.x1, geometry.x1) > max(inside.x0, geometry.x0)
+                and min(inside.y1, geometry.y1) > max(inside.y0, geometry.y0)):
+            return name, kind
+    return None
+
+
+def place_clear(ax, text, positions: list[dict]) -> bool:
+    """Put `text` (a Text or an annotation of `ax`) at the first of `positions` — each a dict of
+    its properties: `position` (an annotation's offset with xytext), ha, va — where it covers no
+    data and no other words of the panel. True when one was; else it stays at the first (and the
+    figure check names it)."""
+    fig = ax.figure
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    drawn = drawn_data(ax, renderer)
+    others = [Text.get_window_extent(t, renderer) for t in ax.texts if t is not text and t.get_visible()
+              and t.get_text().strip()]
+    lg = ax.get_legend()
+    if lg is not None and lg.get_visible():
+        others.append(lg.get_window_extent(renderer))
+    for props in positions:
+        text.update(props)
+        box = Text.get_window_extent(text, renderer)
+        if data_under(ax, box, drawn, renderer) is None and not any(
+                min(box.x1, o.x1) > max(box.x0, o.x0) and min(box.y1, o.y1) > max(box.y0, o.y0) for o in others):
+            return True
+    text.update(positions[0])
+    return False
