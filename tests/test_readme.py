@@ -44,3 +44,24 @@ def test_every_article_has_its_row_from_the_reference_run():
             assert article and here != summaries.NOT_IN_RUN, f"{s.ID} has no points in the reference run"
             rows += 1
     assert rows == readme.articles_table(x).count("\n") - 1  # every row, under the header's two lines
+
+
+def test_the_table_of_notebooks_is_their_modules(tmp_path, monkeypatch):
+    """Each notebook's row: its module's QUESTION and README_FIGURE (the figure when it is
+    committed); a question typed over in the README fails the check, and the command mends it."""
+    table = readme.notebooks_block()
+    for s in notebooks.studies().values():
+        row = next(line for line in table.splitlines() if line.startswith(f"| [`{s.ID}`]"))
+        assert s.QUESTION.replace("|", "\\|") in row
+        png = readme.config.PROJ_ROOT / "figures" / s.ID / f"{s.README_FIGURE}.png"
+        assert (f"figures/{s.ID}/{s.README_FIGURE}.png" in row) == png.exists(), row
+        assert png.exists() or row.endswith("| no figure committed yet |")
+    text = readme.README.read_text()
+    study = notebooks.study("01-linear-writes")
+    copy = tmp_path / "README.md"
+    copy.write_text(text.replace(study.QUESTION, "How fast is SQLite?"))
+    (tmp_path / "figures").symlink_to(readme.config.PROJ_ROOT / "figures")
+    assert any("How fast is SQLite?" in d for d in readme.check(copy))
+    assert readme.main(["--readme", str(copy)]) == 0 and readme.check(copy) == []
+    monkeypatch.setattr(study, "README_FIGURE", "latency")  # another figure chosen in its module
+    assert any("figures/01-linear-writes/latency.png" in d for d in readme.check(copy))

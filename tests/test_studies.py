@@ -17,7 +17,7 @@ PACKAGE = config.PROJ_ROOT / "sqlitelab"
 # What every notebook's module declares, module-level data (None where it has none).
 DECLARED = ("ID", "TITLE", "SCALES", "SERVER_SPLIT", "ARTICLE", "READING", "IN_COLLECTION",
             "HEADLINE_EXPERIMENTS", "READS_THE_OTHERS", "SMOKE", "STORES", "BUDGET_SECONDS",
-            "EXPERIMENT_TITLES")
+            "EXPERIMENT_TITLES", "QUESTION", "README_FIGURE")
 
 
 def test_every_notebook_has_one_module_and_every_module_its_notebook():
@@ -43,6 +43,8 @@ def test_every_module_declares_what_a_notebook_is(notebook):
     assert s.ARTICLE is None or s.ARTICLE.notebook == notebook
     assert isinstance(s.READING, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                for k, v in s.READING.items())
+    assert s.README_FIGURE in s.READING, f"{s.ID}'s README_FIGURE is none of its figures"
+    assert isinstance(s.QUESTION, str) and s.QUESTION.strip()
     assert isinstance(s.IN_COLLECTION, bool) and isinstance(s.READS_THE_OTHERS, bool)
     assert isinstance(s.EXPERIMENT_TITLES, dict) and all(isinstance(v, str) or callable(v)
                                                          for v in s.EXPERIMENT_TITLES.values())

@@ -25,6 +25,10 @@ from sqlitelab.studies.method import (
 ID = "02-busy-errors"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "busy errors, seed 001"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = '"database is locked": which settings make busy errors vanish? (seed 001)'
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "busy-share"
 
 SCALES: dict[str, dict] = {
     # oha, the article's tool, runs at the article's levels (crosscheck_users) at seed; not at

@@ -20,6 +20,10 @@ from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 ID = "06-capacity"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "capacity"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = "How many daily active users — at a latency objective, not the naive peak"
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "capacity"
 
 SCALES: dict[str, dict] = {
     "quick": {"slo_p99_ms": 100.0},

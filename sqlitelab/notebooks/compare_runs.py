@@ -24,6 +24,11 @@ from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED
 ID = "11-compare-runs"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "two runs compared"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = ("Two runs of a notebook point by point: which points moved beyond the noise (`python -m"
+            " sqlitelab.compare A B` does the same)")
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "comparison"
 
 SCALES: dict[str, dict] = {
     "quick": {"run_a": "reference:03", "run_b": "newest:quick:03"},

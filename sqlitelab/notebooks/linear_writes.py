@@ -29,6 +29,10 @@ from sqlitelab.studies.method import (
 ID = "01-linear-writes"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "linear writes, seed 000"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = "How many write requests per second can one SQLite file take? (seed 000)"
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "throughput"
 
 SCALES: dict[str, dict] = {
     # Quick keeps the article's six levels, each needed for the shape: 1 and 2 the rise, 4 the

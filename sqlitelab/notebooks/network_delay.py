@@ -20,6 +20,10 @@ from sqlitelab.studies.method import (
 ID = "09-network-delay"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "network delay"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = "Over a network: what a delayed link does to the loopback numbers"
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "latency"
 
 SCALES: dict[str, dict] = {
     "quick": {"levels": [1, 8, 64], "duration": 2.0, "warmup": 0.5, "repeats": 1,

@@ -36,6 +36,10 @@ from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 ID = "08-operations-under-load"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "operations under load"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = "Capacity from offered load, and the day the backup runs"
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "hockey-stick"
 
 SCALES: dict[str, dict] = {
     # Quick: six rates from well under the quick closed-loop peaks to past them (the hockey

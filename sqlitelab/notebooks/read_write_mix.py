@@ -26,6 +26,10 @@ from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_
 ID = "03-read-write-mix"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "read/write mix, seed 002"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = "Reads and writes together, a single writer, group commit (seed 002)"
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "write-paths"
 
 SCALES: dict[str, dict] = {
     # Quick: the article's lowest, middle and highest stretch of levels (8, 32, 128: each stack's

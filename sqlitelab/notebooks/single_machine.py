@@ -27,6 +27,10 @@ from sqlitelab.studies.method import (
 ID = "05-single-machine"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "one machine, seed 004"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = "One machine, one file: reads, big pages, writes (seed 004)"
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "rps"
 
 SCALES: dict[str, dict] = {
     # Quick: one level between the seed's first two (each endpoint's rate, not a curve), 1.5-s

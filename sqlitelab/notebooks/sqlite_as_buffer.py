@@ -29,6 +29,10 @@ from sqlitelab.studies.method import (
 ID = "04-sqlite-as-buffer"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "SQLite as a buffer, seed 003"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = "SQLite as a write buffer: records per second, size, memory (seed 003)"
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "peak-memory"
 
 SCALES: dict[str, dict] = {
     "quick": {"totals": [1_000, 10_000, 100_000], "rows_per_txn": [10, 25, 100],

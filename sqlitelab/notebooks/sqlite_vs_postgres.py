@@ -33,6 +33,10 @@ from sqlitelab.studies.method import (
 ID = "07-sqlite-vs-postgres"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "SQLite vs Postgres"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = "SQLite or Postgres: the same servers and load on both"
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "ratio"
 
 SCALES: dict[str, dict] = {
     # Quick: the seed's first level only (8 users, so a quick ratio meets a seed one on the same

@@ -21,6 +21,12 @@ from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED, P
 ID = "10-your-app"
 # The notebook in a reader's words (a figure of several notebooks' runs names it: 06's capacity).
 TITLE = "your own app"
+# The question it answers, in the README's table of notebooks (sqlitelab.readme writes it)
+QUESTION = ("Your own app: any HTTP app on this machine (its command or its URL, your locustfile or"
+            " a lab scenario), lock errors by its own words, every acknowledged write audited; two "
+            "examples run as they are ([`examples/your-app/`](examples/your-app/))")
+# Its figure in that table: the one whose message reads at thumbnail size (a key of READING)
+README_FIGURE = "throughput"
 
 SCALES: dict[str, dict] = {
     # Quick: one user (the service time), a middle and a high level, enough for the knee of a

@@ -29,6 +29,8 @@ What a notebook's module declares (tests/test_studies.py checks every one is the
   its time went.
 - `READING`: what to look for in each of its figures, one sentence shown under the figure when
   the notebook saves it (sqlitelab.report.plots.save_figure refuses a figure without one).
+- `QUESTION`, `README_FIGURE`: the question it answers and its figure (a key of READING) whose
+  message reads at thumbnail size, in the README's table of notebooks (sqlitelab.readme).
 - `EXPERIMENT_TITLES`: its experiments in plain words, by id or by a pattern whose groups fill
   the words (a format string, or a function of the groups); experiment_title reads them, and the
   figure check refuses any of those ids in a figure's text.
