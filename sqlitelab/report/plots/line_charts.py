@@ -186,9 +186,10 @@ def line_chart(df: pd.DataFrame, x: str, y: str, series: list[str], title: str, 
 
 
 # Where a point's label goes, in offset points from it, in the order tried (marks.place_clear)
-POINT_LABEL_SPOTS = [{"position": (3, 3), "ha": "left", "va": "bottom"}, {"position": (3, -3), "ha": "left", "va": "top"},
-                     {"position": (-3, 3), "ha": "right", "va": "bottom"}, {"position": (-3, -3), "ha": "right", "va": "top"},
-                     {"position": (0, 6), "ha": "center", "va": "bottom"}, {"position": (0, -6), "ha": "center", "va": "top"}]
+POINT_LABEL_SPOTS = [{"position": (d * dx, d * dy), "ha": ha, "va": va} for d in (3, 7)
+                     for dx, dy, ha, va in ((1, 1, "left", "bottom"), (1, -1, "left", "top"), (-1, 1, "right", "bottom"),
+                                            (-1, -1, "right", "top"), (0, 2, "center", "bottom"), (0, -2, "center", "top"),
+                                            (2, 0, "left", "center"), (-2, 0, "right", "center"))]
 
 
 def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
@@ -200,7 +201,7 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     first = calibrations.iloc[0] if len(calibrations) else None
     caption = (f"{first['machine']} · target {value_title('server', first['target'])} (server CPU {first['server_pinning']}), "
                f"generators and wrk on CPU {first['generator_pinning']} · GET /delay/{first['delay_ms']} · "
-               f"reference {first['reference']}") if first is not None else None
+               f"reference {str(first['reference']).split()[0]}") if first is not None else None  # its name, not its package
     fig, (left, right) = new_figure(ncols=2, caption=caption, figsize=(10, 4.5))
     tol = float(first["tolerance"]) if first is not None else 0.1
     p99_tol = float(first["p99_tolerance"]) if first is not None else 0.25
@@ -233,12 +234,13 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     right.set_title("p99 against wrk")
     fig = fit_legends(fig)
     for ax, label, k in labels:  # every line drawn first: the first generator's above, the next's below
-        place_clear(ax, label, POINT_LABEL_SPOTS[k % 2:] + POINT_LABEL_SPOTS[:k % 2])
+        if not place_clear(ax, label, POINT_LABEL_SPOTS[k % 2:] + POINT_LABEL_SPOTS[:k % 2]):
+            label.set_visible(False)  # no spot clear of the lines: left out (every level is in the printed table)
     return fig
 
 
 TIMELINE_ROWS = (("p99_ms", "p99 of the second, ms (log)"),
-                 ("errors_late", "errors + late sends per second"),
+                 ("errors_late", "errors and late requests per second"),
                  ("wal_mib", "WAL, MiB"))
 
 
@@ -300,7 +302,7 @@ def hockey_stick_chart(points: pd.DataFrame, slo_p99_ms: float, title: str, capt
     fig = line_chart(rate_points(points), x="rate", y="p99_ms", series=["server"], title=title,
                      xlabel="offered load, requests/s (open loop, log scale)",
                      ylabel="p99 from due time, ms (log scale)", caption=caption, logx=True, logy=True,
-                     ref_lines={"SLO": slo_p99_ms})
+                     ref_lines={"p99 objective, ms": slo_p99_ms})
     fig.axes[0].xaxis.set_major_formatter(PlainLogFormatter())
     fig.axes[0].xaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     return fig

@@ -4,8 +4,8 @@
   series takes a stack's colour; the figure check (sqlitelab.report.plots.check) refuses one that does.
 - **shades of one violet, light to dark: the values of a figure's one other variable**, in their
   order (ORDERED: rows per transaction, link delay, deferred then immediate...) — a variable
-  that is not the stack. The load generators of the calibration figure have their own colours
-  (GENERATOR_STYLES).
+  that is not the stack. The load generators of the calibration figure are greys, each its own
+  marker (GENERATOR_STYLES).
 - **a solid line: measured here.** **Dashed grey with × markers: the article's own numbers or another
   reference** (REFERENCE_COLORS, REFERENCE_DASHES; reference loads and objectives as grey dashed
   lines across the plot). **Dotted: a bound** — computed, in its series' colour (BOUND_STYLE), or
@@ -31,11 +31,12 @@ from sqlitelab.core.vocabulary import store_title
 from sqlitelab.infra.servers import STACKS, knob_value_title, load_profiles, profile_title, stack_title
 from sqlitelab.load.scenarios import scenario_title
 
-# The load generators, where a figure compares them (calibration).
+# The load generators, where a figure compares them (calibration): greys, told apart by their
+# markers, so that no generator reads as a stack or as a value of the violet ramp.
 GENERATOR_STYLES: dict[str, dict] = {
-    "locust": {"color": "#882255", "marker": "o"},
-    "loadgen": {"color": "#44AA99", "marker": "s"},
-    "wrk": {"color": "#332288", "marker": "^"},
+    "locust": {"color": "#222222", "marker": "o"},
+    "loadgen": {"color": "#888888", "marker": "s"},
+    "wrk": {"color": "#BBBBBB", "marker": "^"},
 }
 # The values of a figure's one variable that is not the stack (rows per transaction, link delay,
 # buffer methods, transaction modes...): shades of one violet, light to dark in the values'
