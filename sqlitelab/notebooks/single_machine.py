@@ -18,7 +18,7 @@ from types import ModuleType
 import pandas as pd
 
 from sqlitelab.infra import servers
-from sqlitelab.report import analysis, claims, findings, summaries
+from sqlitelab.report import analysis, capacity, claims, findings, summaries
 from sqlitelab.studies.method import (
     Article, Detail, MACHINE_WHY, NOT_STATED, ONE_FILE, PIN_WHY, RunView, recorded, stack_knob)
 
@@ -160,6 +160,19 @@ def with_article(table: pd.DataFrame, ref: pd.DataFrame, name: str) -> pd.DataFr
                         "mbit_s": ref["mbit_s"], "server_rss_mb": ref["rss_mb"],
                         "generator_bound": False, "generator_influenced": False})
     return pd.concat([art, table], ignore_index=True)
+
+
+# The loads seed 004 measures its server against: Twitter's 6,000 tweets a second, and Yahoo's
+# 3.6 billion visits a month as an even rate (capacity.rps_from_monthly)
+TWEETS_PER_SECOND = 6000
+YAHOO_VISITS_PER_MONTH = 3.6e9
+
+
+def reference_loads() -> dict[str, float]:
+    """Seed 004's reference loads in requests/s, by name: the rps figure's lines, and Yahoo's
+    the findings' yardstick."""
+    return {"Twitter's tweets": float(TWEETS_PER_SECOND),
+            "Yahoo's visits": capacity.rps_from_monthly(YAHOO_VISITS_PER_MONTH)}
 
 
 def single_machine(table: pd.DataFrame, raw: dict, yahoo_rps: float,
