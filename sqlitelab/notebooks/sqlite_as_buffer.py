@@ -82,8 +82,8 @@ READING: dict[str, str] = {
         "The author's method with one change at a time: the tallest bar against the as-published "
         "one is the change that matters most at this size.",
     "db-size":
-        "Look for a straight line (the file grows with the records) and where the lab's file "
-        "differs from the article's.",
+        "Look for flat lines: a file that costs the same bytes per record at every size, and the "
+        "gap between the lab's bytes per record and the article's.",
     "peak-memory":
         "Look for flat lines: a writer that streams keeps its memory whatever the number of records.",
     "consumer":
@@ -213,14 +213,18 @@ def buffer_variant_bars(bf: pd.DataFrame) -> pd.DataFrame:
 
 def buffer_curves(done: pd.DataFrame, ref: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The measured buffer points drawn as curves (the author's method as published and the lab's
-    tuned writer) with `series` (the method and its synchronous, in plain words) and `rows` (one
-    panel per rows per transaction); the article's numbers (`ref`) with the same `rows`."""
+    tuned writer) with `series` (the method and its synchronous, in plain words), `rows` (one
+    panel per rows per transaction) and `bytes_per_record` (the database, WAL and shm files over
+    the records in them); the article's numbers (`ref`) with the same `rows` and bytes."""
     def rows(d):
         return d["rows_per_txn"].astype(int).astype(str) + " rows per transaction"
     curves = done[done["variant"].isin(["as_published", TUNED_VARIANT])]
     curves = curves.assign(series=curves["method"].map(lambda m: METHOD_TITLES.get(m, m))
-                           + ", synchronous=" + curves["synchronous"].astype(str).str.upper(), rows=rows(curves))
-    return curves, (ref.assign(rows=rows(ref)) if ref is not None else None)
+                           + ", synchronous=" + curves["synchronous"].astype(str).str.upper(), rows=rows(curves),
+                           bytes_per_record=curves["db_mib"] * 2 ** 20 / curves["total"])
+    if ref is not None:
+        ref = ref.assign(rows=rows(ref), bytes_per_record=ref["db_mib"] * 2 ** 20 / ref["records"])
+    return curves, ref
 
 
 def article_groups(ref: pd.DataFrame, records_per_row: int = 1000) -> pd.DataFrame:

@@ -1,13 +1,15 @@
 """Legends that fit: placed in the axes, below them or beside them by how many entries they
-have, the one legend of a figure of panels, and fit_legends, which moves every below-the-axes
-legend under its tick labels and takes columns off any legend wider than the canvas;
-clipped_legends names the ones that still run off it."""
+have, the one legend of a figure of panels, and fit_legends, which moves a legend in the axes
+that covers data below them, every below-the-axes legend under its tick labels, and takes
+columns off any legend wider than the canvas; clipped_legends names the ones that still run off it."""
 from __future__ import annotations
 
 import warnings
 
 from matplotlib.transforms import IdentityTransform
 from matplotlib.transforms import ScaledTranslation
+
+from sqlitelab.report.plots.marks import data_under, drawn_data
 
 def panel_legend(key_ax, handles: list, ncols: int = 4, fontsize: float = 8):
     """The one legend of a figure of panels, centred in its own row (see new_panels)."""
@@ -110,6 +112,12 @@ def fit_legends(fig):
         moved = False
         for ax in fig.axes:
             lg = ax.get_legend()
+            if lg is not None and not getattr(lg, "_lab_below", False) and ax.axison and getattr(lg, "_lab_spec", None) \
+                    and data_under(ax, lg.get_window_extent(renderer), drawn_data(ax, renderer), renderer):
+                _, handles, _, _ = lg._lab_spec  # a legend in the axes that covers data goes below them
+                lg.remove()
+                lg = _legend_below(ax, handles, ncols=3)
+                moved = True
             if lg is None or not getattr(lg, "_lab_below", False):
                 continue
             under = ax.xaxis.get_tightbbox(renderer)

@@ -29,8 +29,8 @@ def _from_zero(axes, bottom: float, also=()) -> None:
     for ax in axes:
         ax.autoscale_view(scalex=False)
         top = max([ax.get_ylim()[1]] + [v * 1.05 for v in also])
-        if drawn and 0 < max(drawn) and top <= max(drawn) * 1.001:  # flat lines: not on the frame
-            top = max(drawn) * 1.05
+        if drawn and 0 < max(drawn):  # the highest point and its marker clear of the frame (flat lines too)
+            top = max(top, max(drawn) * 1.05)
         ax.set_ylim(bottom, top)
 
 
