@@ -176,7 +176,7 @@ def reference_loads() -> dict[str, float]:
 
 
 def single_machine(table: pd.DataFrame, raw: dict, yahoo_rps: float,
-                            twitter_rps: float = 6000) -> str:
+                            twitter_rps: float = TWEETS_PER_SECOND) -> str:
     """Seed 004's comparison: the best stack per endpoint against Twitter's and Yahoo's load."""
     lines = []
     for scenario, g in table.groupby("scenario", sort=False):

@@ -240,8 +240,9 @@ class _TableReader(HTMLParser):
             self.outside.append(" ".join(data.split()))
 
 
-def _pipe_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|")
+def pipe_cell(text: str) -> str:
+    """`text` as one cell of a Markdown pipe table: its pipes and backslashes escaped, on one line."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def pipe_table(rows: list[list[tuple[str, bool]]]) -> str:
@@ -252,8 +253,8 @@ def pipe_table(rows: list[list[tuple[str, bool]]]) -> str:
     n_head = next((i for i, r in enumerate(rows) if not all(h for _, h in r)), len(rows))
     head_rows, body = (rows[:n_head], rows[n_head:]) if n_head else (rows[:1], rows[1:])
     head = [" · ".join(dict.fromkeys(t for t in (r[c][0] for r in head_rows) if t)) for c in range(width)]
-    lines = ["| " + " | ".join(map(_pipe_cell, head)) + " |", "|" + "---|" * width]
-    lines += ["| " + " | ".join(_pipe_cell(t) for t, _ in r) + " |" for r in body]
+    lines = ["| " + " | ".join(map(pipe_cell, head)) + " |", "|" + "---|" * width]
+    lines += ["| " + " | ".join(pipe_cell(t) for t, _ in r) + " |" for r in body]
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ their axes), line_charts, bar_charts, distributions, comparison (the chart kinds
 """
 from __future__ import annotations
 
-from sqlitelab.report.plots.bar_charts import CAPACITY_FIGSIZE, bar_chart, capacity_chart, dot_chart
+from sqlitelab.report.plots.bar_charts import CAPACITY_WIDTH_IN, bar_chart, capacity_chart, dot_chart
 from sqlitelab.report.plots.check import FigureError, internal_ids, internal_patterns, problems
 from sqlitelab.report.plots.comparison import comparison_chart
 from sqlitelab.report.plots.distributions import latency_ecdf
@@ -56,6 +56,6 @@ __all__ = [
     # the chart kinds
     "throughput_chart", "PERCENTILE_NAMES", "latency_chart", "line_chart",
     "calibration_chart", "TIMELINE_ROWS", "timeline_chart", "hockey_stick_chart",
-    "bar_chart", "dot_chart", "CAPACITY_FIGSIZE", "capacity_chart", "latency_ecdf",
+    "bar_chart", "dot_chart", "CAPACITY_WIDTH_IN", "capacity_chart", "latency_ecdf",
     "comparison_chart",
 ]

@@ -3,8 +3,6 @@
 (capacity_chart) — and dots on one row per category (dot_chart: ratios, on a log axis)."""
 from __future__ import annotations
 
-from types import ModuleType
-
 import math
 import textwrap
 
@@ -192,7 +190,7 @@ def zero_note(df: pd.DataFrame, columns: list[str], zero_keys: list[tuple], seri
 
 
 NOTE_LINE_IN = 7.5 * 1.15 / 72  # inches a line of a note takes (7.5 pt, line spacing 1.15)
-CAPACITY_FIGSIZE = (8, 6.5)  # the width; its height grows with its rows
+CAPACITY_WIDTH_IN = 8  # the capacity chart's width; its height grows with its rows (CAPACITY_ROW_IN each)
 
 
 def _workload_title(scenario, database, profiles) -> str:
@@ -268,8 +266,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                 stacks = [s for s in STACK_STYLES if s in present] + sorted(s for s in present if s not in STACK_STYLES)
                 blocks.append((_workload_title(sc, db, list(dict.fromkeys(g["profile"]))), g, stacks))
     n_rows = sum(1 + len(b[2]) for b in blocks) or 1
-    width = CAPACITY_FIGSIZE[0]
-    fig, ax = new_figure(caption=caption, figsize=(width, 2.2 + CAPACITY_ROW_IN * n_rows))
+    fig, ax = new_figure(caption=caption, figsize=(CAPACITY_WIDTH_IN, 2.2 + CAPACITY_ROW_IN * n_rows))
     styles = colours_for([s for b in blocks for s in b[2]])
     ticks, tick_labels, header_rows, spans, ends = [], [], [], [], []
     y = 0

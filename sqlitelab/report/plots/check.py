@@ -17,7 +17,7 @@ What it asserts, mechanically:
 - no bar on a log axis (a bar's length is its value);
 - no series drawn entirely under another without a direct label (marks.label_coincident);
 - no text printed over another: tick labels of one axis, the panels' titles, the words drawn
-  inside one panel and its legend (overlapping_texts);
+  inside one panel (overlapping_texts);
 - no text on data: a note, label or legend drawn in a panel whose box a series crosses — a line,
   a marker, a bar, a line of a collection (text_on_data) — and no title wider than the canvas
   (wide_titles);
@@ -40,7 +40,8 @@ from matplotlib.text import Text
 from sqlitelab.core import config
 from sqlitelab.infra.servers import STACKS, load_profiles
 from sqlitelab.load.scenarios import SCENARIOS
-from sqlitelab.report.plots.marks import DIRECT_LABEL, coincident_groups, data_under, drawn_data
+from sqlitelab.report.plots.marks import (DIRECT_LABEL, coincident_groups, data_under, drawn_data, overlaps,
+                                          words_in)
 from sqlitelab.report.plots.style import STACK_GID, STACK_STYLES
 from sqlitelab.studies.declarations import experiment_patterns
 
@@ -76,17 +77,22 @@ def _texts(fig) -> list[str]:
     return out
 
 
+def _matches(fig, patterns: dict[str, str]) -> list[str]:
+    """Each text of `fig` a regular expression of `patterns` finds, with what that means."""
+    found = []
+    for text in dict.fromkeys(_texts(fig)):
+        for pattern, what in patterns.items():
+            m = re.search(pattern, text)
+            if m:
+                found.append(f"text {text!r} names {what} {m.group(0)!r}")
+    return found
+
+
 def internal_words(fig, studies=()) -> list[str]:
     """Texts of `fig` that name an internal id (of `studies`' notebooks too), with the id."""
-    found = []
     studies = tuple(studies)
     wanted = [re.escape(i) for i in internal_ids(studies)] + list(internal_patterns(studies))
-    for text in dict.fromkeys(_texts(fig)):
-        for pattern in wanted:
-            m = re.search(rf"(?<![\w/+-])(?:{pattern})(?![\w+-])", text)
-            if m:
-                found.append(f"text {text!r} names the internal id {m.group(0)!r}")
-    return found
+    return _matches(fig, {rf"(?<![\w/+-])(?:{p})(?![\w+-])": "the internal id" for p in wanted})
 
 
 def _rgb(c) -> str | None:
@@ -161,12 +167,6 @@ def hidden_series(fig) -> list[str]:
 TICK_GAP_PT = 1.0  # two tick labels of one axis closer than this read as one number ("128256")
 
 
-def overlaps(a, b, gap_px: float = 0.0) -> bool:
-    """Two drawn boxes (display units) that overlap, or come closer than `gap_px` each way."""
-    return (min(a.x1, b.x1) - max(a.x0, b.x0) > -gap_px
-            and min(a.y1, b.y1) - max(a.y0, b.y0) > -gap_px)
-
-
 def _clashes(texts, renderer, where: str, gap_px: float = 0.0) -> list[str]:
     # a text's own box (Text's: an annotation's would take in its leader line too)
     shown = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts
@@ -197,29 +197,13 @@ def overlapping_texts(fig) -> list[str]:
 
 
 # Words a reader should not meet: the articles by their seed numbers, versions of software
-NOT_PLAIN = {r"\bseed 0\d\d\b": "an article by its seed number",
-             r"(?<![\w.])\d+\.\d+\.\d+(?:[-+~][\w.+~-]*)?": "a version number"}
+NOT_PLAIN = {r"\bseed 0\d\d\b": "an article by its seed number:",
+             r"(?<![\w.])\d+\.\d+\.\d+(?:[-+~][\w.+~-]*)?": "a version number:"}
 
 
 def plain_words(fig) -> list[str]:
     """Texts of `fig` that name an article by its seed number or print a version (NOT_PLAIN)."""
-    found = []
-    for text in dict.fromkeys(_texts(fig)):
-        for pattern, what in NOT_PLAIN.items():
-            m = re.search(pattern, text)
-            if m:
-                found.append(f"text {text!r} names {what}: {m.group(0)!r}")
-    return found
-
-
-def _boxes(ax, renderer):
-    """The words a panel prints over its area: its texts and annotations, and a legend inside it."""
-    out = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in ax.texts
-           if t.get_visible() and t.get_text().strip()]
-    lg = ax.get_legend()
-    if lg is not None and lg.get_visible():
-        out.append(("the legend", lg.get_window_extent(renderer)))
-    return out
+    return _matches(fig, NOT_PLAIN)
 
 
 def text_on_data(fig) -> list[str]:
@@ -231,7 +215,7 @@ def text_on_data(fig) -> list[str]:
         if not ax.axison:
             continue
         drawn = drawn_data(ax, renderer)
-        for words, box in _boxes(ax, renderer):
+        for _, words, box in words_in(ax, renderer):
             hit = data_under(ax, box, drawn, renderer)
             if hit:
                 found.append(f"{words!r} printed over the {hit[1]} of {hit[0]!r}")
@@ -246,9 +230,9 @@ def wide_titles(fig) -> list[str]:
     titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
     if fig._suptitle is not None:
         titles.append(fig._suptitle)
-    return [f"title {t.get_text()!r} is wider than the canvas" for t in titles
-            if t.get_visible() and t.get_text()
-            and (lambda b: b.x0 < canvas.x0 - 0.5 or b.x1 > canvas.x1 + 0.5)(Text.get_window_extent(t, renderer))]
+    boxes = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in titles if t.get_visible() and t.get_text()]
+    return [f"title {text!r} is wider than the canvas" for text, b in boxes
+            if b.x0 < canvas.x0 - 0.5 or b.x1 > canvas.x1 + 0.5]
 
 
 def problems(fig, studies=()) -> list[str]:

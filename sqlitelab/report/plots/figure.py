@@ -17,9 +17,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from sqlitelab.core import config
-from sqlitelab.report.plots.check import TICK_GAP_PT, check, overlaps
+from sqlitelab.report.plots.check import TICK_GAP_PT, check
 from sqlitelab.report.plots.legends import (ClippedLegendError, _extra_handles, _legend, clipped_legends,
                                             fit_legends, panel_legend)
+from sqlitelab.report.plots.marks import overlaps
 from sqlitelab.report.plots.style import _order, value_title
 from sqlitelab.infra.servers import profile_title
 

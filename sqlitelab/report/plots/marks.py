@@ -266,6 +266,24 @@ def _segments_cross(box: Bbox, xy: np.ndarray) -> bool:
     return False
 
 
+def overlaps(a, b, gap_px: float = 0.0) -> bool:
+    """Two drawn boxes (display units) that overlap, or come closer than `gap_px` each way."""
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > -gap_px
+            and min(a.y1, b.y1) - max(a.y0, b.y0) > -gap_px)
+
+
+def words_in(ax, renderer) -> list[tuple[object, str, Bbox]]:
+    """The words a panel prints over its area, each as (artist, text, box): its texts and
+    annotations (Text's own box: an annotation's would take in its leader line), and a legend
+    inside it."""
+    out = [(t, t.get_text(), Text.get_window_extent(t, renderer)) for t in ax.texts
+           if t.get_visible() and t.get_text().strip()]
+    lg = ax.get_legend()
+    if lg is not None and lg.get_visible():
+        out.append((lg, "the legend", lg.get_window_extent(renderer)))
+    return out
+
+
 def _finite_box(b: Bbox) -> bool:
     return bool(np.isfinite(b.get_points()).all() and b.width > 0 and b.height > 0)
 
@@ -306,9 +324,7 @@ def data_under(ax, box: Bbox, drawn: list, renderer=None) -> tuple[str, str] | N
     if inside is None or inside.width <= 0 or inside.height <= 0:
         return None
     for name, kind, geometry in drawn:
-        if _segments_cross(inside, geometry) if kind == "line" else (
-                min(inside.x1, geometry.x1) > max(inside.x0, geometry.x0)
-                and min(inside.y1, geometry.y1) > max(inside.y0, geometry.y0)):
+        if _segments_cross(inside, geometry) if kind == "line" else overlaps(inside, geometry):
             return name, kind
     return None
 
@@ -322,16 +338,11 @@ def place_clear(ax, text, positions: list[dict]) -> bool:
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     drawn = drawn_data(ax, renderer)
-    others = [Text.get_window_extent(t, renderer) for t in ax.texts if t is not text and t.get_visible()
-              and t.get_text().strip()]
-    lg = ax.get_legend()
-    if lg is not None and lg.get_visible():
-        others.append(lg.get_window_extent(renderer))
+    others = [box for artist, _, box in words_in(ax, renderer) if artist is not text]
     for props in positions:
         text.update(props)
         box = Text.get_window_extent(text, renderer)
-        if data_under(ax, box, drawn, renderer) is None and not any(
-                min(box.x1, o.x1) > max(box.x0, o.x0) and min(box.y1, o.y1) > max(box.y0, o.y0) for o in others):
+        if data_under(ax, box, drawn, renderer) is None and not any(overlaps(box, o) for o in others):
             return True
     text.update(positions[0])
     return False
