@@ -465,6 +465,25 @@ def test_the_figure_check_refuses_bars_on_a_log_axis_and_hidden_series(tmp_path)
     assert any("one line" in t.get_text() for t in ax.texts)
 
 
+def test_a_series_hidden_under_another_over_part_of_its_length_is_named_with_where():
+    """03's seed latency: Go's line ran under Ruby's at p95 from 8 to 64 users, then parted. The
+    check refuses the stretch unnamed; label_coincident names both with the stretch; lines
+    that only cross between two levels are not on one another."""
+    plots.use_style()
+    fig, ax = plt.subplots()
+    users = [8, 16, 32, 64, 128]
+    ax.plot(users, [5, 9, 20, 41, 300], label="_" + servers.stack_title("ruby-puma"), **plots.style_for("ruby-puma"))
+    ax.plot(users, [5, 9, 20, 41, 90], label="_" + servers.stack_title("go-nethttp"), **plots.style_for("go-nethttp"))
+    ax.plot(users, [60, 1, 60, 1, 60], label="_" + servers.stack_title("rust-axum"), **plots.style_for("rust-axum"))
+    ax.set_yscale("log")
+    found = [p for p in plots.problems(fig) if "no direct label" in p]
+    assert len(found) == 1 and "Ruby · Puma and Go · net/http" in found[0] and "from 8 to 64" in found[0], found
+    plots.label_coincident(ax)
+    assert plots.problems(fig) == []
+    notes = [t.get_text() for t in ax.texts]
+    assert notes == ["one line from 8 to 64:\nRuby · Puma\nGo · net/http"], notes
+
+
 def test_the_machines_limits_are_drawn_in_view_or_named_above_the_chart():
     """A limit near the data is a dotted line named in the margin, within the y axis; one far
     above it (CEILING_STRETCH) is named in a band at the top instead of flattening the curves;
@@ -597,9 +616,9 @@ def test_a_row_of_counts_that_are_all_zero_starts_at_zero():
                          "p99_ms": 3.0 + t, "errors": 0, "late": 0, "wal_mib": 4.0,
                          "operation_started_s": 1.5, "operation_seconds": 2.0}
                         for s in ("go-nethttp", "rust-axum") for t in range(4)])
-    fig = plots.timeline_chart(sec, title="t", caption="c")
-    errors_row = fig.axes[1]  # rows: p99, errors and late sends, WAL; one column per operation
-    assert errors_row.get_ylim()[0] == 0 and errors_row.get_ylim()[1] >= 1
+    fig = plots.timeline_chart(sec, title="t", caption="c", value="errors_late")
+    errors = fig.axes[0]  # one panel per operation
+    assert errors.get_ylim()[0] == 0 and errors.get_ylim()[1] >= 1
 
 
 def test_a_latency_ecdf_under_a_decade_keeps_its_numbers_plain_and_apart(tmp_path):

@@ -139,9 +139,12 @@ def test_steady_rates_take_a_fraction_of_each_stacks_open_loop_capacity():
 
 def test_the_timeline_and_the_hockey_stick_draw_with_their_legends_inside():
     sec = pd.concat([SECONDS, SECONDS.assign(server="rust-axum", p99_ms=SECONDS["p99_ms"] / 2)])
-    fig = plots.timeline_chart(sec.assign(wal_mib=sec["wal_bytes"] / 2**20), title="t", caption="c")
-    assert not plots.clipped_legends(fig)
-    assert len(fig.axes) == 3 + 1  # three rows for one operation, and the legend's row
+    for value in plots.TIMELINE_VALUES:
+        fig = plots.timeline_chart(sec.assign(wal_mib=sec["wal_bytes"] / 2**20), title="t", caption="c", value=value)
+        assert not plots.clipped_legends(fig)
+        assert len(fig.axes) == 1 + 1  # a panel for the one operation, and the legend's row
+    with pytest.raises(ValueError, match="value must be one of"):
+        plots.timeline_chart(sec, title="t", value="p95_ms")
     fig = plots.hockey_stick_chart(POINTS, 100.0, title="h", caption="c")
     assert not plots.clipped_legends(fig)
     lines = [l for l in fig.axes[0].get_lines() if not l.get_label().startswith("_ref")]

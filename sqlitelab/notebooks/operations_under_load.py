@@ -99,9 +99,11 @@ READING: dict[str, str] = {
         "p99 (from their due time) climbs by orders of magnitude for a small step in load (a rate "
         "whose window left requests unsent, the table's backlog, fell behind even below the line).",
     "timeline":
-        "Look at the shaded span in each column: how far each second's p99 rose while the "
-        "operation ran and how fast it came back after, whether errors or late sends appeared, "
-        "and what the WAL did (a checkpoint empties it; a long reader lets it grow).",
+        "Each panel starts its operation at 0: look at how far each second's p99 rose while the "
+        "shade lasts, and how fast it came back after (errors and late requests are in the table).",
+    "wal":
+        "What the WAL did while the operation ran: a checkpoint empties it; a long reader (a "
+        "backup, VACUUM INTO) keeps it from being reset, so it grows.",
 }
 
 # Its method against its article's (sqlitelab.report.methods.table reads it).

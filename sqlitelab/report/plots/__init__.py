@@ -26,7 +26,7 @@ from sqlitelab.report.plots.figure import (caption_for, lay_out, new_figure, new
                                            set_caption, use_style)
 from sqlitelab.report.plots.legends import (ClippedLegendError, clipped_legends, fit_legends,
                                             panel_legend)
-from sqlitelab.report.plots.line_charts import (PERCENTILE_NAMES, TIMELINE_ROWS, calibration_chart,
+from sqlitelab.report.plots.line_charts import (PERCENTILE_NAMES, TIMELINE_VALUES, calibration_chart,
                                                 hockey_stick_chart, latency_chart, line_chart,
                                                 throughput_chart, timeline_chart)
 from sqlitelab.report.plots.marks import (PlainLogFormatter, draw_reference, label_coincident,
@@ -55,7 +55,7 @@ __all__ = [
     "summarise", "status_table",
     # the chart kinds
     "throughput_chart", "PERCENTILE_NAMES", "latency_chart", "line_chart",
-    "calibration_chart", "TIMELINE_ROWS", "timeline_chart", "hockey_stick_chart",
+    "calibration_chart", "TIMELINE_VALUES", "timeline_chart", "hockey_stick_chart",
     "bar_chart", "dot_chart", "CAPACITY_WIDTH_IN", "capacity_chart", "latency_ecdf",
     "comparison_chart",
 ]

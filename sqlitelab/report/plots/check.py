@@ -40,7 +40,7 @@ from matplotlib.text import Text
 from sqlitelab.core import config
 from sqlitelab.infra.servers import STACKS, load_profiles
 from sqlitelab.load.scenarios import SCENARIOS
-from sqlitelab.report.plots.marks import (DIRECT_LABEL, coincident_groups, data_under, drawn_data, overlaps,
+from sqlitelab.report.plots.marks import (DIRECT_LABEL, coincidence_notes, data_under, drawn_data, overlaps,
                                           words_in)
 from sqlitelab.report.plots.style import STACK_GID, STACK_STYLES
 from sqlitelab.studies.declarations import experiment_patterns
@@ -153,14 +153,15 @@ def bars_on_log_axes(fig) -> list[str]:
 
 
 def hidden_series(fig) -> list[str]:
-    """Series lines drawn entirely under another with no direct label (marks.label_coincident)."""
+    """Series lines drawn under another, over their whole length or part of it, with no direct
+    label saying so (marks.label_coincident)."""
     found = []
     for ax in fig.axes:
         labelled = {t.get_text() for t in ax.texts if t.get_gid() == DIRECT_LABEL}
-        for group in coincident_groups(ax):
-            names = [ln.get_label().lstrip("_") for ln in group]
-            if not any(all(textwrap.shorten(n, 44) in t for n in names) for t in labelled):
-                found.append(f"{' and '.join(names)} drawn on one line with no direct label")
+        for names, head in coincidence_notes(ax):
+            if not any(t.startswith("one line") and all(textwrap.shorten(n, 44) in t for n in names)
+                       for t in labelled):
+                found.append(f"{' and '.join(names)} drawn on one line ({head.rstrip(':')}) with no direct label")
     return found
 
 

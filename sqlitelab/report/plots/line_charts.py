@@ -1,6 +1,6 @@
 """The line charts: throughput and latency against concurrent users, any measure against any
 x (line_chart, and hockey_stick_chart on it), the generators' calibration against
-wrk, and an operation's window second by second (timeline_chart)."""
+wrk, and each operation's window second by second (timeline_chart)."""
 from __future__ import annotations
 
 import matplotlib.ticker
@@ -239,58 +239,63 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     return fig
 
 
-TIMELINE_ROWS = (("p99_ms", "p99 of the second, ms (log)"),
-                 ("errors_late", "errors and late requests per second"),
-                 ("wal_mib", "WAL, MiB"))
+# What a timeline can draw of each second (timeline_chart's `value`), and its axis.
+TIMELINE_VALUES = {"p99_ms": "p99 of each second, ms (log scale)",
+                   "errors_late": "errors and late requests per second",
+                   "wal_mib": "WAL, MiB"}
 
 
-def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None):
-    """sqlitelab.notebooks.operations_under_load.timeline(): one column of panels per operation, rows p99 (from due times) of
-    each second, errors and late sends per second, and the WAL's size, a line per stack in its
-    colour, seconds from the window's open on x; the operation shaded from its start to its end
-    (dotted line at its start) in each stack's colour."""
+def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None, value: str = "p99_ms"):
+    """sqlitelab.notebooks.operations_under_load.timeline(): one panel per operation (two
+    columns past three), on shared axes: `value` of each second (TIMELINE_VALUES; p99 from due
+    times by default), a line per stack in its colour, against the seconds from the operation's
+    start (0 for every stack, so panels and stacks line up); the operation shaded, in each
+    stack's colour, from its start to its end."""
+    if value not in TIMELINE_VALUES:
+        raise ValueError(f"value must be one of {', '.join(TIMELINE_VALUES)}, not {value!r}")
     ops = list(dict.fromkeys(sec["operation"])) if len(sec) else ["(no operations)"]
-    rows = len(TIMELINE_ROWS)
-    fig, axes, key = new_panels(rows, len(ops), caption=caption,
-                                figsize=(max(7.0, 2.6 * len(ops)), 6.4), sharex=False)
+    ncols = 1 if len(ops) <= 3 else 2
+    nrows = -(-len(ops) // ncols)
+    fig, axes, key = new_panels(nrows, ncols, caption=caption, n=len(ops), sharex=True, sharey=True,
+                                figsize=(7.5 if ncols == 2 else 6.0, 1.5 * nrows + 1.9))
     stacks = [s for s in STACK_STYLES if s in set(sec.get("server", []))]
     stacks += sorted(set(sec.get("server", [])) - set(stacks))
     colours = colours_for(stacks)
-    for j, op in enumerate(ops):
+    for ax, op in zip(axes, ops):
         g = sec[sec["operation"] == op] if len(sec) else sec
-        for i, (col, label) in enumerate(TIMELINE_ROWS):
-            ax = axes[i * len(ops) + j]
-            for server, s in (g.groupby("server", sort=True) if len(g) else []):
-                s = s.sort_values("second")
-                y = (s["errors"] + s["late"]) if col == "errors_late" else s[col]
-                gid = colours[server].get("gid")
-                ax.plot(s["second"] + s["span_s"] / 2, y, color=colours[server]["color"], gid=gid,
-                        label="_" + value_title("server", server),
-                        marker=colours[server].get("marker", "o"), markersize=2.5, linewidth=1.2)
-                start, length = s["operation_started_s"].iloc[0], s["operation_seconds"].iloc[0]
-                if pd.notna(start):
-                    ax.axvline(start, color=colours[server]["color"], linestyle=":", linewidth=1, gid=gid)
-                    ax.axvspan(start, start + (length if pd.notna(length) else 0), alpha=0.10,
-                               color=colours[server]["color"], linewidth=0, gid=gid)
-            if col == "p99_ms" and len(g) and g[col].notna().any() and (g[col].dropna() > 0).all():
-                ax.set_yscale("log")
-                ax.yaxis.set_major_formatter(PlainLogFormatter())
-                ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
-            if col == "wal_mib":  # from zero: a few KiB of change is not a jump
-                ax.set_ylim(bottom=0)
-            if col == "errors_late":  # counts: from zero (a row of zeros is not drawn around -0.05..0.05)
-                ax.set_ylim(0, max(1.0, ax.get_ylim()[1]))
-            label_coincident(ax)
-            if i == 0:
-                ax.set_title(OPERATION_TITLES.get(op, op))
-            if j == 0:
-                ax.set_ylabel(label, fontsize=8)
-            if i == rows - 1:
-                ax.set_xlabel("seconds from the start")
+        for server, s in (g.groupby("server", sort=True) if len(g) else []):
+            s = s.sort_values("second")
+            start, length = s["operation_started_s"].iloc[0], s["operation_seconds"].iloc[0]
+            at = s["second"] + s["span_s"] / 2 - (start if pd.notna(start) else 0)
+            y = (s["errors"] + s["late"]) if value == "errors_late" else s[value]
+            gid = colours[server].get("gid")
+            ax.plot(at, y, color=colours[server]["color"], gid=gid, label="_" + value_title("server", server),
+                    marker=colours[server].get("marker", "o"), markersize=3, linewidth=1.3)
+            if pd.notna(start):  # to its end, or the window's (Litestream replicates past it)
+                end = min(length if pd.notna(length) else 0, (at + s["span_s"] / 2).max())
+                ax.axvspan(0, end, alpha=0.12, color=colours[server]["color"], linewidth=0, gid=gid)
+        if len(g):
+            ax.axvline(0, color=KEY_GREY, linewidth=0.9, zorder=1)
+        ax.set_title(OPERATION_TITLES.get(op, op), fontsize=9.5)
+    if value == "p99_ms" and len(sec) and (sec[value].dropna() > 0).all() and sec[value].notna().any():
+        axes[0].set_yscale("log")  # shared: every panel
+        axes[0].yaxis.set_major_formatter(PlainLogFormatter())
+        axes[0].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    else:  # counts and sizes from zero (a row of zeros is not drawn around -0.05..0.05)
+        _from_zero(axes, 0, also=[1.0] if value == "errors_late" else [])
+        plain_numbers(*axes)
+    for i, ax in enumerate(axes):
+        label_coincident(ax)
+        if i % ncols == 0 and i // ncols == nrows // 2:
+            ax.set_ylabel(TIMELINE_VALUES[value], fontsize=8)
+        if i + ncols >= len(axes):
+            ax.set_xlabel("seconds from the operation's start")
+            ax.tick_params(labelbottom=True)
     handles = [Line2D([], [], color=colours[s]["color"], marker=colours[s].get("marker", "o"),
                       gid=colours[s].get("gid"), label=value_title("server", s)) for s in stacks]
-    handles.append(Patch(color="#888888", alpha=0.25, label="the operation running"))
-    panel_legend(key, handles, ncols=5)
+    handles += [Line2D([], [], color=KEY_GREY, linewidth=0.9, label="the operation starts"),
+                Patch(color="#888888", alpha=0.25, label="running (in each stack's colour)")]
+    panel_legend(key, handles, ncols=4)
     _titled(fig, title)
     return fit_legends(fig)
 

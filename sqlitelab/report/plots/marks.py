@@ -185,6 +185,47 @@ def coincident_groups(ax, tolerance_px: float = 2.0) -> list[list]:
     return [g for g in groups if len(g) > 1]
 
 
+def coincident_runs(ax, tolerance_px: float = 2.0) -> list[tuple[list, float, float]]:
+    """Pairs of series lines drawn on one another over part of their length: two or more
+    consecutive x values both were measured at, at each y within `tolerance_px` on screen (the
+    segment between them hidden), as (the two lines, the run's first x, its last x). Lines that
+    cross between two x values are not on one another; lines that coincide over their whole
+    length are coincident_groups'."""
+    whole = {frozenset(g) for g in coincident_groups(ax, tolerance_px)}
+    lines = series_lines(ax)
+    screen = {}
+    for ln in lines:
+        x = np.asarray(ln.get_xdata(), float)
+        y = ax.transData.transform(np.column_stack([x, np.asarray(ln.get_ydata(), float)]))[:, 1]
+        screen[ln] = dict(zip(x, y))
+    runs = []
+    for i, a in enumerate(lines):
+        for b in lines[i + 1:]:
+            if any({a, b} <= g for g in whole):
+                continue
+            shared = sorted(set(screen[a]) & set(screen[b]))
+            on = [abs(screen[a][x] - screen[b][x]) <= tolerance_px for x in shared] + [False]
+            start = None
+            for k, hit in enumerate(on):
+                if hit and start is None:
+                    start = k
+                elif not hit and start is not None:
+                    if k - start >= 2:
+                        runs.append(([a, b], shared[start], shared[k - 1]))
+                    start = None
+    return runs
+
+
+def coincidence_notes(ax, tolerance_px: float = 2.0) -> list[tuple[list[str], str]]:
+    """The notes label_coincident writes, as (the series' names, the note's first line): "one
+    line:" over series that coincide over their whole length, "one line from 8 to 64:" over two
+    that coincide over part of it."""
+    notes = [([ln.get_label().lstrip("_") for ln in g], "one line:") for g in coincident_groups(ax, tolerance_px)]
+    notes += [([ln.get_label().lstrip("_") for ln in pair], f"one line from {x0:,.3g} to {x1:,.3g}:")
+              for pair, x0, x1 in coincident_runs(ax, tolerance_px)]
+    return notes
+
+
 # Where a note goes in a panel, in the order tried (place_clear): its corners, then its sides
 CORNERS = [{"position": (x, y), "ha": ha, "va": va}
            for (x, ha) in ((0.02, "left"), (0.98, "right")) for (y, va) in ((0.97, "top"), (0.03, "bottom"))] + \
@@ -192,12 +233,13 @@ CORNERS = [{"position": (x, y), "ha": ha, "va": va}
 
 
 def label_coincident(ax) -> None:
-    """Name series that coincide (coincident_groups), one name a line under "one line:", in the
-    first corner of the panel where the note covers no data and no other words (place_clear),
-    so that none is hidden unannounced under another."""
-    for group in coincident_groups(ax):
-        names = [ln.get_label().lstrip("_") for ln in group]
-        note = ax.text(0, 0, "one line:\n" + "\n".join(textwrap.shorten(n, 44) for n in names),
+    """Name series that coincide over their whole length or part of it (coincidence_notes, a
+    pixel more generous than the figure check's, so that a later layout cannot leave one
+    unnamed), one name a line under "one line:" or "one line from 8 to 64:", in the first
+    corner of the panel where the note covers no data and no other words (place_clear), so that
+    none is hidden unannounced under another."""
+    for names, head in coincidence_notes(ax, tolerance_px=3.0):
+        note = ax.text(0, 0, head + "\n" + "\n".join(textwrap.shorten(n, 44) for n in names),
                        transform=ax.transAxes, fontsize=6.5, color="#333333", gid=DIRECT_LABEL, zorder=7,
                        in_layout=False, linespacing=1.1)
         place_clear(ax, note, CORNERS)
