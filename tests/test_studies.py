@@ -132,7 +132,7 @@ def test_04_names_the_authors_commit_and_the_code_at_the_articles_date():
      "Shared cache, one connection per core, User lookup (GET /users/:id)"),
     ("07-sqlite-vs-postgres", "001-metrics/postgres-link-100us", "seed 001's workload, Postgres behind a 100 µs link"),
     ("08-operations-under-load", "op/vacuum-into/rust-axum", "VACUUM INTO on Rust · Axum"),
-    ("09-network-delay", "link-500us", "link 500 µs"),
+    ("09-network-delay", "link-500us", "proxy, 500 µs each way"),
     ("01-linear-writes", "ceiling", "the machine's own limits"),
     ("10-your-app", None, ""),
 ])

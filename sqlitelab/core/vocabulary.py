@@ -1,9 +1,11 @@
 """The lab's words for what it measures, shared by every layer: when a request has stalled,
-how a pragma's value is named, how a point's path and store are labelled, when an open-loop
-level kept up, which column a reference client's rate is counted as, notebook 04's buffer
-methods and variants and each operation in plain words, and the stack this machine's noise is
-measured on."""
+how a pragma's value is named, how a point's path and store are labelled and titled, when an
+open-loop level kept up, which column a reference client's rate is counted as, notebook 04's
+buffer methods and variants and each operation in plain words, and the stack this machine's
+noise is measured on."""
 from __future__ import annotations
+
+import re
 
 import pandas as pd
 
@@ -45,6 +47,14 @@ def link_label(delay_us) -> str:
     if delay_us is None or delay_us != delay_us:  # None or NaN: no link
         return "direct"
     return f"link {int(delay_us)} µs"
+
+
+def link_title(label) -> str:
+    """A link_label in a reader's words: "direct", "proxy, no delay", "proxy, 100 µs each way"."""
+    m = re.fullmatch(r"link (\d+) µs", str(label))
+    if not m:
+        return str(label)
+    return "proxy, no delay" if int(m[1]) == 0 else f"proxy, {m[1]} µs each way"
 
 
 def store_label(database, db_link_delay_us=None) -> str:

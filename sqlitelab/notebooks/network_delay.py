@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sqlitelab.core.vocabulary import link_label
+from sqlitelab.core.vocabulary import link_label, link_title
 from sqlitelab.report import analysis, findings
 from sqlitelab.studies.method import (
     Article, Detail, MACHINE_WHY, PIN_WHY, link_lateness, link_paths)
@@ -42,7 +42,7 @@ IN_COLLECTION = False
 HEADLINE_EXPERIMENTS: set[str] | None = None
 
 # Its experiments in plain words, by id or pattern (sqlitelab.studies.declarations.experiment_title).
-EXPERIMENT_TITLES: dict = {"direct": "direct", r"link-(\d+)us": lambda delay: link_label(int(delay))}
+EXPERIMENT_TITLES: dict = {"direct": "direct", r"link-(\d+)us": lambda delay: link_title(link_label(int(delay)))}
 
 READS_THE_OTHERS = False
 
@@ -56,8 +56,9 @@ STORES: str | None = "points"
 
 READING: dict[str, str] = {
     "throughput":
-        "Look for where the delayed lines leave the direct one: few users lose throughput to every "
-        "microsecond of delay (Little's law, dotted), many users hide it until the server is busy.",
+        "In each panel, look for where the line through the proxy leaves the direct one: few users "
+        "lose throughput to every microsecond of delay (Little's law, dotted), many users hide it "
+        "until the server is busy.",
     "latency":
         "Each link adds its round trip to every request: compare the gap between lines with "
         "twice the link's delay.",
@@ -118,6 +119,16 @@ def network_table(df: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["server", "_o", "users"]).drop(columns="_o").reset_index(drop=True)
 
 
+def beside_direct(table: pd.DataFrame) -> pd.DataFrame:
+    """The throughput figure's rows (network_table's): one panel per delayed path (`link`), in it
+    that path's levels and the direct path's beside them (`path`: "direct" or "through the
+    proxy"), so that each panel holds two measured lines and the delayed one's bound."""
+    direct = table[table["link"] == "direct"]
+    parts = [pd.concat([direct.assign(path="direct"), g.assign(path="through the proxy")]).assign(link=link)
+             for link, g in table[table["link"] != "direct"].groupby("link", sort=False)]
+    return pd.concat(parts, ignore_index=True) if parts else table.assign(path="direct")
+
+
 def network(table: pd.DataFrame) -> str:
     """What the delayed links did to each level: throughput against the direct path, latency,
     and how close each came to Little's-law bound (network_table)."""
@@ -130,12 +141,12 @@ def network(table: pd.DataFrame) -> str:
         parts = []
         for r in g[g["link"] != "direct"].itertuples():
             if not findings.finished(r.rps):
-                parts.append(f"{r.link}: {findings.STALLED}")
+                parts.append(f"{link_title(r.link)}: {findings.STALLED}")
                 continue
             note = f", {analysis.limit_note(r._asdict())}" if analysis.limited(r._asdict()) else ""
             of_direct = f" ({r.rps / b.rps:.0%} of direct)" if findings.finished(b.rps) else ""
             bound = f", {r.of_bound:.0%} of the bound" if r.of_bound == r.of_bound else ", no bound (no direct service time)"
-            parts.append(f"{r.link}: {r.rps:,.0f} req/s{of_direct}, mean {r.mean_ms:.2f} ms{bound}{note}")
+            parts.append(f"{link_title(r.link)}: {r.rps:,.0f} req/s{of_direct}, mean {r.mean_ms:.2f} ms{bound}{note}")
         direct = f"direct {b.rps:,.0f} req/s, mean {b.mean_ms:.2f} ms" if findings.finished(b.rps) else f"direct: {findings.STALLED}"
         lines.append(f"- **{server}, {users} users** — {direct}; " + "; ".join(parts) + ".")
     check = (table["little_rps"] / table["rps"]).dropna()

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from sqlitelab.core import layout
-from sqlitelab.core.vocabulary import SYNCHRONOUS, link_label, store_label
+from sqlitelab.core.vocabulary import SYNCHRONOUS, link_label, link_title, store_label
 from sqlitelab.infra import servers
 
 NOT_STATED = object()   # the article does not say
@@ -243,10 +243,11 @@ def stack_knob(stack: str, knob: str) -> Callable:
 
 
 def link_paths(run: RunView) -> list[str]:
-    """09: the paths the run measured: `direct`, `link <n> µs`."""
+    """09: the paths the run measured in plain words (link_title): `direct`, `proxy, no delay`,
+    `proxy, <n> µs each way`."""
     if "link_delay_us" not in run.points:
         raise NotRecorded("col:link_delay_us")
-    return sorted({link_label(v) for v in run.points["link_delay_us"]}, key=_sort_key)
+    return [link_title(v) for v in sorted({link_label(v) for v in run.points["link_delay_us"]}, key=_sort_key)]
 
 
 def stores(run: RunView) -> list[str]:

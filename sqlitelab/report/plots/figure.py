@@ -22,7 +22,7 @@ from sqlitelab.report.plots.legends import (ClippedLegendError, _extra_handles, 
                                             fit_legends, panel_legend)
 from sqlitelab.report.plots.marks import overlaps
 from sqlitelab.report.plots.style import _order, value_title
-from sqlitelab.infra.servers import profile_title
+from sqlitelab.infra.servers import profile_knobs, profile_title
 
 def use_style() -> None:
     plt.style.use("sqlitelab.report.blog")
@@ -262,10 +262,20 @@ def _in_notebook() -> bool:
     return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
+def _profile_holds(rows: pd.DataFrame, profile: str) -> bool:
+    """Whether the points of `rows` ran as `profile` says: none of its knobs stored as a column
+    (write_path, txn_mode, busy) took another value (03's write paths override its writer)."""
+    try:
+        knobs = profile_knobs(profile)
+    except ValueError:  # a profile profiles.toml does not know: nothing to contradict
+        return True
+    return all(set(rows[k].dropna().astype(str)) <= {str(v)} for k, v in knobs.items() if k in rows)
+
+
 def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     """One human line under a figure: the machine, where the server and the load generator ran,
-    the profile in plain words (when the points have one or two) and `extra` (the figure's key
-    knob). The full configuration is in the report's method table, not here."""
+    the profile in plain words (when the points have one or two and ran as it says) and `extra`
+    (the figure's key knob). The full configuration is in the report's method table, not here."""
     if df.empty:
         return extra
     first = df.iloc[0]
@@ -281,7 +291,7 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
                  + f", {gen} " + (f"on CPU {gen_cpu}" if gen_cpu else "unpinned"))
     if "profile" in df:
         profiles = list(dict.fromkeys(df["profile"].dropna()))
-        if 0 < len(profiles) <= 2:
+        if 0 < len(profiles) <= 2 and all(_profile_holds(df[df["profile"] == p], p) for p in profiles):
             parts.append(" and ".join(profile_title(p) for p in profiles))
     if extra:
         parts.append(extra)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from sqlitelab.core.vocabulary import store_title
+from sqlitelab.core.vocabulary import link_title, store_title
 from sqlitelab.infra.servers import STACKS, knob_value_title, load_profiles, profile_title, stack_title
 from sqlitelab.load.scenarios import scenario_title
 
@@ -178,6 +178,8 @@ def value_title(column: str, value) -> str:
         return {"sqlite": "SQLite", "postgres": "Postgres"}.get(str(value), str(value))
     if column == "store":
         return store_title(value)
+    if column == "link":
+        return link_title(value)
     if column == "synchronous":
         return f"synchronous={str(value).upper()}"
     if column == "rows_per_txn":
