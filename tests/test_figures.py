@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from sqlitelab.notebooks import studies
 from sqlitelab.report import plots  # noqa: E402
 from sqlitelab.core import config
+from sqlitelab.core.vocabulary import link_label, link_title
 from sqlitelab.infra import servers
 from sqlitelab import notebooks
 from sqlitelab.notebooks import capacity as capacity_notebook
@@ -689,3 +690,19 @@ def test_rows_of_zeros_are_named_in_a_note_where_no_bar_is():
     with pytest.raises(ValueError, match="horizontal"):
         plots.bar_chart(df, category=["server", "profile"], value="busy_errors", series="txn_mode", title="t",
                         ylabel="busy", zeros_in_note=True)
+
+
+def test_a_footer_names_the_profile_only_when_its_points_ran_as_it_says():
+    """03's write paths ran the single-writer profile with the write path overridden (pool,
+    writer, batch): the footer said "One writer thread" over three write paths."""
+    rows = pd.DataFrame([{"profile": "single-writer", "write_path": w, "txn_mode": "immediate"}
+                         for w in ("pool", "writer", "batch")])
+    title = servers.profile_title("single-writer")
+    assert title not in plots.caption_for(rows)
+    assert title in plots.caption_for(rows[rows["write_path"] == "writer"])
+    assert title in plots.caption_for(rows.drop(columns="write_path"))  # nothing recorded: nothing contradicts it
+
+
+@pytest.mark.parametrize("delay, words", [(None, "direct"), (0, "proxy, no delay"), (100, "proxy, 100 µs each way")])
+def test_a_path_from_load_to_server_reads_in_plain_words(delay, words):
+    assert link_title(link_label(delay)) == words == plots.value_title("link", link_label(delay))
