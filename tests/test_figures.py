@@ -148,6 +148,11 @@ def charts() -> dict:
         "ratio-dots": lambda: plots.dot_chart(
             bars[bars.server.isin(STACKS)].assign(ratio=bars.rps / 1000), category="scenario", value="ratio",
             series="server", title="t", xlabel="x", logx=True, ref_value=("as fast", 1.0), caption="c"),
+        "rps-dots": lambda: plots.dot_chart(
+            bars, category="scenario", value="rps", series="server", logx=True, limits=True,
+            ref_lines={"Twitter's tweets": 6000, "Yahoo's visits": 1389},
+            ceilings={"SQLite alone: point reads": 30000, "HTTP alone: wrk on /hello (Rust · Axum)": 28000},
+            reference_series="article: Go, M1 (8 cores)", title="rps", xlabel="requests/s", caption="c"),
         "calibration": lambda: plots.calibration_chart(cal_points, calibrations),
     }
 
@@ -706,3 +711,18 @@ def test_a_footer_names_the_profile_only_when_its_points_ran_as_it_says():
 @pytest.mark.parametrize("delay, words", [(None, "direct"), (0, "proxy, no delay"), (100, "proxy, 100 µs each way")])
 def test_a_path_from_load_to_server_reads_in_plain_words(delay, words):
     assert link_title(link_label(delay)) == words == plots.value_title("link", link_label(delay))
+
+
+def test_a_dot_chart_names_its_lines_above_it_and_rings_the_dots_a_generator_bounded():
+    """05's requests per endpoint span two decades, from Rails' hundreds to the article's 110 K
+    and SQLite's own 295 K: dots on a log axis, the article's as grey ×, each line named above
+    the plot (two limits 7 % apart spread with a leader), the generator-bound dots ringed."""
+    fig = plots.lay_out(charts()["rps-dots"]())
+    ax = fig.axes[0]
+    names = [t for t in ax.texts if t.get_text().strip()]
+    assert len(names) == 4 and all(t.get_position()[1] > 1 for t in names)  # above the plot
+    assert plots.problems(fig) == []
+    rings = [ln for ln in ax.get_lines() if ln.get_gid() == "limit"]
+    assert sum(len(ln.get_xdata()) for ln in rings) == 2  # one bound dot, one that set the pace
+    article = [ln for ln in ax.get_lines() if ln.get_label() == "article: Go, M1 (8 cores)"]
+    assert article and article[0].get_marker() == "x"

@@ -1,6 +1,7 @@
 """The bar and dot charts: grouped bars of a measure per category (bar_chart), capacity's dumbbells
 — the capacity at the objective against the naive peak per workload and stack, in daily users
-(capacity_chart) — and dots on one row per category (dot_chart: ratios, on a log axis)."""
+(capacity_chart) — and dots on one row per category (dot_chart: ratios, or rates that span
+decades, on a log axis)."""
 from __future__ import annotations
 
 import math
@@ -15,10 +16,12 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from sqlitelab.report.analysis import flagged
 from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
 from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (CORNERS, PlainLogFormatter, _bar_limit, _limit_patches,
-                                          draw_ceilings, place_clear, plain_numbers)
+                                          _ref_line_labels, draw_ceilings, mark_limits, place_clear,
+                                          plain_numbers)
 from sqlitelab.report.plots.style import (KEY_GREY, LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
                                           STACK_STYLES, _order, colours_for, value_title)
 
@@ -335,19 +338,28 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
 def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: str, title: str,
               xlabel: str, caption: str | None = None, logx: bool = False,
               ref_value: tuple[str, float] | None = None,
-              missing_why: str = "no value"):
+              missing_why: str = "no value", reference_series: str | None = None,
+              ref_lines: dict[str, float] | None = None, ceilings: dict[str, float] | None = None,
+              limits: bool = False):
     """A dot per series (a stack in its colour and marker) on one row per category, on a log axis
-    if asked — lengths mean nothing here, positions do (ratios). `ref_value`: (label, x) of a
-    vertical grey reference line (`("as fast", 1)`). A row a series has without a value gets no dot;
-    its legend entry counts them and says `missing_why`."""
+    if asked — lengths mean nothing here, positions do (ratios, or rates that span decades).
+    `ref_value`: (label, x) of a vertical grey reference line (`("as fast", 1)`). A row a series
+    has without a value gets no dot; its legend entry counts them and says `missing_why`. The
+    series named `reference_series` (an article's own numbers) is drawn as the articles' are,
+    grey × first in each row. `ref_lines` (reference loads) and `ceilings` (the machine's own
+    limits, analysis.machine_limits): lines up the plot, each named above it (_ref_line_labels).
+    `limits`: a dot whose generator was the limit or set the pace is ringed (mark_limits)."""
     if not isinstance(category, str):
         df = df.assign(_category=_labels(df, list(category)))
         category = "_category"
     cats = list(dict.fromkeys(df[category]))
-    sers = sorted(df[series].unique(), key=_order)
-    styles = colours_for(sers)
-    fig, ax = new_figure(caption=caption, figsize=(8, max(3.5, 1.4 + 0.42 * len(cats))))
-    step = 0.6 / max(len(sers), 1)
+    sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _order(v)))
+    styles = colours_for([s for s in sers if s != reference_series])
+    if reference_series in sers:
+        styles[reference_series] = {"color": REFERENCE_COLORS[0], "marker": "x", "markerfacecolor": REFERENCE_COLORS[0]}
+    row_in = max(0.42, 0.12 * len(sers))  # room for every series' dot, a marker apart
+    fig, ax = new_figure(caption=caption, figsize=(8, max(3.5, 1.4 + row_in * len(cats))))
+    step = 0.75 / max(len(sers), 1)
     for i, s in enumerate(sers):
         g = df[df[series] == s]
         vals = [g[g[category] == c][value].mean() for c in cats]
@@ -358,8 +370,13 @@ def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         missing = sum(1 for v in vals if v != v) - sum(1 for c in cats if g[g[category] == c].empty)
         label = value_title(series, s) + (f" (no dot in {missing} row{'' if missing == 1 else 's'}: "
                                           f"{missing_why})" if missing else "")
-        ax.plot(vals, pos, linestyle="none", marker=st["marker"], color=st["color"], markersize=7,
+        ax.plot(vals, pos, linestyle="none", marker=st["marker"], color=st["color"], markersize=6.5,
                 markerfacecolor=st["markerfacecolor"], gid=st.get("gid"), label=label)
+        if limits and s != reference_series:
+            rows = g.assign(**{c: flagged(g, c) for c in LIMIT_MARKS}).groupby(category, sort=False).agg(
+                {value: "mean", **{c: "any" for c in LIMIT_MARKS}})
+            rows["_pos"] = [pos[cats.index(c)] for c in rows.index]
+            mark_limits(ax, rows, value, "_pos")
     if ref_value:
         ax.axvline(ref_value[1], color="#444444", linestyle=REFERENCE_DASHES[0], linewidth=1.1, zorder=1,
                    label=f"{ref_value[0]}")
@@ -371,7 +388,14 @@ def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         ax.xaxis.set_major_formatter(PlainLogFormatter())
         ax.xaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     ax.set_xlabel(xlabel)
-    ax.set_title(title)
     plain_numbers(ax)
+    if ref_lines or ceilings:  # the x axis reaches every line, then each is named above the plot
+        reach = [v for v in [*(ref_lines or {}).values(), *(ceilings or {}).values()] if v > 0 or not logx]
+        lo, hi = ax.get_xlim()
+        ax.set_xlim(min([lo, *(v / 1.3 if logx else v for v in reach)]), max([hi, *(v * 1.3 if logx else v for v in reach)]))
+        _ref_line_labels(ax, ref_lines or {}, ceilings or {}, across="x")
+        _titled(fig, title)
+    else:
+        ax.set_title(title)
     _legend_below(ax, ax.get_legend_handles_labels()[0], ncols=min(len(sers) + 1, 5))
     return fit_legends(fig)

@@ -91,40 +91,53 @@ def name_above(ax, above: dict[str, float]) -> None:
             fontsize=7.5, color=CEILING_STYLE["color"], gid="ceiling-above")
 
 
-def _ref_line_labels(ax, ref_lines: dict[str, float], ceilings: dict[str, float] | None = None) -> None:
+def _ref_line_labels(ax, ref_lines: dict[str, float], ceilings: dict[str, float] | None = None,
+                     across: str = "y") -> None:
     """Reference values as grey dashed lines across the plot, and the machine's limits within
-    view as dotted dark lines (CEILING_STYLE), drawn over the data, each named in the right
-    margin at its own height — never over a bar or a line; names too close together are spread
-    apart, each with a leader to its line. Call once the y scale is set."""
+    view as dotted dark lines (CEILING_STYLE), drawn over the data, each named in the margin at
+    its own place — never over a bar, a dot or a line; names too close together are spread
+    apart, each with a leader to its line. `across="y"`: values on the y axis, lines across
+    it, names in the right margin; `"x"`: values on the x axis (a dot chart's), lines up it,
+    names above the plot. Call once the scale is set."""
     items = sorted([(k, v, False) for k, v in (ref_lines or {}).items()]
                    + [(k, v, True) for k, v in (ceilings or {}).items()], key=lambda kv: kv[1])
+    line = ax.axhline if across == "y" else ax.axvline
     k = 0
     for _, v, ceiling in items:
         if ceiling:
-            ax.axhline(v, gid="ceiling", **CEILING_STYLE)
+            line(v, gid="ceiling", **CEILING_STYLE)
         else:
-            ax.axhline(v, color="#555555", linewidth=1, zorder=4,
-                       linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)])
+            line(v, color="#555555", linewidth=1, zorder=4, linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)])
             k += 1
-    lo, hi = ax.get_ylim()
-    if ax.get_yscale() == "log":
+    lo, hi = ax.get_ylim() if across == "y" else ax.get_xlim()
+    if (ax.get_yscale() if across == "y" else ax.get_xscale()) == "log":
         def frac(v):
             return (np.log10(v) - np.log10(lo)) / (np.log10(hi) - np.log10(lo))
     else:
         def frac(v):
             return (v - lo) / (hi - lo)
-    texts = [f"{textwrap.fill(label, 22)}\n{v:,.0f}{'/s' if ceiling else ''}" for label, v, ceiling in items]
-    # a name's height in axes fractions: its lines of 7.5-pt text (1.25 apart) and a point of air,
-    # over at most half the figure's height (what the axes keep beside legend and caption)
-    half = [(1.25 * 7.5 * (t.count("\n") + 1) + 2) / 2 / (0.5 * 72 * ax.figure.get_figheight()) for t in texts]
+    texts = [f"{textwrap.fill(label, 22 if across == 'y' else 16)}\n{v:,.0f}{'/s' if ceiling else ''}"
+             for label, v, ceiling in items]
+    # a name's half extent in axes fractions: across y, its lines of 7.5-pt text (1.25 apart) and
+    # a point of air over at most half the figure's height (what the axes keep beside legend and
+    # caption); across x, its widest line (0.62 of the size a character) and 8 points of air over
+    # the axes' width as laid out now
+    if across == "y":
+        half = [(1.25 * 7.5 * (t.count("\n") + 1) + 2) / 2 / (0.5 * 72 * ax.figure.get_figheight()) for t in texts]
+    else:
+        ax.figure.draw_without_rendering()
+        width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
+        half = [(0.62 * 7.5 * max(map(len, t.split("\n"))) + 8) / 2 / width_pt for t in texts]
     placed: list[float] = []
     for i, (_, v, _c) in enumerate(items):
         placed.append(max(frac(v), placed[-1] + half[i - 1] + half[i]) if placed else frac(v))
-    for (label, v, ceiling), text, y in zip(items, texts, placed):
-        moved = abs(y - frac(v)) > 1e-9
-        ax.annotate(text, xy=(1.0, v),
-                    xycoords=("axes fraction", "data"),
-                    xytext=(1.02, y), textcoords="axes fraction", ha="left", va="center", fontsize=7.5,
+    for (label, v, ceiling), text, at in zip(items, texts, placed):
+        moved = abs(at - frac(v)) > 1e-9
+        where = ({"xy": (1.0, v), "xycoords": ("axes fraction", "data"), "xytext": (1.02, at),
+                  "ha": "left", "va": "center"} if across == "y" else
+                 {"xy": (v, 1.0), "xycoords": ("data", "axes fraction"), "xytext": (at, 1.03),
+                  "ha": "center", "va": "bottom"})
+        ax.annotate(text, **where, textcoords="axes fraction", fontsize=7.5,
                     color="#333333", annotation_clip=False, clip_on=False,
                     arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.8, "shrinkA": 0,
                                 "shrinkB": 0} if moved else None)
