@@ -7,6 +7,7 @@ import math
 import os
 import sqlite3
 
+import pandas as pd
 import pytest
 
 from sqlitelab.experiments import buffer, buffer_point
@@ -297,3 +298,17 @@ def test_the_vocabulary_names_the_points_ids_and_the_point_imports_only_the_stan
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported - set(sys.stdlib_module_names)
+
+
+def test_each_change_is_read_against_the_method_as_published_at_its_own_batch_size():
+    """04's variants figure: a dot per change and rows per transaction, at `records/s of the
+    change / records/s as published` with as many rows per transaction (the line at 1×)."""
+    bf = pd.DataFrame([{"method": "article", "variant": v, "rows_per_txn": r, "total": 100_000,
+                        "records_per_s": rate, "skipped": None, "error": None}
+                       for v, r, rate in [("as_published", 10, 100.0), ("as_published", 25, 400.0),
+                                          ("one_connection", 10, 300.0), ("one_connection", 25, 200.0),
+                                          ("one_connection", 25, 600.0)]])
+    got = sqlite_as_buffer.variant_ratios(bf).set_index("rows_per_txn")
+    assert list(got["variant"]) == ["one connection", "one connection"]  # as published is the line, not a row
+    assert got.loc[10, "against_published"] == 3.0 and got.loc[25, "against_published"] == 1.0  # median of 200, 600
+    assert sqlite_as_buffer.variant_ratios(bf[bf["method"] == "tuned"]).empty

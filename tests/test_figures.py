@@ -726,3 +726,15 @@ def test_a_dot_chart_names_its_lines_above_it_and_rings_the_dots_a_generator_bou
     assert sum(len(ln.get_xdata()) for ln in rings) == 2  # one bound dot, one that set the pace
     article = [ln for ln in ax.get_lines() if ln.get_label() == "article: Go, M1 (8 cores)"]
     assert article and article[0].get_marker() == "x"
+
+
+def test_rows_per_transaction_have_a_ramp_of_their_own_and_every_other_variable_the_violet():
+    """04 drew its methods and its rows per transaction in the same violet: light violet was
+    "the author's method" in one figure and "10 rows per transaction" in the next."""
+    rows = plots.colours_for([10, 25, 100], "rows_per_txn")
+    assert {s["color"] for s in rows.values()} <= set(plots.RAMPS["rows_per_txn"])
+    other = plots.colours_for(["a", "b", "c"], "series")
+    assert {s["color"] for s in other.values()} <= set(plots.ORDERED)
+    assert not set(plots.RAMPS["rows_per_txn"]) & set(plots.ORDERED)
+    styles = plots.SeriesStyles(pd.DataFrame({"rows_per_txn": [10, 25]}), ["rows_per_txn"])
+    assert styles((10,))["color"] in plots.RAMPS["rows_per_txn"]

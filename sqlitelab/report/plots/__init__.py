@@ -6,9 +6,10 @@
 
 The visual vocabulary (one meaning per mark in every figure) is declared once, in
 plots.style's docstring: a colour and marker per stack (STACK_STYLES, style_for), shades of one
-violet for a figure's other variable (ORDERED), solid for measured, dashed grey for an article or a
-reference, dotted for a computed bound, hollow for Postgres, black rings for generator-limited
-points; a second variable beside the stack goes into panels. save_figure refuses a figure whose
+violet for a figure's other variable (ORDERED; browns for rows per transaction, RAMPS), solid
+for measured, dashed grey for an article or a reference, dotted for a computed bound, hollow for
+Postgres, black rings for generator-limited points; a second variable beside the stack goes
+into panels. save_figure refuses a figure whose
 legend is clipped (legends) or that breaks the vocabulary (check).
 
 The package's public face: `plots.X` for every name below, whichever module holds it —
@@ -32,14 +33,14 @@ from sqlitelab.report.plots.line_charts import (PERCENTILE_NAMES, TIMELINE_VALUE
 from sqlitelab.report.plots.marks import (PlainLogFormatter, draw_reference, label_coincident,
                                           mark_limits)
 from sqlitelab.report.plots.style import (BOUND_STYLE, CATEGORY_COLORS, GENERATOR_STYLES, KEY_GREY,
-                                          LIMIT_MARKS, MARKERS, ORDERED, REFERENCE_COLORS,
+                                          LIMIT_MARKS, MARKERS, ORDERED, RAMPS, REFERENCE_COLORS,
                                           REFERENCE_DASHES, STACK_STYLES, SeriesStyles, _order,
                                           colours_for, ordered_colours, style_for, value_title)
 from sqlitelab.report.plots.tables import status_table, summarise
 
 __all__ = [
     # style: the visual vocabulary
-    "GENERATOR_STYLES", "CATEGORY_COLORS", "MARKERS", "STACK_STYLES", "ORDERED", "KEY_GREY",
+    "GENERATOR_STYLES", "CATEGORY_COLORS", "MARKERS", "STACK_STYLES", "ORDERED", "RAMPS", "KEY_GREY",
     "REFERENCE_COLORS", "REFERENCE_DASHES", "BOUND_STYLE", "LIMIT_MARKS", "style_for",
     "ordered_colours", "colours_for", "value_title", "SeriesStyles",
     "_order",  # where a value goes in a legend: STACKS' order (tests/test_stacks.py reads it)

@@ -25,11 +25,11 @@ from sqlitelab.report.plots.marks import (CORNERS, PlainLogFormatter, _bar_limit
 from sqlitelab.report.plots.style import (KEY_GREY, LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
                                           STACK_STYLES, _order, colours_for, value_title)
 
-def _bar_styles(sers: list, reference_series: str | None) -> dict:
+def _bar_styles(sers: list, reference_series: str | None, column: str | None = None) -> dict:
     """Face colour (and a stack's gid) of each series of bars: a stack's own, an article's grey,
-    else a shade of ORDERED."""
+    else a shade of the ramp of `column` (colours_for)."""
     out = {s: {"color": c["color"], **({"gid": c["gid"]} if "gid" in c else {})}
-           for s, c in colours_for([s for s in sers if s != reference_series]).items()}
+           for s, c in colours_for([s for s in sers if s != reference_series], column).items()}
     if reference_series in sers:
         out[reference_series] = {"color": REFERENCE_COLORS[1]}
     return out
@@ -62,9 +62,9 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
               percent: bool = False, own_scales: bool = False, ceilings: dict[str, float] | None = None,
               zeros_in_note: bool = False):
     """Grouped bars (mean over repeats) on a linear axis from zero (a bar's length is its value:
-    never on a log axis), a stack's own colour when the series are stacks, else shades of
-    ORDERED; hatched where `hatch_col` is true (generator-bound); a bar of zero says "0".
-    `category`: a column, or several (their values in plain words, joined). `horizontal` puts
+    never on a log axis), a stack's own colour when the series are stacks, else shades of its
+    column's ramp (colours_for); hatched where `hatch_col` is true (generator-bound); a bar of
+    zero says "0". `category`: a column, or several (their values in plain words, joined). `horizontal` puts
     the categories on the y axis, for long lists of labels. The series named `reference_series`
     (an article's own numbers) comes first, in grey. `ref_lines`: reference values, drawn over the
     bars and named in the right margin (vertical bars) or in the legend (horizontal, its value
@@ -83,7 +83,7 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         category = "_category"
     cats = list(dict.fromkeys(df[category]))
     sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _order(v)))
-    styles = _bar_styles(sers, reference_series)
+    styles = _bar_styles(sers, reference_series, series)
     spare = 0
     if own_scales:
         fig, axes, key = new_panels(1, len(cats), caption=caption)
@@ -354,7 +354,7 @@ def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         category = "_category"
     cats = list(dict.fromkeys(df[category]))
     sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _order(v)))
-    styles = colours_for([s for s in sers if s != reference_series])
+    styles = colours_for([s for s in sers if s != reference_series], series)
     if reference_series in sers:
         styles[reference_series] = {"color": REFERENCE_COLORS[0], "marker": "x", "markerfacecolor": REFERENCE_COLORS[0]}
     row_in = max(0.42, 0.12 * len(sers))  # room for every series' dot, a marker apart
@@ -387,6 +387,11 @@ def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(PlainLogFormatter())
         ax.xaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+        lo, hi = ax.get_xlim()
+        if hi < 10 * lo:  # within a decade: ticks at round numbers inside it, each labelled
+            ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(xlabel)
     plain_numbers(ax)
     if ref_lines or ceilings:  # the x axis reaches every line, then each is named above the plot

@@ -159,6 +159,7 @@ def hidden_series(fig) -> list[str]:
     for ax in fig.axes:
         labelled = {t.get_text() for t in ax.texts if t.get_gid() == DIRECT_LABEL}
         for names, head in coincidence_notes(ax):
+            # any note naming them: the label's looser tolerance may see a longer stretch
             if not any(t.startswith("one line") and all(textwrap.shorten(n, 44) in t for n in names)
                        for t in labelled):
                 found.append(f"{' and '.join(names)} drawn on one line ({head.rstrip(':')}) with no direct label")

@@ -24,11 +24,11 @@ def _merged(g: pd.DataFrame) -> HdrHistogram | None:
 def latency_ecdf(df: pd.DataFrame, series: str, title: str, panels: str | None = None,
                  caption: str | None = None):
     """The share of requests answered within x ms (log x), one curve per value of `series` (a
-    stack's colour, else shades of ORDERED in order), in one panel per value of `panels`; each
-    curve's request count in the legend. Merged over every level and repeat of its rows."""
+    stack's colour, else shades of its column's ramp in order), in one panel per value of
+    `panels`; each curve's request count in the legend. Merged over every level and repeat of its rows."""
     pvals = panel_values(df, panels)
     fig, axes, key = panel_grid(len(pvals), caption, title)
-    styles = colours_for(df[series].unique())
+    styles = colours_for(df[series].unique(), series)
     handles = {}
     for ax, pv in zip(axes, pvals):
         part = df if pv is None else df[df[panels] == pv]

@@ -229,13 +229,25 @@ def coincident_runs(ax, tolerance_px: float = 2.0) -> list[tuple[list, float, fl
     return runs
 
 
+def _x_words(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.3g}"
+
+
 def coincidence_notes(ax, tolerance_px: float = 2.0) -> list[tuple[list[str], str]]:
-    """The notes label_coincident writes, as (the series' names, the note's first line): "one
-    line:" over series that coincide over their whole length, "one line from 8 to 64:" over two
-    that coincide over part of it."""
+    """What label_coincident writes, as (the series' names, their heading): "one line:" over
+    series that coincide over their whole length, "one line from 8 to 64:" over those that
+    coincide over part of it (pairs over the same stretch that share a line: one group)."""
     notes = [([ln.get_label().lstrip("_") for ln in g], "one line:") for g in coincident_groups(ax, tolerance_px)]
-    notes += [([ln.get_label().lstrip("_") for ln in pair], f"one line from {x0:,.3g} to {x1:,.3g}:")
-              for pair, x0, x1 in coincident_runs(ax, tolerance_px)]
+    stretches: list[tuple[list, float, float]] = []
+    for pair, x0, x1 in coincident_runs(ax, tolerance_px):
+        for group in stretches:
+            if (group[1], group[2]) == (x0, x1) and set(pair) & set(group[0]):
+                group[0].extend(ln for ln in pair if ln not in group[0])
+                break
+        else:
+            stretches.append((list(pair), x0, x1))
+    notes += [([ln.get_label().lstrip("_") for ln in lines], f"one line from {_x_words(x0)} to {_x_words(x1)}:")
+              for lines, x0, x1 in stretches]
     return notes
 
 
@@ -248,14 +260,23 @@ CORNERS = [{"position": (x, y), "ha": ha, "va": va}
 def label_coincident(ax) -> None:
     """Name series that coincide over their whole length or part of it (coincidence_notes, a
     pixel more generous than the figure check's, so that a later layout cannot leave one
-    unnamed), one name a line under "one line:" or "one line from 8 to 64:", in the first
-    corner of the panel where the note covers no data and no other words (place_clear), so that
+    unnamed), one name a line under "one line:" or "one line from 8 to 64:", in one note in the
+    first corner of the panel where it covers no data and no other words (place_clear), so that
     none is hidden unannounced under another."""
-    for names, head in coincidence_notes(ax, tolerance_px=3.0):
-        note = ax.text(0, 0, head + "\n" + "\n".join(textwrap.shorten(n, 44) for n in names),
-                       transform=ax.transAxes, fontsize=6.5, color="#333333", gid=DIRECT_LABEL, zorder=7,
-                       in_layout=False, linespacing=1.1)
-        place_clear(ax, note, CORNERS)
+    notes = coincidence_notes(ax, tolerance_px=3.0)
+    if not notes:
+        return
+    whole = [set(names) for names, head in notes if head == "one line:"]
+    sections = []
+    for names, head in notes:
+        if head != "one line:" and any(g <= set(names) for g in whole):  # a line joins a group over a stretch
+            head = head.replace("one line from", "with them from")
+            names = [n for n in names if not any(n in g for g in whole if g <= set(names))]
+        sections.append(head + "\n" + "\n".join(textwrap.shorten(n, 44) for n in names))
+    note = ax.text(0, 0, "\n".join(sorted(sections, key=lambda t: not t.startswith("one line:"))),
+                   transform=ax.transAxes, fontsize=6.5, color="#333333", gid=DIRECT_LABEL, zorder=7,
+                   in_layout=False, linespacing=1.1)
+    place_clear(ax, note, CORNERS)
 
 
 def plain_numbers(*axes) -> None:

@@ -3,8 +3,9 @@
 - **colour and marker: a stack** — its stack.toml's `color` and `marker` (STACK_STYLES). No other
   series takes a stack's colour; the figure check (sqlitelab.report.plots.check) refuses one that does.
 - **shades of one violet, light to dark: the values of a figure's one other variable**, in their
-  order (ORDERED: rows per transaction, link delay, deferred then immediate...) — a variable
-  that is not the stack. The load generators of the calibration figure are greys, each its own
+  order (ORDERED: link delay, deferred then immediate, the buffer's methods...) — a variable
+  that is not the stack; **shades of brown: rows per transaction** (RAMPS), which 04 draws
+  beside its methods' violet. The load generators of the calibration figure are greys, each its own
   marker (GENERATOR_STYLES).
 - **a solid line: measured here.** **Dashed grey with × markers: the article's own numbers or another
   reference** (REFERENCE_COLORS, REFERENCE_DASHES; reference loads and objectives as grey dashed
@@ -42,6 +43,9 @@ GENERATOR_STYLES: dict[str, dict] = {
 # buffer methods, transaction modes...): shades of one violet, light to dark in the values'
 # natural order (ordered_colours picks as many as a figure needs, spread over the ramp).
 ORDERED = ["#C5BDE6", "#A093D1", "#7D6BBB", "#5C48A3", "#3F2C85", "#271866"]
+# A variable with a ramp of its own, so that a shade means one thing in a notebook: rows per
+# transaction in browns (04 draws it beside its methods, which take the violet).
+RAMPS = {"rows_per_txn": ["#E6D2B5", "#CDAA7D", "#A98054", "#855F34", "#5E421F", "#3B2912"]}
 # A spare colour for an extra stack whose stack.toml declares none (never a category's).
 CATEGORY_COLORS = ["#999933", "#56B4E9", "#882255", "#44AA99", "#E69F00", "#777777"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
@@ -90,14 +94,15 @@ CEILING_STRETCH = 2.5  # a limit above this many times a chart's highest data is
 KEY_GREY = "#555555"  # legend entries that stand for a mark whatever its colour (hollow: Postgres)
 
 
-def ordered_colours(n: int) -> list[str]:
-    """`n` shades of ORDERED, light to dark, spread over the ramp (two: its ends' neighbours)."""
+def ordered_colours(n: int, ramp: list[str] = ORDERED) -> list[str]:
+    """`n` shades of `ramp` (ORDERED's violet unless told), light to dark, spread over it (two:
+    its ends' neighbours)."""
     if n <= 0:
         return []
     if n == 1:
-        return [ORDERED[3]]
-    idx = [round(1 + i * (len(ORDERED) - 2) / (n - 1)) if n <= len(ORDERED) - 1 else i for i in range(n)]
-    return [ORDERED[min(i, len(ORDERED) - 1)] for i in idx]
+        return [ramp[3]]
+    idx = [round(1 + i * (len(ramp) - 2) / (n - 1)) if n <= len(ramp) - 1 else i for i in range(n)]
+    return [ramp[min(i, len(ramp) - 1)] for i in idx]
 
 
 STACK_GID = "stack:"  # the gid prefix of every artist drawn for a stack (stack_gid)
@@ -151,12 +156,13 @@ def _known_style(value) -> dict | None:
     return None
 
 
-def colours_for(values) -> dict:
+def colours_for(values, column: str | None = None) -> dict:
     """Colour and marker of each value: a stack's or a generator's own, anything else a shade of
-    ORDERED in the natural order of the values given (light to dark)."""
+    the ramp of the `column` they are values of (RAMPS; ORDERED's violet for any other) in the
+    natural order of the values given (light to dark)."""
     values = sorted(dict.fromkeys(values), key=_order)
     out, others = {}, [v for v in values if _known_style(v) is None]
-    shades = ordered_colours(len(others))
+    shades = ordered_colours(len(others), RAMPS.get(column, ORDERED))
     for v in values:
         if (s := _known_style(v)) is None:
             i = others.index(v)
@@ -213,7 +219,7 @@ class SeriesStyles:
                                     key=lambda t: [_order(v) for v in t])
         self.databases = sorted({str(d) for d in frame["database"].dropna()}, key=lambda d: d != "sqlite") \
             if "database" in self.series else []
-        singles = colours_for([t[0] for t in self.colour_values])
+        singles = colours_for([t[0] for t in self.colour_values], column=colour[0])
         self._colour = {t: singles[t[0]] for t in self.colour_values}
 
     def _part(self, key, cols) -> tuple:
