@@ -100,7 +100,7 @@ def test_estimate_keeps_experiments_apart_and_headline_picks_the_article():
     dau = capacity_notebook.dau_table(est, capacity_notebook.reference_loads(), studies(), per_user=[1, 35])
     assert len(dau) == len(h) + len(capacity_notebook.reference_loads())
     text = capacity_notebook.capacity_findings(est, studies())
-    assert text.count("\n") == len(h) - 1 and "800 req/s within the SLO" in text
+    assert text.count("\n") == len(h) - 1 and "800 req/s within the latency objective" in text
 
 
 def test_estimate_of_nothing_says_so():

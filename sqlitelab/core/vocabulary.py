@@ -28,7 +28,7 @@ TUNED_VARIANT = "lab"
 METHOD_TITLES = {"article": "the author's method", "tuned": "the lab's tuned writer"}
 VARIANT_TITLES = {"as_published": "as published", "one_connection": "one connection",
                   "sync_normal": "synchronous= NORMAL", "no_ckpt_on_close": "no checkpoint on close",
-                  "page_size_8192": "8 KiB pages", "py311_gc": "closed by the GC", "no_logging": "no logging"}
+                  "page_size_8192": "8 KiB pages", "py311_gc": "closed when Python frees it", "no_logging": "no logging"}
 
 # Each operation of sqlitelab.infra.operations (its OPERATIONS: tests/test_operations.py holds the
 # two to the same ids) in plain words, for figures, tables and experiment titles.

@@ -233,7 +233,7 @@ def capacity_findings(cap: pd.DataFrame, studies: dict[str, ModuleType], request
         cut = 1 - r.slo_rps / r.peak_rps
         bound = f" ({r.slo_limit}: at least this)" if r.slo_lower_bound else ""
         lines.append(f"- **{r.server} · {r.scenario}** ({r.profile}, {r.notebook}): "
-                     f"{r.slo_rps:,.0f} req/s within the SLO{bound} vs a peak of {r.peak_rps:,.0f} "
+                     f"{r.slo_rps:,.0f} req/s within the latency objective{bound} vs a peak of {r.peak_rps:,.0f} "
                      f"({cut:.0%} lower) → {r.slo_dau:,.0f} DAU at {requests_per_user:g} requests "
                      f"each, {r.slo_active_users:,.0f} active users at one request per "
                      f"{seconds_between_requests:g} s.")

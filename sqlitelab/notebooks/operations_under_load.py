@@ -94,7 +94,7 @@ STORES: str | None = "points"
 
 READING: dict[str, str] = {
     "hockey-stick":
-        "Follow each stack's line to where it leaves the SLO line: below it the server keeps up "
+        "Follow each stack's line to where it leaves the objective's line: below it the server keeps up "
         "with what arrives and p99 is its own service time; past the knee requests queue, and "
         "p99 (from their due time) climbs by orders of magnitude for a small step in load (a rate "
         "whose window left requests unsent, the table's backlog, fell behind even below the line).",
@@ -212,7 +212,7 @@ def timeline(run_id: str, path=None) -> pd.DataFrame:
 
 def cost_table(points: pd.DataFrame, seconds: pd.DataFrame) -> pd.DataFrame:
     """Per stack and operation: how long it took, and the users' p99 in the seconds before it
-    against the worst second while it ran (and the second after), errors, late sends and the
+    against the worst second while it ran (and the second after), errors, late requests and the
     backlog while it ran, the WAL's peak, and the audit."""
     rows = []
     if points.empty or "operation" not in points or seconds.empty:
@@ -278,7 +278,7 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
         lines.append(f"- {r.server} · **{r.operation}**: {r.op_seconds:.2f} s at {r.rate:,.0f} req/s offered; "
                      f"{before}, worst second while it ran "
                      f"{during}{cost_x}; {r.errors_during} errors and {r.late_during} "
-                     f"late sends then; backlog at the close {r.backlog}; audit "
+                     f"late requests then; backlog at the close {r.backlog}; audit "
                      f"{'ok' if r.audit_ok else 'FAILED'}.")
     ranked = cost.dropna(subset=["p99_cost_x"]).sort_values("p99_cost_x", ascending=False)
     if len(ranked):

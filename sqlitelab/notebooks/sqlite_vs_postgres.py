@@ -322,9 +322,9 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
                      + " was higher for every workload and stack measured.")
     slo = ratios[ratios["postgres_slo_rps"] > ratios["sqlite_slo_rps"]]
     if len(slo):
-        lines.append("- **Where Postgres had more capacity at the SLO** (p99 within it and no errors): " + "; ".join(
+        lines.append("- **Where Postgres had more capacity at the latency objective** (p99 within it and no errors): " + "; ".join(
             f"{r.server} on {r.scenario} ({r.postgres_slo_rps:,.0f} vs {r.sqlite_slo_rps:,.0f} req/s"
-            + (": SQLite's levels all had errors or a p99 over the SLO" if r.sqlite_slo_rps == 0 else "") + ")"
+            + (": SQLite's levels all had errors or a p99 over the objective" if r.sqlite_slo_rps == 0 else "") + ")"
             for r in slo.itertuples()) + ".")
     faster = ratios[ratios["p99_ratio"] > 1]
     if len(faster):

@@ -10,7 +10,7 @@ from hdrh.histogram import HdrHistogram
 from matplotlib.lines import Line2D
 
 from sqlitelab.report.plots.figure import finish_legend, panel_grid, panel_title, panel_values
-from sqlitelab.report.plots.marks import PlainLogFormatter, label_coincident
+from sqlitelab.report.plots.marks import PlainLogFormatter, label_coincident, note_clear
 from sqlitelab.report.plots.style import MEASURED, _order, colours_for, value_title
 
 
@@ -52,6 +52,9 @@ def latency_ecdf(df: pd.DataFrame, series: str, title: str, panels: str | None =
         ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=0))
         if pv is not None:
             panel_title(ax, panels, pv)
+            absent = [v for v in sorted(df[series].unique(), key=_order) if v not in set(part[series])]
+            if absent:  # the legend names it: said where it is not, not left to look hidden
+                note_clear(ax, "not run here:\n" + "\n".join(value_title(series, v) for v in absent))
         label_coincident(ax)
     axes[0].set_ylabel("requests answered within x")
     legend = [Line2D([], [], color=styles[v]["color"], linestyle=MEASURED, linewidth=1.6,

@@ -20,7 +20,7 @@ from sqlitelab.core import config
 from sqlitelab.report.plots.check import TICK_GAP_PT, check
 from sqlitelab.report.plots.legends import (ClippedLegendError, _extra_handles, _legend, clipped_legends,
                                             fit_legends, panel_legend)
-from sqlitelab.report.plots.marks import overlaps
+from sqlitelab.report.plots.marks import overlaps, settle_notes
 from sqlitelab.report.plots.style import _order, value_title
 from sqlitelab.infra.servers import profile_knobs, profile_title
 
@@ -190,11 +190,13 @@ def _thin(axis, renderer, gap: float) -> bool:
 
 
 def lay_out(fig):
-    """What save_figure does to a figure before checking it: legends fitted to the canvas and
-    numbers on an axis thinned where they would touch. Returns `fig` (tests check what a saved
-    figure would be: plots.problems(lay_out(fig)))."""
+    """What save_figure does to a figure before checking it: legends fitted to the canvas,
+    numbers on an axis thinned where they would touch, and notes on hidden series placed where
+    they are clear. Returns `fig` (tests check what a saved figure would be:
+    plots.problems(lay_out(fig)))."""
     fit_legends(fig)
     thin_tick_labels(fig)
+    settle_notes(fig)
     return fig
 
 

@@ -166,6 +166,7 @@ def draw_ceilings(axes, ceilings, ref_lines: dict[str, float] | None = None) -> 
 
 
 DIRECT_LABEL = "direct-label"  # the gid of a label naming series drawn on one line
+PANEL_NOTE = "panel-note"  # the gid of a note on a panel placed clear of its data (a series not in it)
 
 
 def series_lines(ax) -> list:
@@ -198,12 +199,20 @@ def coincident_groups(ax, tolerance_px: float = 2.0) -> list[list]:
     return [g for g in groups if len(g) > 1]
 
 
+MIN_STRETCH = 0.05  # a stretch of one line under another narrower than this share of its panel is not said
+
+
+def _screen_width(ax, x0: float, x1: float) -> float:
+    return abs(ax.transData.transform([[x1, 1]])[0, 0] - ax.transData.transform([[x0, 1]])[0, 0])
+
+
 def coincident_runs(ax, tolerance_px: float = 2.0) -> list[tuple[list, float, float]]:
     """Pairs of series lines drawn on one another over part of their length: two or more
     consecutive x values both were measured at, at each y within `tolerance_px` on screen (the
-    segment between them hidden), as (the two lines, the run's first x, its last x). Lines that
-    cross between two x values are not on one another; lines that coincide over their whole
-    length are coincident_groups'."""
+    segment between them hidden), over at least MIN_STRETCH of the panel's width (a distribution's
+    curves touch for a few pixels where they converge), as (the two lines, the run's first x,
+    its last x). Lines that cross between two x values are not on one another; lines that
+    coincide over their whole length are coincident_groups'."""
     whole = {frozenset(g) for g in coincident_groups(ax, tolerance_px)}
     lines = series_lines(ax)
     screen = {}
@@ -223,8 +232,9 @@ def coincident_runs(ax, tolerance_px: float = 2.0) -> list[tuple[list, float, fl
                 if hit and start is None:
                     start = k
                 elif not hit and start is not None:
-                    if k - start >= 2:
-                        runs.append(([a, b], shared[start], shared[k - 1]))
+                    x0, x1 = shared[start], shared[k - 1]
+                    if k - start >= 2 and _screen_width(ax, x0, x1) >= MIN_STRETCH * ax.bbox.width:
+                        runs.append(([a, b], x0, x1))
                     start = None
     return runs
 
@@ -251,10 +261,13 @@ def coincidence_notes(ax, tolerance_px: float = 2.0) -> list[tuple[list[str], st
     return notes
 
 
-# Where a note goes in a panel, in the order tried (place_clear): its corners, then its sides
+# Where a note goes in a panel, in the order tried (place_clear): its corners, then its sides,
+# then (INSIDE) anywhere on a grid over the panel, top rows first
 CORNERS = [{"position": (x, y), "ha": ha, "va": va}
            for (x, ha) in ((0.02, "left"), (0.98, "right")) for (y, va) in ((0.97, "top"), (0.03, "bottom"))] + \
           [{"position": (x, 0.5), "ha": ha, "va": "center"} for (x, ha) in ((0.02, "left"), (0.98, "right"))]
+INSIDE = [{"position": (x, y), "ha": "center", "va": "center"}
+          for y in (0.85, 0.7, 0.55, 0.4, 0.25) for x in (0.3, 0.5, 0.7)]
 
 
 def label_coincident(ax) -> None:
@@ -276,7 +289,26 @@ def label_coincident(ax) -> None:
     note = ax.text(0, 0, "\n".join(sorted(sections, key=lambda t: not t.startswith("one line:"))),
                    transform=ax.transAxes, fontsize=6.5, color="#333333", gid=DIRECT_LABEL, zorder=7,
                    in_layout=False, linespacing=1.1)
-    place_clear(ax, note, CORNERS)
+    place_clear(ax, note, CORNERS + INSIDE)
+
+
+def settle_notes(fig) -> None:
+    """label_coincident's and note_clear's notes placed again once the figure is laid out (the
+    panels at their final size, a note's text not scaled with them): each stays where it is
+    clear, else moves to the first clear spot (place_clear)."""
+    for ax in fig.axes:
+        for text in ax.texts:
+            if text.get_gid() == PANEL_NOTE or (text.get_gid() == DIRECT_LABEL
+                                                and text.get_text().startswith("one line")):
+                place_clear(ax, text, CORNERS + INSIDE)
+
+
+def note_clear(ax, words: str) -> None:
+    """A note on a panel (PANEL_NOTE) where it covers no data and no other words: a corner, a
+    side, or inside (placed again once the figure is laid out, settle_notes)."""
+    note = ax.text(0, 0, words, transform=ax.transAxes, fontsize=6.5, color="#333333", gid=PANEL_NOTE,
+                   zorder=7, in_layout=False, linespacing=1.1)
+    place_clear(ax, note, CORNERS + INSIDE)
 
 
 def plain_numbers(*axes) -> None:
