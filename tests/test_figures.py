@@ -738,3 +738,15 @@ def test_rows_per_transaction_have_a_ramp_of_their_own_and_every_other_variable_
     assert not set(plots.RAMPS["rows_per_txn"]) & set(plots.ORDERED)
     styles = plots.SeriesStyles(pd.DataFrame({"rows_per_txn": [10, 25]}), ["rows_per_txn"])
     assert styles((10,))["color"] in plots.RAMPS["rows_per_txn"]
+
+
+def test_a_panel_says_which_series_of_the_legend_it_does_not_hold():
+    """02's latency distribution: Rails 8 makes every transaction immediate, so its panel has no
+    deferred curve, while the legend names both: the panel says so, where no curve is."""
+    df = points(stacks=["ruby-puma", "go-nethttp"], profiles=["rails71", "rails8"], levels=[1, 2])
+    slower = df[(df.server == "go-nethttp") & (df.profile == "rails71")].assign(server="ruby-puma", txn_mode="deferred")
+    df = pd.concat([df[df.server == "ruby-puma"].assign(txn_mode="immediate"), slower])
+    fig = plots.lay_out(plots.latency_ecdf(df, "txn_mode", panels="profile", title="t", caption="c"))
+    notes = {ax.get_title(loc="left"): [t.get_text() for t in ax.texts] for ax in fig.axes if ax.get_title(loc="left")}
+    assert notes == {"Rails 7.1 defaults": [], "Rails 8 defaults": ["not run here:\ndeferred transactions"]}, notes
+    assert plots.problems(fig) == []
