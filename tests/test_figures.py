@@ -750,3 +750,14 @@ def test_a_panel_says_which_series_of_the_legend_it_does_not_hold():
     notes = {ax.get_title(loc="left"): [t.get_text() for t in ax.texts] for ax in fig.axes if ax.get_title(loc="left")}
     assert notes == {"Rails 7.1 defaults": [], "Rails 8 defaults": ["not run here:\ndeferred transactions"]}, notes
     assert plots.problems(fig) == []
+
+
+def test_an_axis_label_longer_than_its_side_is_wrapped_and_one_cut_is_refused():
+    """01's "writes/s, counted as the article counted them" ran off the top of a short chart."""
+    plots.use_style()
+    fig, ax = plt.subplots(figsize=(6, 2.6))
+    ax.plot([1, 2, 3], [1, 2, 3], color="#444444")
+    ax.set_ylabel("writes per second, counted exactly as the article counted them")
+    assert any("runs off the canvas" in p for p in plots.problems(fig))
+    plots.lay_out(fig)
+    assert "\n" in ax.get_ylabel() and plots.problems(fig) == []

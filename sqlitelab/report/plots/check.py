@@ -237,10 +237,23 @@ def wide_titles(fig) -> list[str]:
             if b.x0 < canvas.x0 - 0.5 or b.x1 > canvas.x1 + 0.5]
 
 
+def cut_axis_labels(fig) -> list[str]:
+    """Axis labels longer than the canvas holds (cut at its edge in the saved file)."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    canvas = fig.bbox
+    labels = [lab for ax in fig.axes if ax.axison for lab in (ax.xaxis.label, ax.yaxis.label)
+              if lab.get_visible() and lab.get_text()]
+    return [f"axis label {lab.get_text()!r} runs off the canvas" for lab in labels
+            if not canvas.padded(0.5).contains(*lab.get_window_extent(renderer).min)
+            or not canvas.padded(0.5).contains(*lab.get_window_extent(renderer).max)]
+
+
 def problems(fig, studies=()) -> list[str]:
     """Every breach of the vocabulary in `fig`, one line each (`studies`: the notebooks it shows)."""
     return (stack_colours(fig) + internal_words(fig, studies) + plain_words(fig) + bars_on_log_axes(fig)
-            + hidden_series(fig) + overlapping_texts(fig) + text_on_data(fig) + wide_titles(fig))
+            + hidden_series(fig) + overlapping_texts(fig) + text_on_data(fig) + wide_titles(fig)
+            + cut_axis_labels(fig))
 
 
 def check(fig, name: str, studies=()) -> None:
