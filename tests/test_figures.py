@@ -761,3 +761,14 @@ def test_an_axis_label_longer_than_its_side_is_wrapped_and_one_cut_is_refused():
     assert any("runs off the canvas" in p for p in plots.problems(fig))
     plots.lay_out(fig)
     assert "\n" in ax.get_ylabel() and plots.problems(fig) == []
+
+
+def test_a_stretch_of_one_line_under_another_is_said_in_the_axis_own_numbers():
+    """03's write share: a stretch from 0.5 to 1 on an axis printed as 50 % to 100 %."""
+    fig = plots.line_chart(pd.DataFrame([{"server": s, "write_share": x, "rps": y}
+                                         for s, ys in (("go-nethttp", [900, 500, 300]), ("python-fastapi", [600, 500, 300]))
+                                         for x, y in zip([0.0, 0.5, 1.0], ys)]),
+                           x="write_share", y="rps", series=["server"], xpercent=True, title="t", xlabel="share",
+                           ylabel="requests/s", caption="c")
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_text().startswith("one line")]
+    assert notes and notes[0].startswith("one line from 50% to 100%:"), notes

@@ -190,7 +190,7 @@ def _thin(axis, renderer, gap: float) -> bool:
 
 
 def lay_out(fig):
-    """What save_figure does to a figure before checking it: axis labels longer than their side
+    """What save_figure does to a figure before checking it: y axis labels taller than their axes
     wrapped, legends fitted to the canvas, numbers on an axis thinned where they would touch,
     and notes on hidden series placed where they are clear. Returns `fig` (tests check what a
     saved figure would be: plots.problems(lay_out(fig)))."""
@@ -202,20 +202,19 @@ def lay_out(fig):
 
 
 def wrap_axis_labels(fig) -> None:
-    """An axis label longer than its axes' side (01's "writes/s, counted as the article counted
-    them" beside a short panel) in lines that fit it (three at most), broken between words
-    (check.cut_axis_labels refuses one still cut at the canvas's edge)."""
+    """A y axis label taller than its axes (01's "writes/s, counted as the article counted them"
+    beside a short chart) in two lines, broken between words (check.cut_axis_labels refuses any
+    axis label still cut at the canvas's edge; an x label overhangs its panel's width freely)."""
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
         if not ax.axison:
             continue
-        side = ax.get_window_extent(renderer)
-        for label, room in ((ax.xaxis.label, side.width), (ax.yaxis.label, side.height)):
-            text = label.get_text()
-            if text and "\n" not in text and max(label.get_window_extent(renderer).size) > room:
-                fits = int(room / (0.6 * label.get_fontsize() * fig.dpi / 72))  # characters of a line
-                label.set_text(textwrap.fill(text, max(fits, len(text) // 3 + 1), break_long_words=False))
+        label, room = ax.yaxis.label, ax.get_window_extent(renderer).height
+        text = label.get_text()
+        if text and "\n" not in text and label.get_window_extent(renderer).height > room:
+            fits = int(room / (0.6 * label.get_fontsize() * fig.dpi / 72))  # characters of a line
+            label.set_text(textwrap.fill(text, max(fits, len(text) // 2 + 1), break_long_words=False))
 
 
 def reading(notebook: ModuleType | str, name: str) -> str | None:

@@ -284,10 +284,9 @@ def timeline_chart(sec: pd.DataFrame, title: str, caption: str | None = None, va
     else:  # counts and sizes from zero (a row of zeros is not drawn around -0.05..0.05)
         _from_zero(axes, 0, also=[1.0] if value == "errors_late" else [])
         plain_numbers(*axes)
+    fig.supylabel(TIMELINE_VALUES[value], fontsize=9)  # one label for the whole column of panels
     for i, ax in enumerate(axes):
         label_coincident(ax)
-        if i % ncols == 0 and i // ncols == nrows // 2:
-            ax.set_ylabel(TIMELINE_VALUES[value], fontsize=8)
         if i + ncols >= len(axes):
             ax.set_xlabel("seconds from the operation's start")
             ax.tick_params(labelbottom=True)

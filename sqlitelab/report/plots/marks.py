@@ -239,8 +239,15 @@ def coincident_runs(ax, tolerance_px: float = 2.0) -> list[tuple[list, float, fl
     return runs
 
 
-def _x_words(x: float) -> str:
-    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.3g}"
+def _x_words(ax, x: float) -> str:
+    """An x value as its axis prints it (a share as "50%"), else as a plain number."""
+    try:
+        words = str(ax.xaxis.get_major_formatter()(x)).strip()
+    except (TypeError, ValueError, IndexError):
+        words = ""
+    if not words or "$" in words:  # a log axis's unlabelled value, or mathtext
+        return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.3g}"
+    return words
 
 
 def coincidence_notes(ax, tolerance_px: float = 2.0) -> list[tuple[list[str], str]]:
@@ -256,7 +263,7 @@ def coincidence_notes(ax, tolerance_px: float = 2.0) -> list[tuple[list[str], st
                 break
         else:
             stretches.append((list(pair), x0, x1))
-    notes += [([ln.get_label().lstrip("_") for ln in lines], f"one line from {_x_words(x0)} to {_x_words(x1)}:")
+    notes += [([ln.get_label().lstrip("_") for ln in lines], f"one line from {_x_words(ax, x0)} to {_x_words(ax, x1)}:")
               for lines, x0, x1 in stretches]
     return notes
 
