@@ -647,29 +647,6 @@ def test_a_latency_ecdf_under_a_decade_keeps_its_numbers_plain_and_apart(tmp_pat
     assert shown and not any("mathdefault" in t for t in shown), shown
 
 
-def test_panels_keep_their_room_beside_a_legend_too_wide_for_one_row():
-    """05's traffic per endpoint, each on its own scale, from a quick run whose one hatched bar
-    adds the generator's legend entry: five columns of legend left the panels no width (matplotlib
-    collapsed them, and the panel titles were printed over each other); the legend takes fewer
-    columns instead."""
-    rows = [("article: Go, M1 (8 cores)", s, v, False) for s, v in
-            (("hello", 8.0), ("user-read", 192.0), ("user-page", 8000.0), ("user-update", 72.0))]
-    rows += [(stack, s, v * scale, stack == "rust-axum" and s == "hello")
-             for stack, scale in (("go-nethttp", 1.0), ("python-fastapi", 0.16), ("ruby-puma", 0.34),
-                                  ("rust-axum", 1.25))
-             for s, v in (("hello", 0.84), ("user-read", 8.3), ("user-page", 2397.0), ("user-update", 4.1))]
-    bars = pd.DataFrame(rows, columns=["server", "scenario", "mbit_s", "generator_influenced"]).assign(
-        generator_bound=False)
-    fig = plots.bar_chart(bars, category="scenario", value="mbit_s", series="server", own_scales=True,
-                          reference_series="article: Go, M1 (8 cores)", ylabel="Mbit/s",
-                          title="Traffic served, each endpoint on its own scale",
-                          caption="2 cores (AMD EPYC), 23.5 GiB · server on CPU 0, the lab's Go load generator "
-                                  "on CPU 1 · Shared cache, as the Go article opens it and Shared cache, one connection per core")
-    assert plots.problems(plots.lay_out(fig)) == []
-    panels = [ax for ax in fig.axes if ax.has_data()]
-    assert len(panels) == 4 and all(ax.get_position().width > 0.1 for ax in panels)
-
-
 def test_rows_of_zeros_are_named_in_a_note_where_no_bar_is():
     """02's deferred-vs-immediate: the stacks and profiles with no 'database is locked' at all
     get no rows of "0"s but one note, in a corner no bar reaches; a stack none of whose profiles

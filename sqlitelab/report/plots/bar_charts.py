@@ -17,8 +17,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from sqlitelab.report.analysis import flagged
-from sqlitelab.report.plots.figure import _titled, new_figure, new_panels
-from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends, panel_legend
+from sqlitelab.report.plots.figure import _titled, new_figure
+from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends
 from sqlitelab.report.plots.marks import (CORNERS, PlainLogFormatter, _bar_limit, _limit_patches,
                                           _ref_line_labels, draw_ceilings, mark_limits, place_clear,
                                           plain_numbers)
@@ -59,7 +59,7 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
               ylabel: str, caption: str | None = None, ref_lines: dict[str, float] | None = None,
               hatch_col: str | None = "generator_bound", horizontal: bool = False,
               reference_series: str | None = None, ref_format: str = "{:,.0f}/s",
-              percent: bool = False, own_scales: bool = False, ceilings: dict[str, float] | None = None,
+              percent: bool = False, ceilings: dict[str, float] | None = None,
               zeros_in_note: bool = False):
     """Grouped bars (mean over repeats) on a linear axis from zero (a bar's length is its value:
     never on a log axis), a stack's own colour when the series are stacks, else shades of its
@@ -68,15 +68,15 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     the categories on the y axis, for long lists of labels. The series named `reference_series`
     (an article's own numbers) comes first, in grey. `ref_lines`: reference values, drawn over the
     bars and named in the right margin (vertical bars) or in the legend (horizontal, its value
-    written by `ref_format`). `percent`: the values are shares (0–1), drawn as %. `own_scales`:
-    one panel per category, each on its own scale (values that span decades). `ceilings`: the
+    written by `ref_format`). `percent`: the values are shares (0–1), drawn as % (values that span
+    decades are dot_chart's, on a log axis). `ceilings`: the
     machine's own limits (analysis.machine_limits), dotted like ref_lines' dashes (draw_ceilings;
     vertical bars on one axis). `zeros_in_note`: the categories that are zero in every series get
     no row of "0"s but are named in a note where no bar is (zero_note; horizontal bars, one axis)."""
-    if ceilings and (horizontal or own_scales):
-        raise ValueError("ceilings are drawn on vertical bars on one axis (not horizontal, not own_scales)")
-    if zeros_in_note and not (horizontal and not own_scales):
-        raise ValueError("zeros_in_note names the zero rows of horizontal bars on one axis")
+    if ceilings and horizontal:
+        raise ValueError("ceilings are drawn on vertical bars (not horizontal)")
+    if zeros_in_note and not horizontal:
+        raise ValueError("zeros_in_note names the zero rows of horizontal bars")
     df, note = _zero_rows(df, category, value, series) if zeros_in_note else (df, None)
     if not isinstance(category, str):
         df = df.assign(_category=_labels(df, list(category)))
@@ -84,19 +84,13 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     cats = list(dict.fromkeys(df[category]))
     sers = sorted(df[series].unique(), key=lambda v: (v != reference_series, _order(v)))
     styles = _bar_styles(sers, reference_series, series)
-    spare = 0
-    if own_scales:
-        fig, axes, key = new_panels(1, len(cats), caption=caption)
-        _titled(fig, title)
-        groups = [(ax, [c]) for ax, c in zip(axes, cats)]
-    else:
-        # horizontal: the figure grows with its categories, 0.275 in each (a pair of bars and the
-        # "0" beside each apart; 0.22 put a fifth stack's 15 rows' labels over each other)
-        # a note of zero rows gets rows of its own below the bars (NOTE_LINE_IN a line)
-        spare = math.ceil((note.count("\n") + 1) * NOTE_LINE_IN / 0.275) + 1 if note else 0
-        kw = {"figsize": (8, max(4.5, 1.2 + 0.275 * (len(cats) * max(1, len(sers) / 2) + spare)))} if horizontal else {}
-        fig, ax = new_figure(caption=caption, **kw)
-        axes, key, groups = [ax], None, [(ax, cats)]
+    # horizontal: the figure grows with its categories, 0.275 in each (a pair of bars and the
+    # "0" beside each apart; 0.22 put a fifth stack's 15 rows' labels over each other)
+    # a note of zero rows gets rows of its own below the bars (NOTE_LINE_IN a line)
+    spare = math.ceil((note.count("\n") + 1) * NOTE_LINE_IN / 0.275) + 1 if note else 0
+    kw = {"figsize": (8, max(4.5, 1.2 + 0.275 * (len(cats) * max(1, len(sers) / 2) + spare)))} if horizontal else {}
+    fig, ax = new_figure(caption=caption, **kw)
+    axes, groups = [ax], [(ax, cats)]
     width = 0.8 / max(len(sers), 1)
     for ax, shown in groups:
         for i, s in enumerate(sers):
@@ -120,10 +114,6 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
             ax.set_ylim(len(shown) - 0.5 + spare / max(1, len(sers) / 2), -0.5)  # top down, the note's rows last
             ax.set_xlabel(ylabel)
             ax.set_xlim(left=0)
-        elif own_scales:  # the panel's one category is its title
-            ax.set_xticks([])
-            ax.set_title(textwrap.fill(value_title(category, shown[0]), 22), fontsize=9)
-            ax.set_ylim(bottom=0)
         else:
             ax.set_xticks(range(len(shown)))
             ax.set_xticklabels([_fill(value_title(category, c), _wrap_at(fig, len(shown))) for c in shown])
@@ -144,12 +134,9 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         draw_ceilings(axes, ceilings, ref_lines)
     handles += _limit_patches({_bar_limit(df[(df[category] == c) & (df[series] == s)], hatch_col)
                                for c in cats for s in sers})
-    if key is not None:
-        panel_legend(key, handles, ncols=min(len(handles), 5))
-    else:
-        axes[0].set_title(title)
-        # below the axes: bars fill the plot area
-        _legend_below(axes[0], handles, ncols=3 if horizontal else min(len(handles), 5))
+    axes[0].set_title(title)
+    # below the axes: bars fill the plot area
+    _legend_below(axes[0], handles, ncols=3 if horizontal else min(len(handles), 5))
     return _noted(fit_legends(fig), axes[0], note)
 
 
