@@ -62,17 +62,17 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
               percent: bool = False, ceilings: dict[str, float] | None = None,
               zeros_in_note: bool = False):
     """Grouped bars (mean over repeats) on a linear axis from zero (a bar's length is its value:
-    never on a log axis), a stack's own colour when the series are stacks, else shades of its
-    column's ramp (colours_for); hatched where `hatch_col` is true (generator-bound); a bar of
-    zero says "0". `category`: a column, or several (their values in plain words, joined). `horizontal` puts
-    the categories on the y axis, for long lists of labels. The series named `reference_series`
-    (an article's own numbers) comes first, in grey. `ref_lines`: reference values, drawn over the
-    bars and named in the right margin (vertical bars) or in the legend (horizontal, its value
-    written by `ref_format`). `percent`: the values are shares (0–1), drawn as % (values that span
-    decades are dot_chart's, on a log axis). `ceilings`: the
-    machine's own limits (analysis.machine_limits), dotted like ref_lines' dashes (draw_ceilings;
-    vertical bars on one axis). `zeros_in_note`: the categories that are zero in every series get
-    no row of "0"s but are named in a note where no bar is (zero_note; horizontal bars, one axis)."""
+    never on a log axis; values that span decades are dot_chart's), a stack's own colour when the
+    series are stacks, else shades of its column's ramp (colours_for); hatched where `hatch_col`
+    is true (generator-bound); a bar of zero says "0". `category`: a column, or several (their
+    values in plain words, joined). `horizontal` puts the categories on the y axis, for long
+    lists of labels. The series named `reference_series` (an article's own numbers) comes first,
+    in grey. `ref_lines`: reference values, drawn over the bars and named in the right margin
+    (vertical bars) or in the legend (horizontal, its value written by `ref_format`). `percent`:
+    the values are shares (0–1), drawn as %. `ceilings`: the machine's own limits
+    (analysis.machine_limits), dotted like ref_lines' dashes (draw_ceilings; vertical bars).
+    `zeros_in_note`: the categories that are zero in every series get no row of "0"s but are
+    named in a note where no bar is (zero_note; horizontal bars)."""
     if ceilings and horizontal:
         raise ValueError("ceilings are drawn on vertical bars (not horizontal)")
     if zeros_in_note and not horizontal:

@@ -242,11 +242,10 @@ def cut_axis_labels(fig) -> list[str]:
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     canvas = fig.bbox
-    labels = [lab for ax in fig.axes if ax.axison for lab in (ax.xaxis.label, ax.yaxis.label)
-              if lab.get_visible() and lab.get_text()]
-    return [f"axis label {lab.get_text()!r} runs off the canvas" for lab in labels
-            if not canvas.padded(0.5).contains(*lab.get_window_extent(renderer).min)
-            or not canvas.padded(0.5).contains(*lab.get_window_extent(renderer).max)]
+    boxes = [(lab.get_text(), lab.get_window_extent(renderer)) for ax in fig.axes if ax.axison
+             for lab in (ax.xaxis.label, ax.yaxis.label) if lab.get_visible() and lab.get_text()]
+    return [f"axis label {text!r} runs off the canvas" for text, b in boxes
+            if b.x0 < canvas.x0 - 0.5 or b.x1 > canvas.x1 + 0.5 or b.y0 < canvas.y0 - 0.5 or b.y1 > canvas.y1 + 0.5]
 
 
 def problems(fig, studies=()) -> list[str]:

@@ -280,9 +280,9 @@ INSIDE = [{"position": (x, y), "ha": "center", "va": "center"}
 def label_coincident(ax) -> None:
     """Name series that coincide over their whole length or part of it (coincidence_notes, a
     pixel more generous than the figure check's, so that a later layout cannot leave one
-    unnamed), one name a line under "one line:" or "one line from 8 to 64:", in one note in the
-    first corner of the panel where it covers no data and no other words (place_clear), so that
-    none is hidden unannounced under another."""
+    unnamed), one name a line under "one line:" or "one line from 8 to 64:", in one note where
+    it covers no data and no other words (note_clear), so that none is hidden unannounced under
+    another."""
     notes = coincidence_notes(ax, tolerance_px=3.0)
     if not notes:
         return
@@ -293,16 +293,13 @@ def label_coincident(ax) -> None:
             head = head.replace("one line from", "with them from")
             names = [n for n in names if not any(n in g for g in whole if g <= set(names))]
         sections.append(head + "\n" + "\n".join(textwrap.shorten(n, 44) for n in names))
-    note = ax.text(0, 0, "\n".join(sorted(sections, key=lambda t: not t.startswith("one line:"))),
-                   transform=ax.transAxes, fontsize=6.5, color="#333333", gid=DIRECT_LABEL, zorder=7,
-                   in_layout=False, linespacing=1.1)
-    place_clear(ax, note, CORNERS + INSIDE)
+    note_clear(ax, "\n".join(sorted(sections, key=lambda t: not t.startswith("one line:"))), gid=DIRECT_LABEL)
 
 
 def settle_notes(fig) -> None:
     """label_coincident's and note_clear's notes placed again once the figure is laid out (the
-    panels at their final size, a note's text not scaled with them): each stays where it is
-    clear, else moves to the first clear spot (place_clear)."""
+    panels at their final size, a note's text not scaled with them), each at the first spot
+    where it is clear, as when it was first placed (place_clear)."""
     for ax in fig.axes:
         for text in ax.texts:
             if text.get_gid() == PANEL_NOTE or (text.get_gid() == DIRECT_LABEL
@@ -310,10 +307,10 @@ def settle_notes(fig) -> None:
                 place_clear(ax, text, CORNERS + INSIDE)
 
 
-def note_clear(ax, words: str) -> None:
-    """A note on a panel (PANEL_NOTE) where it covers no data and no other words: a corner, a
-    side, or inside (placed again once the figure is laid out, settle_notes)."""
-    note = ax.text(0, 0, words, transform=ax.transAxes, fontsize=6.5, color="#333333", gid=PANEL_NOTE,
+def note_clear(ax, words: str, gid: str = PANEL_NOTE) -> None:
+    """A note on a panel where it covers no data and no other words: a corner, a side, or
+    inside (CORNERS, INSIDE; placed again once the figure is laid out, settle_notes)."""
+    note = ax.text(0, 0, words, transform=ax.transAxes, fontsize=6.5, color="#333333", gid=gid,
                    zorder=7, in_layout=False, linespacing=1.1)
     place_clear(ax, note, CORNERS + INSIDE)
 
