@@ -199,13 +199,12 @@ def operation_specs(*, notebook: str, steady: pd.DataFrame, operations: list[str
 
 
 def timeline(run_id: str, path=None) -> pd.DataFrame:
-    """The `seconds` rows of a notebook run's operation sweeps, with the second relative to the
-    operation's start (`since_op_s`) and the WAL in MiB."""
+    """The `seconds` rows of a notebook run's operation sweeps, with the WAL in MiB (the chart,
+    plots.timeline_chart, counts each second from its operation's start)."""
     sec = results.load_table("seconds", run_id, path)
     if sec.empty:
         return sec
     sec = sec[sec["operation"].notna()].copy()
-    sec["since_op_s"] = sec["second"] - sec["operation_started_s"]
     sec["wal_mib"] = sec["wal_bytes"] / 2**20
     return sec.sort_values(["server", "operation", "second"]).reset_index(drop=True)
 
