@@ -116,15 +116,36 @@ def _titled(fig, title: str) -> None:
                  fontweight=plt.rcParams["axes.titleweight"])
 
 
-def _freeze_layout(fig) -> None:
-    """Keep the layout just made (rounded to a millionth of the figure) for every file written:
-    constrained layout solved again for each format differs in the last bits between runs of
-    a figure of several rows, and the SVG's clip-path ids hash those bits."""
-    if fig.get_layout_engine() is None:
-        return
-    for ax in fig.axes:
-        ax.set_position([round(float(v), 6) for v in ax.get_position().bounds])
+LAYOUT_ROUNDS = 12  # solves of the layout at most before it is kept
+
+
+def _freeze_layout(fig):
+    """Solve the layout for the figure as it now is until it stops moving (each solve starts from
+    the panels' last sizes: their tick labels move with them), and keep it, rounded to a
+    millionth of the figure, for the checks and every file written: constrained layout solved
+    again for each format differs in the last bits between runs of a figure of several rows, and
+    the SVG's clip-path ids hash those bits; and each check draws the figure, which no longer
+    solves it. Returns what undoes it (a refused figure is laid out again when saved again)."""
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return lambda: None
+    was = [(ax, ax.get_in_layout()) for ax in fig.axes]  # set_position takes a panel out of it
+
+    def thaw():
+        for ax, inside in was:
+            ax.set_in_layout(inside)
+        fig.set_layout_engine(engine)
+    laid = None
+    for _ in range(LAYOUT_ROUNDS):
+        fig.draw_without_rendering()
+        now = [[round(float(v), 6) for v in ax.get_position().bounds] for ax in fig.axes]
+        if now == laid:
+            break
+        laid = now
+    for ax, bounds in zip(fig.axes, laid):
+        ax.set_position(bounds)
     fig.set_layout_engine("none")
+    return thaw
 
 
 # a tick label that is a number: plain, or matplotlib's mathtext for a log axis (6×10⁻¹)
@@ -249,11 +270,15 @@ def save_figure(fig, name: str, notebook: ModuleType | str | None = None, figure
     fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
     try:  # laid out at the PNG's resolution: text does not scale quite linearly with it
         lay_out(fig)
-        clipped = clipped_legends(fig)
-        if clipped:
-            raise ClippedLegendError(f"figure {name!r}: " + "; ".join(clipped))
-        check(fig, name, shown)
-        _freeze_layout(fig)
+        thaw = _freeze_layout(fig)
+        try:
+            clipped = clipped_legends(fig)
+            if clipped:
+                raise ClippedLegendError(f"figure {name!r}: " + "; ".join(clipped))
+            check(fig, name, shown)
+        except Exception:  # refused: laid out again when it is changed and saved again
+            thaw()
+            raise
     finally:
         fig.set_dpi(dpi)
     notebook = notebook or os.environ.get("LAB_NOTEBOOK") or "misc"

@@ -85,7 +85,7 @@ def _legends(fig) -> list:
 
 def clipped_legends(fig, tolerance_px: float = 1.0) -> list[str]:
     """The legends of `fig` whose drawn extent is not inside the figure's canvas."""
-    fig.canvas.draw()
+    fig.draw_without_rendering()
     fb = fig.bbox
     out = []
     for lg in _legends(fig):
@@ -106,7 +106,7 @@ def fit_legends(fig):
     for _ in range(20):
         with warnings.catch_warnings(record=True) as said:  # a legend too wide squeezes the axes
             warnings.simplefilter("always")
-            fig.canvas.draw()
+            fig.draw_without_rendering()
         collapsed = any("constrained_layout not applied" in str(w.message) for w in said)
         renderer = fig.canvas.get_renderer()
         moved = False
