@@ -15,7 +15,7 @@ from sqlitelab.notebooks import studies
 from sqlitelab import browse, compare as command
 from sqlitelab.core import results
 from sqlitelab.experiments import noise
-from sqlitelab.report import compare, plots, reference_run
+from sqlitelab.report import compare, plots, reference_tables
 
 MACHINE = "2 cores (test), 1 GiB"
 
@@ -116,7 +116,7 @@ def test_what_cannot_be_compared_is_refused_in_one_line(tmp_path, capsys, a, b, 
 def test_a_run_against_the_committed_reference_run_aligns_its_points(tmp_path):
     """The reference run's 03 against a run holding the same points (read back from the export):
     every point aligned, each ratio 1."""
-    ref = reference_run.load()["points"]
+    ref = reference_tables.load()["points"]
     ref03 = ref[ref["notebook"] == "03-read-write-mix"]
     db = tmp_path / "results.db"
     keep = ["run_id", "server", "profile", "scenario", "database", "users", "rate", "repeat", "rps",

@@ -3,7 +3,7 @@ block equals what `python -m sqlitelab.readme` writes, and a number typed over f
 import pytest
 
 from sqlitelab import notebooks, readme
-from sqlitelab.report import reference_run, summaries
+from sqlitelab.report import reference_tables, summaries
 from sqlitelab import notebooks
 
 
@@ -35,7 +35,7 @@ def test_a_readme_without_its_block_is_refused(tmp_path):
 
 
 def test_every_article_has_its_row_from_the_reference_run():
-    x = reference_run.load()
+    x = reference_tables.load()
     rows = 0
     for s in notebooks.studies().values():
         if hasattr(s, "summary"):

@@ -3,7 +3,7 @@ histograms, the same files from the same rows, read back with the columns the la
 import pytest
 
 from sqlitelab.core import results
-from sqlitelab.report import publish, reference_run
+from sqlitelab.report import publish, reference_run, reference_tables
 from test_publish import NOTEBOOK, _executed
 
 RUNS = ("20261125T100000Z-05-single-machine-aaaa", "20261125T110000Z-05-single-machine-bbbb")
@@ -41,7 +41,7 @@ def test_the_export_holds_the_runs_rows_and_reads_back(tmp_path):
     about = (out / "README.md").read_text()
     assert RUNS[1] in about and "| `points.csv` | 8 |" in about
     assert "the CSV files of `data/reference-run/`" in (out / "reports" / f"{NOTEBOOK}.md").read_text()
-    x = reference_run.load(out)
+    x = reference_tables.load(out)
     assert x["manifest"]["runs"][0]["run_id"] == RUNS[1]
     pts = x["points"]
     assert len(pts) == 4 and set(pts["headline"]) == {1}  # the replaced points stay in the CSV only
@@ -55,7 +55,7 @@ def test_nothing_to_export_or_load_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(ValueError, match="make seed"):
         reference_run.export([], tmp_path / "export")
     with pytest.raises(FileNotFoundError, match="no reference run"):
-        reference_run.load(tmp_path / "nothing")
+        reference_tables.load(tmp_path / "nothing")
     assert reference_run.main(["--scale", "seed", "--runs-dir", str(tmp_path / "none"),
                                "--db", str(tmp_path / "none.db"), "--out", str(tmp_path / "x")]) == 2
     assert "make seed" in capsys.readouterr().err

@@ -32,7 +32,7 @@ from sqlitelab.core import machine, results
 from sqlitelab.core.vocabulary import NOISE_STACK
 from sqlitelab.infra import servers
 from sqlitelab.load import scenarios
-from sqlitelab.report import reference_run
+from sqlitelab.report import reference_tables
 
 KEYS = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
 # metric: +1 when higher is better (throughput), -1 when lower is (latency)
@@ -88,7 +88,7 @@ def side(ref: str, path=None, reference_dir=None) -> Side:
     kind, _, rest = ref.partition(":")
     if kind == "reference":
         try:
-            ref_run = reference_run.load(reference_dir)
+            ref_run = reference_tables.load(reference_dir)
         except FileNotFoundError as e:
             raise CompareError(str(e)) from None
         pts = ref_run["points"]

@@ -2,7 +2,7 @@
 data/results.db into a folder of CSV files that the repository keeps (data/reference-run/), with
 the method tables and the reports of those runs beside them. The README's result tables are
 generated from it (sqlitelab.readme), and anyone can re-analyse it with the lab's own
-functions: `load(dir)["points"]` has the columns of `results.load_points`.
+functions: `reference_tables.load(dir)["points"]` has the columns of `results.load_points`.
 
     python -m sqlitelab.report.reference_run --scale seed      # export (then: python -m sqlitelab.readme)
 
@@ -22,12 +22,10 @@ from pathlib import Path
 import pandas as pd
 
 from sqlitelab.core import config, schema
-from sqlitelab.report import publish
+from sqlitelab.report import publish, reference_tables
 
-REFERENCE_DIR = config.REFERENCE_RUN_DIR
-# The tables exported, each filtered to the exported notebook runs; the columns left out
-# (encoded histograms: binary, and every percentile they give is stored beside them).
-TABLES = ("runs", "points", "buffer_points", "buffer_slow_sync", "ceilings", "crosschecks")
+# The columns left out of the tables exported (reference_tables.TABLES): encoded histograms
+# (binary, and every percentile they give is stored beside them).
 LEFT_OUT = {"points": ("histogram",)}
 # The order rows are written in (so that a re-export of the same rows is the same file).
 ORDER = ("notebook", "notebook_run", "run_id", "experiment", "server", "profile", "scenario", "database",
@@ -53,7 +51,7 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
     `reports/` and `manifest.json` (what was exported, from which runs). Refuses no runs."""
     if not runs:
         raise ValueError("no finished run to export: run `make seed` (or `make run`) first")
-    out = Path(out_dir or REFERENCE_DIR)
+    out = Path(out_dir or reference_tables.REFERENCE_DIR)
     db = Path(db or config.RESULTS_DB)
     runs_dir = Path(runs_dir or config.RUNS_DIR)
     ids = [r.run_id for r in runs]
@@ -63,7 +61,7 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
     written: dict[str, Path] = {}
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        for table in TABLES:
+        for table in reference_tables.TABLES:
             df = _rows(con, table, ids)
             path = out / f"{table}.csv"
             if df.empty:
@@ -108,31 +106,9 @@ def describe(manifest: dict) -> str:
               "| `reports/` | | each notebook run as a page without code (`index.md`) |", "",
               "Every column is described in `sqlitelab/core/schema.py` (and in `make browse`); the points "
               "leave out the encoded histograms. Read it back "
-              "with the lab's own functions: `sqlitelab.report.reference_run.load()` gives each table as a "
+              "with the lab's own functions: `sqlitelab.report.reference_tables.load()` gives each table as a "
               "DataFrame, `points` with the columns of `results.load_points` (headline points only).", ""]
     return "\n".join(lines)
-
-
-def load(export_dir: Path | None = None) -> dict[str, pd.DataFrame]:
-    """The exported tables by name, and `manifest` (a dict). `points` carries its run's `started`,
-    as results.load_points gives it, and only the headline points (those no generator replaced)."""
-    d = Path(export_dir or REFERENCE_DIR)
-    if not (d / "manifest.json").exists():
-        raise FileNotFoundError(f"no reference run in {d} (no manifest.json): export one with "
-                                f"`python -m sqlitelab.report.reference_run --scale seed`")
-    out: dict = {"manifest": json.loads((d / "manifest.json").read_text())}
-    for table in TABLES:
-        path = d / f"{table}.csv"
-        # .copy(): one block per dtype, not one per column as read_csv leaves a wide file
-        out[table] = pd.read_csv(path, low_memory=False).copy() if path.exists() else pd.DataFrame()
-    pts = out["points"]
-    if len(pts):
-        started = out["runs"].groupby("run_id")["started"].min()
-        pts = pts.assign(started=pts["run_id"].map(started))
-        if "headline" in pts:
-            pts = pts[pts["headline"].fillna(1).astype(int) == 1].reset_index(drop=True)
-        out["points"] = pts.copy()
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Export the newest run of each notebook as the committed reference run.")
     ap.add_argument("--scale", choices=["quick", "seed"], default="seed")
     ap.add_argument("--only", nargs="*", help="notebook name prefixes (default: every notebook with a finished run)")
-    ap.add_argument("--out", type=Path, default=None, help=f"default: {REFERENCE_DIR}")
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {reference_tables.REFERENCE_DIR}")
     ap.add_argument("--db", type=Path, default=None)
     ap.add_argument("--runs-dir", type=Path, default=None)
     args = ap.parse_args(argv)

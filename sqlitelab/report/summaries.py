@@ -14,7 +14,7 @@ import pandas as pd
 
 from sqlitelab.report import analysis
 
-Tables = dict  # reference_run.load(): table name -> DataFrame
+Tables = dict  # reference_tables.load(): table name -> DataFrame
 NOT_IN_RUN = "not in the reference run"
 
 
