@@ -1,6 +1,7 @@
 """The README's generated tables, never typed: the reference run's, from its committed export
-(sqlitelab.report.reference_run, read back by reference_tables), between BEGIN and END; and the notebooks', from each
-notebook's module (its QUESTION and README_FIGURE), between NOTEBOOKS_BEGIN and NOTEBOOKS_END.
+(written by sqlitelab.report.reference_run, read by reference_tables), between BEGIN and END;
+and the notebooks', from each notebook's module (its QUESTION and README_FIGURE), between
+NOTEBOOKS_BEGIN and NOTEBOOKS_END.
 
     python -m sqlitelab.readme            # rewrite both blocks
     python -m sqlitelab.readme --check    # exit 1 when README.md and what writes them disagree

@@ -90,54 +90,50 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     spare = math.ceil((note.count("\n") + 1) * NOTE_LINE_IN / 0.275) + 1 if note else 0
     kw = {"figsize": (8, max(4.5, 1.2 + 0.275 * (len(cats) * max(1, len(sers) / 2) + spare)))} if horizontal else {}
     fig, ax = new_figure(caption=caption, **kw)
-    axes, groups = [ax], [(ax, cats)]
     width = 0.8 / max(len(sers), 1)
-    for ax, shown in groups:
-        for i, s in enumerate(sers):
-            g = df[df[series] == s]
-            vals = [g[g[category] == c][value].mean() for c in shown]
-            flags = [_bar_limit(g[g[category] == c], hatch_col) for c in shown]
-            pos = np.arange(len(shown)) + (i - (len(sers) - 1) / 2) * width
-            bars = (ax.barh(pos, vals, width, **styles[s]) if horizontal else ax.bar(pos, vals, width, **styles[s]))
-            for b, flag, v in zip(bars, flags, vals):
-                if flag:
-                    b.set_hatch(LIMIT_MARKS[flag]["hatch"])
-                    b.set_edgecolor("white")
-                if v == 0:  # a zero, not a missing bar
-                    xy = (0, b.get_y() + b.get_height() / 2) if horizontal else (b.get_x() + b.get_width() / 2, 0)
-                    ax.annotate("0", xy, xytext=(3, 0) if horizontal else (0, 2), textcoords="offset points",
-                                ha="left" if horizontal else "center", va="center" if horizontal else "bottom",
-                                fontsize=7, color="#333333")
-        if horizontal:
-            ax.set_yticks(range(len(shown)))
-            ax.set_yticklabels([value_title(category, c) for c in shown], fontsize=8)
-            ax.set_ylim(len(shown) - 0.5 + spare / max(1, len(sers) / 2), -0.5)  # top down, the note's rows last
-            ax.set_xlabel(ylabel)
-            ax.set_xlim(left=0)
-        else:
-            ax.set_xticks(range(len(shown)))
-            ax.set_xticklabels([_fill(value_title(category, c), _wrap_at(fig, len(shown))) for c in shown])
-            ax.set_ylim(bottom=0)
-        axis = ax.xaxis if horizontal else ax.yaxis
-        if percent:
-            axis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
-    if not horizontal:
-        axes[0].set_ylabel(ylabel)
-    plain_numbers(*axes)
+    for i, s in enumerate(sers):
+        g = df[df[series] == s]
+        vals = [g[g[category] == c][value].mean() for c in cats]
+        flags = [_bar_limit(g[g[category] == c], hatch_col) for c in cats]
+        pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
+        bars = (ax.barh(pos, vals, width, **styles[s]) if horizontal else ax.bar(pos, vals, width, **styles[s]))
+        for b, flag, v in zip(bars, flags, vals):
+            if flag:
+                b.set_hatch(LIMIT_MARKS[flag]["hatch"])
+                b.set_edgecolor("white")
+            if v == 0:  # a zero, not a missing bar
+                xy = (0, b.get_y() + b.get_height() / 2) if horizontal else (b.get_x() + b.get_width() / 2, 0)
+                ax.annotate("0", xy, xytext=(3, 0) if horizontal else (0, 2), textcoords="offset points",
+                            ha="left" if horizontal else "center", va="center" if horizontal else "bottom",
+                            fontsize=7, color="#333333")
+    if horizontal:
+        ax.set_yticks(range(len(cats)))
+        ax.set_yticklabels([value_title(category, c) for c in cats], fontsize=8)
+        ax.set_ylim(len(cats) - 0.5 + spare / max(1, len(sers) / 2), -0.5)  # top down, the note's rows last
+        ax.set_xlabel(ylabel)
+        ax.set_xlim(left=0)
+    else:
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels([_fill(value_title(category, c), _wrap_at(fig, len(cats))) for c in cats])
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(ylabel)
+    if percent:
+        (ax.xaxis if horizontal else ax.yaxis).set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=None))
+    plain_numbers(ax)
     handles = [Patch(facecolor=styles[s]["color"], label=value_title(series, s)) for s in sers]
     if horizontal:  # labels of nearby vertical lines collide: name them in the legend
         for k, (label, v) in enumerate((ref_lines or {}).items()):
-            handles.append(axes[0].axvline(v, color="#555555", linewidth=1.2, zorder=4,
-                                           linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
-                                           label=f"{label}: {ref_format.format(v)}"))
+            handles.append(ax.axvline(v, color="#555555", linewidth=1.2, zorder=4,
+                                      linestyle=REFERENCE_DASHES[k % len(REFERENCE_DASHES)],
+                                      label=f"{label}: {ref_format.format(v)}"))
     elif ref_lines or ceilings:
-        draw_ceilings(axes, ceilings, ref_lines)
+        draw_ceilings([ax], ceilings, ref_lines)
     handles += _limit_patches({_bar_limit(df[(df[category] == c) & (df[series] == s)], hatch_col)
                                for c in cats for s in sers})
-    axes[0].set_title(title)
+    ax.set_title(title)
     # below the axes: bars fill the plot area
-    _legend_below(axes[0], handles, ncols=3 if horizontal else min(len(handles), 5))
-    return _noted(fit_legends(fig), axes[0], note)
+    _legend_below(ax, handles, ncols=3 if horizontal else min(len(handles), 5))
+    return _noted(fit_legends(fig), ax, note)
 
 
 def _noted(fig, ax, note: str | None):
