@@ -9,6 +9,13 @@
 
 require_relative "../../ruby-puma/app" # Lab::Config, Lab::Contract, Lab::Counter, Lab::SqlLog, Lab::Writer ...
 
+module Lab
+  # This process' LAB_* settings (read once, in the master), checked before Rails loads: a
+  # refused start is its one `lab:` line without the load.
+  def self.config = @config ||= Config.new(ENV)
+end
+Lab.config
+
 begin
   require "rails"
   require "active_record/railtie"
@@ -20,9 +27,6 @@ rescue LoadError => e
 end
 
 module Lab
-  # This process' LAB_* settings and database (read once, in the master, before Rails boots).
-  def self.config = @config ||= Config.new(ENV)
-
   # The raw-driver side of the database (ruby-puma's SqliteDatabase or PostgresDatabase): the
   # start-up check of its schema, its versions, which errors are a 503.
   def self.database
