@@ -143,12 +143,13 @@ calibrated: servers
 
 # The whole suite: the fast tier on FAST_WORKERS CPUs first (it needs nothing running); then the
 # contract and notebook tiers on as many workers (their tests check what servers answer and what a
-# notebook stores, not how fast: two at once only share the CPUs); then the harness tier in one
+# notebook stores, not how fast: two at once only share the CPUs; handed out one at a time, the
+# notebooks' first: tests/conftest.py); then the harness tier in one
 # process (it measures under load, its server and generator each on a CPU of their own). The 25
 # slowest of each named.
 test: setup oha ## run the whole test suite: fast, contract, notebook and harness tiers
 	$(PY) -m pytest -q -n $(FAST_WORKERS) -m "not contract and not harness and not notebook"
-	$(PY) -m pytest -q -n $(FAST_WORKERS) -m "(contract or notebook) and not harness" --durations=25
+	$(PY) -m pytest -q -n $(FAST_WORKERS) --maxschedchunk 1 -m "(contract or notebook) and not harness" --durations=25
 	$(PY) -m pytest -q -m harness --durations=25
 
 test-fast: setup ## the fast tier: no server, no load (tests/conftest.py keeps it so), on up to 4 CPUs
