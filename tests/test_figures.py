@@ -281,6 +281,24 @@ def test_reference_lines_are_named_clear_of_the_bars():
     assert len(lines) == 2 and all(line.get_zorder() > bar_z for line in lines)
 
 
+@pytest.mark.parametrize("rps", [1124.0, 1546.0])
+def test_a_capacity_chart_of_one_stack_keeps_its_workload_name_clear_of_the_reference_lines(rps, tmp_path):
+    """06 over one stack's one level (its notebook test's sweep): the workload's name, on its own
+    row, stays clear of the reference loads' lines below it whatever the top axis, the legend and
+    the caption take (at 1,546/s, a generator's ring in the legend, the top axis's label left
+    each row 0.1 in, and the name was printed over Twitter's line: the figure check refused it)."""
+    one = points(stacks=["go-nethttp"], profiles=["rails71"], levels=[1])
+    one = one[one["repeat"] == 1].assign(rps=rps, notebook="01-linear-writes", experiment=None,
+                                         generator_bound=True)  # its legend's fourth row
+    frame = capacity_notebook.chart_frame(capacity_notebook.estimate(one, slo_p99_ms=100), 100, studies())
+    refs = capacity_notebook.reference_loads()
+    fig = plots.capacity_chart(frame, title="Capacity at a latency objective vs the naive peak, in daily users",
+                               caption="2 cores, 23.5 GiB · quick scale · latency objective p99 ≤ 100 ms",
+                               ref_lines={r.name: r.rps for r in refs.itertuples()},
+                               users=capacity_notebook.users_axis(35, 4))
+    assert plots.save_figure(fig, "capacity", figures_dir=tmp_path)  # checked: no words over a line
+
+
 def test_capacity_is_one_block_of_rows_per_workload_on_one_axis_with_daily_users():
     """06's figure answers its question: one log axis, a block per workload (its name on a row
     with no data), a row per stack; daily users on the top axis and at each row's end, in the

@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from sqlitelab.report.analysis import flagged
-from sqlitelab.report.plots.figure import _titled, new_figure
+from sqlitelab.report.plots.figure import _titled, caption_room, new_figure
 from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends
 from sqlitelab.report.plots.marks import (CORNERS, PlainLogFormatter, _bar_limit, _limit_patches,
                                           _ref_line_labels, draw_ceilings, mark_limits, place_clear,
@@ -198,6 +198,7 @@ def _users(n: float) -> str:
 
 
 CAPACITY_ROW_IN = 0.22  # inches per stack's row of the capacity chart
+LINE_OVERHANG = 0.45  # rows a reference line reaches past a block's first and last stack
 
 
 def _dumbbell(ax, y: float, server: str, st: dict, peaks: pd.DataFrame, slos: pd.DataFrame,
@@ -265,7 +266,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
             tick_labels.append(value_title("server", server))
             ends.append((y, *_dumbbell(ax, y, server, styles[server], g[g["kind"] == peak_kind],
                                        g[g["kind"] == slo_kind], value)))
-        spans.append((first - 0.45, y + 0.45))
+        spans.append((first - LINE_OVERHANG, y + LINE_OVERHANG))
         y += 1
     values = frame[value][frame[value].fillna(0) > 0] if has else pd.Series(dtype=float)
     low, high = (float(values.min()), float(values.max())) if len(values) else (1.0, 10.0)
@@ -286,9 +287,9 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
     ax.set_ylim(n_rows - 0.5, -0.6)
     ax.grid(axis="y", visible=False)
     ax.tick_params(axis="y", length=0)
-    for yh, name in header_rows:  # a block's name on its own row, where no data and no line is drawn
-        ax.text(0.005, yh, name, transform=ax.get_yaxis_transform(), fontsize=8.5, fontweight="bold",
-                va="center", ha="left", color="#222222", gid="workload")
+    names = [ax.text(0.005, yh, name, transform=ax.get_yaxis_transform(), fontsize=8.5, fontweight="bold",
+                     va="center", ha="left", color="#222222", gid="workload")
+             for yh, name in header_rows]  # a block's name on its own row, where no data and no line is drawn
     if users and blocks:
         per_rps, assumption = users
         top = ax.secondary_xaxis("top", functions=(lambda r: r * per_rps, lambda u: u / per_rps))
@@ -315,7 +316,28 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
                               linestyle="none", label=peak_kind))
     handles += _extra_handles(ax)
     _legend_below(ax, handles, ncols=2)
-    return fit_legends(fig)
+    fit_legends(fig)
+    return _rows_clear_names(fig, ax, n_rows + 0.1, names, captioned=bool(caption))
+
+
+def _rows_clear_names(fig, ax, rows: float, names: list, captioned: bool):
+    """`fig` made taller where its rows are too short for a block's name, on its own row, to
+    stay clear of the reference lines LINE_OVERHANG of a row from it, with a quarter to spare:
+    the title, the top axis, the legend and the caption take their room first (a chart of one
+    stack kept 0.1 in a row, and its block's name met the line of a reference load below it).
+    `rows`: the axes' height in rows."""
+    for _ in range(3):
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        tallest = max((t.get_window_extent(renderer).height for t in names), default=0.0) / fig.dpi
+        short = rows * 1.25 * tallest / (2 * (1 - LINE_OVERHANG)) - ax.get_window_extent(renderer).height / fig.dpi
+        if short <= 0.005:
+            break
+        fig.set_figheight(fig.get_figheight() + short)
+        if captioned:
+            caption_room(fig)
+        fit_legends(fig)
+    return fig
 
 
 def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: str, title: str,

@@ -101,10 +101,15 @@ def finish_legend(fig, axes, key, handles, title, below=False):
 
 
 def set_caption(fig, text: str) -> None:
-    height = fig.get_figheight()
-    room = min(0.3, 0.5 / height)  # about half an inch for two lines of caption
-    fig.get_layout_engine().set(rect=(0, room, 1, 1 - room))
+    caption_room(fig)
     fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True)
+
+
+def caption_room(fig) -> None:
+    """The caption's room at the foot of the canvas, about half an inch for two lines, at the
+    figure's height now (a chart that makes its figure taller asks again)."""
+    room = min(0.3, 0.5 / fig.get_figheight())
+    fig.get_layout_engine().set(rect=(0, room, 1, 1 - room))
 
 
 def _titled(fig, title: str) -> None:
