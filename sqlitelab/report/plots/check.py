@@ -41,7 +41,7 @@ from sqlitelab.core import config
 from sqlitelab.infra.servers import STACKS, load_profiles
 from sqlitelab.load.scenarios import SCENARIOS
 from sqlitelab.report.plots.marks import (DIRECT_LABEL, coincidence_notes, data_under, drawn_data, overlaps,
-                                          words_in)
+                                          renderer_of, words_in)
 from sqlitelab.report.plots.style import STACK_GID, STACK_STYLES
 from sqlitelab.studies.declarations import experiment_patterns
 
@@ -181,8 +181,7 @@ def overlapping_texts(fig) -> list[str]:
     """Texts printed over each other: the tick labels of one axis (long category names side by
     side, or numbers closer than TICK_GAP_PT), the panels' titles, and the words drawn inside one
     panel (direct labels, notes)."""
-    fig.draw_without_rendering()  # every text where the saved file will put it
-    renderer = fig.canvas.get_renderer()
+    renderer = renderer_of(fig)  # every text where the saved file will put it
     gap = TICK_GAP_PT * fig.dpi / 72
     found = []
     for ax in fig.axes:
@@ -210,8 +209,7 @@ def plain_words(fig) -> list[str]:
 
 def text_on_data(fig) -> list[str]:
     """Notes, labels and legends a drawn series crosses, within the panel (marks.data_under)."""
-    fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()
+    renderer = renderer_of(fig)
     found = []
     for ax in fig.axes:
         if not ax.axison:
@@ -226,8 +224,7 @@ def text_on_data(fig) -> list[str]:
 
 def wide_titles(fig) -> list[str]:
     """Titles wider than the canvas (cut at its edge in the saved file)."""
-    fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()
+    renderer = renderer_of(fig)
     canvas = fig.bbox
     titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
     if fig._suptitle is not None:
@@ -239,8 +236,7 @@ def wide_titles(fig) -> list[str]:
 
 def cut_axis_labels(fig) -> list[str]:
     """Axis labels longer than the canvas holds (cut at its edge in the saved file)."""
-    fig.draw_without_rendering()
-    renderer = fig.canvas.get_renderer()
+    renderer = renderer_of(fig)
     canvas = fig.bbox
     boxes = [(lab.get_text(), lab.get_window_extent(renderer)) for ax in fig.axes if ax.axison
              for lab in (ax.xaxis.label, ax.yaxis.label) if lab.get_visible() and lab.get_text()]

@@ -9,7 +9,7 @@ import warnings
 from matplotlib.transforms import IdentityTransform
 from matplotlib.transforms import ScaledTranslation
 
-from sqlitelab.report.plots.marks import data_under, drawn_data
+from sqlitelab.report.plots.marks import data_under, drawn_data, renderer_of
 
 def panel_legend(key_ax, handles: list, ncols: int = 4, fontsize: float = 8):
     """The one legend of a figure of panels, centred in its own row (see new_panels)."""
@@ -85,7 +85,7 @@ def _legends(fig) -> list:
 
 def clipped_legends(fig, tolerance_px: float = 1.0) -> list[str]:
     """The legends of `fig` whose drawn extent is not inside the figure's canvas."""
-    fig.draw_without_rendering()
+    renderer_of(fig)
     fb = fig.bbox
     out = []
     for lg in _legends(fig):

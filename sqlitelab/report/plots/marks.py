@@ -378,6 +378,15 @@ def _segments_cross(box: Bbox, xy: np.ndarray) -> bool:
     return False
 
 
+def renderer_of(fig):
+    """The renderer of `fig` with every artist where the figure's last draw put it, drawn again
+    only when something changed since (`fig.stale`): the checks of a figure save_figure has laid
+    out for good read one draw between them instead of one each."""
+    if fig.stale:
+        fig.draw_without_rendering()
+    return fig.canvas.get_renderer()
+
+
 def overlaps(a, b, gap_px: float = 0.0) -> bool:
     """Two drawn boxes (display units) that overlap, or come closer than `gap_px` each way."""
     return (min(a.x1, b.x1) - max(a.x0, b.x0) > -gap_px
