@@ -249,6 +249,24 @@ def test_none_is_every_bundled_stack_in_their_order():
     assert servers.chosen(("rust-axum",)) == ["rust-axum"]
 
 
+def test_the_quick_scale_leaves_out_a_stack_that_says_so_unless_a_notebook_names_it(tmp_path, monkeypatch):
+    slow = [name for name in BUNDLED if not manifest(name).get("quick", True)]
+    every = servers.chosen(None)
+    assert servers.chosen(None, scale="quick") == [s for s in every if s not in slow]
+    assert servers.chosen(None, scale="seed") == every
+    for name in slow:  # named (01's article_server): kept, in its place
+        assert servers.chosen(None, scale="quick", named=[name]) == [s for s in every if s not in slow or s == name]
+    assert servers.chosen(["ruby-rails"], scale="quick") == ["ruby-rails"]  # a list is what it says
+    root = tmp_path / "servers"  # a new folder that says quick = false: out of quick, in seed
+    for name in BUNDLED:
+        stack_folder(root / name, (SERVERS / name / servers.MANIFEST).read_text())
+    text = (SERVERS / "go-nethttp" / "stack.toml").read_text().replace("order = 3", "order = 9")
+    stack_folder(root / "zig-zap", text.replace("\nmultiprocess =", "\nquick = false\nmultiprocess =", 1))
+    monkeypatch.setattr(servers, "STACKS", servers.bundled_stacks(root))
+    assert "zig-zap" in servers.chosen(None) and "zig-zap" not in servers.chosen(None, scale="quick")
+    assert servers.chosen(None, scale="quick", named=["zig-zap"])[-1] == "zig-zap"
+
+
 @pytest.mark.parametrize("value, says", [
     (["rust-axum", "cobol-cics"], "unknown servers ['cobol-cics']; known: "),
     ("rust-axum", "servers must be a non-empty list of stacks, not 'rust-axum'"),
@@ -299,6 +317,6 @@ def test_no_parameters_cell_lists_every_bundled_stack(path):
             assert not set(BUNDLED) <= named, \
                 f"{path.stem}: {ast.unparse(node)} types out every bundled stack; use None (servers.chosen)"
     if re.search(r"^servers = None\b", cell, re.M):
-        resolve = after.find("servers = stacks.chosen(servers)")
+        resolve = after.find("servers = stacks.chosen(servers")
         assert resolve != -1 and (after.find("params = ") == -1 or resolve < after.find("params = ")), \
             f"{path.stem}: the cell after the parameters resolves `servers` before `params`"
