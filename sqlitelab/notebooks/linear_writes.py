@@ -45,23 +45,27 @@ SCALES: dict[str, dict] = {
     # none and three with 0.5 s alternated (2026-11-27): a window's second second completed more
     # than its first in 2 of the 9 windows without warm-up and 3 of the 9 with it; the runs that
     # were slow were slow at every level (the machine's state, not the start).
-    # hey, the article's tool, runs at crosscheck_users: at quick one level, 4, where every stack
-    # peaks and ruby-puma stalls least (in the 01 runs stored on 2026-11-27 it stalled at 2 of
-    # its 6 points at 4 users, at 5 of 6 at 8), so that hey and the lab's generator mostly
-    # measure a steady server rather than two draws of a 5-10-s stall; at seed three, one per
-    # stretch of the curve (one user, the peak, the article's last level)
+    # hey, the article's tool, runs at crosscheck_users: at quick one level, 2, where neither Puma
+    # stack stalls (the quick run of 2026-11-28: ruby-rails answered what was in flight 8.3 s
+    # after its 2.5-s window at 4 users and hey counted 17 writes/s there; at 2 users, neither
+    # stack had anything in flight), so that hey and the lab's generator measure a steady server
+    # rather than two draws of a 5-10-s stall; at seed three, one per stretch of the curve (one
+    # user, the peak, the article's last level)
     # Both scales drive load with loadgen, a Go client as hey is: Locust set the pace at almost
     # every quick level of the compiled stacks (the quick run of 2026-11-26 at 3e90405: 23 of its
     # 24 points), each then measured again with loadgen, which was what the figures showed; at
     # seed the reference run (82710e9) spent 330 of its 1,078 s measuring 22 Locust-bound levels
     # again with loadgen (ruby-puma's four among them).
     # Puma's workers (worker_counts, beside the main run's puma_workers): the article's stack at
-    # each count × puma_threads, `beyond_repeats` runs per level of worker_levels. Quick: one
-    # worker and two (this machine gives the server one or two cores) at four levels, the
-    # article's 10 workers being the main run; seed adds four workers and every level.
+    # each count × puma_threads, `beyond_repeats` runs per level of worker_levels, at seed scale:
+    # one, two and four workers (this machine gives the server one or two cores) at every level,
+    # the article's 10 workers being the main run. Quick runs none: Rails' stalls (5 s and more)
+    # outlast its 2.5-s windows, so a quick point past the peak measures where a stall fell (the
+    # quick run of 2026-11-28, one worker: 22 writes/s at 4 users, 355 at 10), and the sweep took
+    # 46 s of its 208.
     "quick": {"levels": [1, 2, 4, 8, 10, 16], "duration": 2.5, "warmup": 0.0, "repeats": 1,
-              "beyond_repeats": 1, "crosscheck_users": [4], "ceiling_seconds": 2.0,
-              "generator": "loadgen", "worker_counts": [1, 2], "worker_levels": [1, 2, 4, 10]},
+              "beyond_repeats": 1, "crosscheck_users": [2], "ceiling_seconds": 2.0,
+              "generator": "loadgen", "worker_counts": [], "worker_levels": [1, 2, 4, 10]},
     "seed": {"levels": [1, 2, 4, 8, 10, 16, 32, 64], "duration": 10.0, "warmup": 0.0, "repeats": 3,
              "beyond_repeats": 1, "crosscheck_users": [1, 4, 16], "ceiling_seconds": 2.0,
              "generator": "loadgen", "worker_counts": [1, 2, 4],
