@@ -33,9 +33,11 @@ README_FIGURE = "busy-share"
 SCALES: dict[str, dict] = {
     # oha, the article's tool, runs at the article's levels (crosscheck_users) at seed; not at
     # quick, whose loadgen is calibrated against wrk at set-up (the cross-check's 12 points
-    # would put the notebook over its budget). Quick's levels: the article's two and 16, where
-    # every profile that hands SQLITE_BUSY to its client shows it; 1-s windows.
-    "quick": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 1.0, "warmup": 0.3,
+    # would put the notebook over its budget). Quick's levels: the article's 3 and 16, where
+    # every profile that hands SQLITE_BUSY to its client shows it (one user meets no other
+    # writer's lock: its share is 0 by construction; the article's own runs keep it), in 1-s
+    # windows (02's quick runs of 2026-11-28 with 1 among them took 137-149 s).
+    "quick": {"levels": [3, 16], "article_levels": [1, 3], "duration": 1.0, "warmup": 0.3,
               "repeats": 1, "crosscheck_users": None},
     "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 0.0,
              "repeats": 1, "crosscheck_users": [1, 3]},
@@ -43,7 +45,7 @@ SCALES: dict[str, dict] = {
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget).
-BUDGET_SECONDS: dict[str, float] = {"quick": 135, "seed": 480}
+BUDGET_SECONDS: dict[str, float] = {"quick": 140, "seed": 480}
 
 SERVER_SPLIT: int | None = None
 

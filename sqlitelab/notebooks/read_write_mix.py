@@ -42,10 +42,11 @@ SCALES: dict[str, dict] = {
     # at every quick level of Go, Rust and Ruby (the quick run of 2026-11-26 at 3e90405), each then
     # measured again with loadgen. A 0.3-s warm-up, as the other quick notebooks': 0.5 s put it at
     # 150 s and over (2026-11-26). The sweeps beyond the article (shares, paths) take the same
-    # window. wrk's cross-check counts whole seconds after a warm-up of at least one: 1 s of it is
+    # window; quick's shares are none, half and all writes, the article's 10 % being the main
+    # sweep's 32-user point (03's quick run of 2026-11-28 took 147 s with four shares). wrk's cross-check counts whole seconds after a warm-up of at least one: 1 s of it is
     # the least.
     "quick": {"levels": [8, 32, 128], "requests": None, "duration": 1.5, "warmup": 0.3, "repeats": 1,
-              "fine_levels": [], "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 32,
+              "fine_levels": [], "write_shares": [0.0, 0.5, 1.0], "share_users": 32,
               "paths_users": 64, "beyond_requests": None, "crosscheck_users": 32,
               "crosscheck_seconds": 1.0, "ceiling_seconds": 1.0, "generator": "loadgen"},
     "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "duration": None, "warmup": 0.0,
