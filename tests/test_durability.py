@@ -36,7 +36,8 @@ WRITE_PATHS = ("pool", "writer", "batch")  # every stack accepts each with LAB_P
 PROFILE = "rails71"                         # WAL, synchronous=normal
 KILL_AFTER = (50, 200, 500)                 # one round per value: SIGKILL after that many 201s
 WRITERS = 8
-ROUND_SECONDS = 15.0                        # a round's burst never runs longer
+ROUND_SECONDS = 6.0                         # a round's burst never runs longer (the Puma stacks' GVL-held
+                                            # busy_timeout stalls reach it: killed mid-stall, as a crash may)
 LOSSY = Path(__file__).resolve().parent / "stacks" / "lossy-python"
 PAYLOAD = json.dumps({"payload": "durable? " * 8}).encode()
 
