@@ -136,10 +136,12 @@ def pytest_collection_modifyitems(items):
         seconds = TIMEOUTS.get(tier(item))
         if seconds and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(seconds))
-    # The notebooks' tests first (the longest, 3-48 s each), in their order: the Makefile hands
-    # its workers one test at a time (--maxschedchunk 1), so the short ones fill in at the end
-    # and no worker waits through the last notebook run alone.
-    items.sort(key=lambda item: item.get_closest_marker("notebook") is None)
+    # The notebooks' tests first (the longest, 3-48 s each), then the harness tests that share
+    # the CPUs (5-20 s), in their order: the Makefile hands its workers one test at a time
+    # (--maxschedchunk 1), so the short ones fill in at the end and no worker waits through the
+    # last notebook run alone.
+    items.sort(key=lambda item: (item.get_closest_marker("notebook") is None,
+                                 item.get_closest_marker("shares_cpus") is None))
 
 
 def generator_in(args) -> str | None:

@@ -249,6 +249,7 @@ def level_running(data_dir: Path, owner: subprocess.Popen, generator: str = "loa
 
 
 @pytest.mark.harness
+@pytest.mark.shares_cpus
 @pytest.mark.parametrize("database,stack", [("sqlite", "go-nethttp"), ("postgres", "python-fastapi")])
 def test_a_killed_kernel_leaves_nothing_running(tmp_path, database, stack):
     """SIGKILL of the process running a sweep, mid-level (Jupyter's restart falling back to a
@@ -283,6 +284,7 @@ def test_a_killed_kernel_leaves_nothing_running(tmp_path, database, stack):
 
 
 @pytest.mark.harness
+@pytest.mark.shares_cpus
 def test_the_next_sweep_cleans_what_a_dead_run_left_and_two_sweeps_leave_each_other_alone(tmp_path):
     """A run orphaned on purpose (the sweep and its watchdog SIGKILLed) leaves its server and
     generator running; the next sweep reaps them and says what it found; a sweep started beside
@@ -346,6 +348,7 @@ your_app.measure(p, notebook="scratch", run_id="killed-app", progress=False, cal
 
 
 @pytest.mark.harness
+@pytest.mark.shares_cpus
 def test_a_killed_kernel_leaves_nothing_of_a_users_app_that_forks(tmp_path):
     """Notebook 10 mid-level: a user's command — a shell that forks a child and a setsid'd child
     (a daemon leaving its group) before exec'ing the app — and Locust sending it load. SIGKILL of
