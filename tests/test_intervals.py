@@ -110,3 +110,15 @@ def test_bad_input_is_refused_in_one_line(call, says):
     with pytest.raises(ValueError, match=says) as e:
         call()
     assert "\n" not in str(e.value)
+
+
+def test_a_proportional_quantity_keeps_the_interval_and_its_precision():
+    """The napkin maths' daily users from a peak's rate: scaled by the same factor, printed at the
+    precision the peak's interval supports, never seven figures."""
+    peak = mean_interval([4704, 1994, 4499])
+    dau = intervals.scaled(peak, 4 * 3600 / 35 / 1e6)  # millions of daily users, 35 writes each
+    assert dau.estimate == pytest.approx(1.5356, abs=1e-4) and dau.n == 3
+    assert intervals.rounded(dau, " M") == "1.5 M"
+    assert intervals.rounded(mean_interval([2987.0, 3012.0, 3001.0])) == "3,000"
+    with pytest.raises(ValueError, match="factor must be"):
+        intervals.scaled(peak, 0)

@@ -195,6 +195,20 @@ def _fmt(value: float, places: int) -> str:
     return f"{v:,.{max(places, 0)}f}".replace("-", "−")
 
 
+def scaled(interval: Interval, factor: float) -> Interval:
+    """The interval of a quantity proportional to this one (daily users from a peak's rate):
+    estimate and bounds times `factor` (> 0)."""
+    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0):
+        raise ValueError(f"factor must be a number > 0, not {factor!r}")
+    return Interval(interval.estimate * factor, interval.low * factor, interval.high * factor,
+                    interval.n, interval.method, interval.level)
+
+
+def rounded(interval: Interval, unit: str = "") -> str:
+    """The estimate alone, at the precision its interval supports: "54" for 53.7 ± 50."""
+    return _fmt(interval.estimate, decimals(interval)) + unit
+
+
 def shown(interval: Interval, unit: str = "") -> str:
     """The estimate at the precision its interval supports, with the interval in words:
     "3,700 (95 % interval 340–7,100, 3 runs)"; "1,900 (one run: no interval)"; an unbounded ratio

@@ -17,6 +17,7 @@ from types import ModuleType
 
 import pandas as pd
 
+from sqlitelab.core import intervals
 from sqlitelab.core.vocabulary import STALL_MS
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
@@ -358,13 +359,17 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         knobs = pts.loc[(pts["server"] == stack) & (pts["profile"] == profile), "knobs"]
         yjit = {json.loads(k).get("yjit") for k in knobs.dropna()} - {None}
         yjit_words = f", YJIT {'/'.join(sorted(yjit))}" if yjit else ""  # runs before LAB_YJIT: unknown
+        runs = pts.loc[(pts["server"] == stack) & (pts["profile"] == profile) & (pts["users"] == best["users"]), "rps"]
+        at_peak = intervals.mean_interval(runs.tolist())
         text = (f"{name} (`{profile}`{yjit_words}), {summaries.run_shape(pts[pts['server'] == stack])}: "
-                f"{claims.collapse_words(curve)}{summaries.limit(best)} — {claims.shape_words(curve, art_curve)}")
+                f"{claims.collapse_words(curve, peak=intervals.shown(at_peak, '/s'))}{summaries.limit(best)} — "
+                f"{claims.shape_words(curve, art_curve)}")
         text += (f"; 'database is locked' from {int(busy['users'].min())} user(s)" if len(busy)
                  else "; no 'database is locked' at any level")
-        dau = capacity.daily_active_users(best["rps"])
-        text += (f". Napkin math on that peak: {capacity.requests_per_day(best['rps']) / 1e6:,.1f} M writes/day, "
-                 f"{dau / 1e6:,.2f} M DAU")
+        per_day, dau = (intervals.scaled(at_peak, f(1.0) / 1e6) for f in (capacity.requests_per_day,
+                                                                          capacity.daily_active_users))
+        text += (f". Napkin math on that peak, at its precision: {intervals.rounded(per_day, ' M')} writes/day, "
+                 f"{intervals.rounded(dau, ' M')} DAU")
         parts.append(text)
     checks = x.get("crosschecks", pd.DataFrame())
     hey = checks[(checks["notebook"] == study.ID) & (checks["generator"] == "hey")

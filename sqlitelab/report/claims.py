@@ -50,13 +50,14 @@ def collapse_level(curve: Mapping[float, float], share: float = COLLAPSE) -> flo
     return None
 
 
-def collapse_words(curve: Mapping[float, float], share: float = COLLAPSE) -> str:
+def collapse_words(curve: Mapping[float, float], share: float = COLLAPSE, peak: str | None = None) -> str:
     """"peaks at 2,205/s with 1 user and collapses from 8 users (below half the peak)" or
-    "peaks at … and never falls below half its peak up to 16 users"."""
+    "peaks at … and never falls below half its peak up to 16 users". `peak`: the words for the
+    peak's rate where they say more than the number (its interval over its runs)."""
     if not curve:
         return "no levels measured"
     best = max(curve, key=lambda u: curve[u])
-    head = f"peaks at {curve[best]:,.0f}/s with {best:g} user{'s' if best != 1 else ''}"
+    head = f"peaks at {peak or f'{curve[best]:,.0f}/s'} with {best:g} user{'s' if best != 1 else ''}"
     at = collapse_level(curve, share)
     if at is None:
         return f"{head} and never falls below {share:.0%} of that peak up to {max(curve):g} users"
