@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 from sqlitelab.load.driver import writer_window
 from sqlitelab.report import analysis, findings, plots
 from sqlitelab.infra import databases, servers
-from sqlitelab.core import layout, processes
+from sqlitelab.core import intervals, layout, processes
 from sqlitelab.core import machine as machines
 from sqlitelab.load import calibrate
 from sqlitelab import notebooks
@@ -168,6 +168,12 @@ def test_seed_table_and_findings():
     assert pk.loc["rust-axum", "peak_generator_bound"]
     text = linear_writes.linear_writes(t)
     assert "302 writes/s" in text and "begin at 8 users" in text and "generator-bound" in text
+    # with the runs behind the table, a peak of two runs carries its interval over them
+    runs = df[(df.server == "python-fastapi") & (df.users == 4)]["rps"].tolist()
+    with_runs = linear_writes.linear_writes(t, df)
+    line = next(x for x in with_runs.splitlines() if "python-fastapi" in x)
+    assert len(runs) == 2 and f"peaks at **{intervals.shown(intervals.mean_interval(runs), ' writes/s')}**" in line
+    assert "95 % interval" in line and "2 runs" in line
 
 
 def test_reference_data_has_its_source():

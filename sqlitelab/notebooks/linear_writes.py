@@ -242,14 +242,19 @@ def peak(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def linear_writes(table: pd.DataFrame) -> str:
-    """Markdown sentences about where throughput peaks and where errors begin."""
+def linear_writes(table: pd.DataFrame, points: pd.DataFrame | None = None) -> str:
+    """Markdown sentences about where throughput peaks and where errors begin; a peak measured
+    in two runs or more (`points`, the runs `table` combines) with its interval over them."""
     lines = []
     for r in peak(table).itertuples():
         if not findings.finished(r.peak_rps):
             lines.append(f"- **{r.server}** ({r.profile}): at every level, up to {r.max_users} users, {findings.STALLED}.")
             continue
-        s = (f"- **{r.server}** ({r.profile}): throughput peaks at **{r.peak_rps:,.0f} writes/s** "
+        runs = ([] if points is None else points.loc[(points["server"] == r.server) & (points["profile"] == r.profile)
+                                                     & (points["users"] == r.peak_users), "rps"].tolist())
+        rate = (intervals.shown(intervals.mean_interval(runs), " writes/s") if len(runs) >= 2
+                else f"{r.peak_rps:,.0f} writes/s")
+        s = (f"- **{r.server}** ({r.profile}): throughput peaks at **{rate}** "
              f"with {r.peak_users} concurrent users")
         if r.peak_generator_bound:
             s += f" ({r.peak_limit}: a lower bound, the server may go higher)"
