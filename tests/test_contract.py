@@ -14,12 +14,13 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
 import tomllib
 import uuid
-from http.client import HTTPConnection
+from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
 
 import httpx
@@ -334,6 +335,27 @@ def test_bad_input_gets_json_error(srv, http):
         assert db_state(srv.db) == before, "a rejected request wrote to the database"
         assert srv.alive()
     every_case(srv, BAD, [f"{m} {p[:40]} {len(b or b'')}B {s}" for m, p, b, s in BAD], probe)
+
+
+def test_a_refused_request_whose_body_comes_late_keeps_its_connection(srv):
+    """A bad id refused while its body is still on the way (the headers in one packet, the body
+    50 ms later): the body is read, the 400 sent, and the same keep-alive connection answers the
+    next request. Refused unread, rust-axum's hyper closed the connection without saying so and
+    the contract suite's next probe on it failed (a make test of 2026-11-28)."""
+    body = b'{"departname": "x"}'
+    with socket.create_connection((srv.host, srv.port), timeout=10) as c:  # packets split as a slow client's
+        c.sendall(b"POST /users/-1 HTTP/1.1\r\nHost: lab\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body))
+        time.sleep(0.05)
+        c.sendall(body)
+        first = HTTPResponse(c)  # the answers read on this very connection
+        first.begin()
+        first.read()
+        assert first.status == 400
+        c.sendall(b"GET /hello HTTP/1.1\r\nHost: lab\r\n\r\n")
+        second = HTTPResponse(c)
+        second.begin()
+        assert second.status == 200 and second.read()
 
 
 def test_still_answers_after_bad_input(srv, http):

@@ -1965,9 +1965,13 @@ struct UserIn {
 
 async fn update_user(
     State(st): State<Shared>,
-    Id(uid): Id,
-    Body(body): Body,
+    id: Result<Id, AppError>,
+    body: Result<Body, AppError>,
 ) -> Result<Html<String>, AppError> {
+    // The body is read before a bad id is refused: refused unread, hyper closes the keep-alive
+    // connection without a `Connection: close`, and a client's next request on it fails.
+    let Id(uid) = id?;
+    let Body(body) = body?;
     let UserIn { departname } = json_object(&body)?;
     check_len("departname", &departname)?;
     st.storable("departname", &departname)?;
