@@ -242,6 +242,12 @@ def peak(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def level_runs(points: pd.DataFrame, server: str, profile: str, users) -> list[float]:
+    """The writes/s of each run of one level (a stack, profile and number of users)."""
+    return points.loc[(points["server"] == server) & (points["profile"] == profile)
+                      & (points["users"] == users), "rps"].tolist()
+
+
 def linear_writes(table: pd.DataFrame, points: pd.DataFrame | None = None) -> str:
     """Markdown sentences about where throughput peaks and where errors begin; a peak measured
     in two runs or more (`points`, the runs `table` combines) with its interval over them."""
@@ -250,8 +256,7 @@ def linear_writes(table: pd.DataFrame, points: pd.DataFrame | None = None) -> st
         if not findings.finished(r.peak_rps):
             lines.append(f"- **{r.server}** ({r.profile}): at every level, up to {r.max_users} users, {findings.STALLED}.")
             continue
-        runs = ([] if points is None else points.loc[(points["server"] == r.server) & (points["profile"] == r.profile)
-                                                     & (points["users"] == r.peak_users), "rps"].tolist())
+        runs = [] if points is None else level_runs(points, r.server, r.profile, r.peak_users)
         rate = (intervals.shown(intervals.mean_interval(runs), " writes/s") if len(runs) >= 2
                 else f"{r.peak_rps:,.0f} writes/s")
         s = (f"- **{r.server}** ({r.profile}): throughput peaks at **{rate}** "
@@ -364,8 +369,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         knobs = pts.loc[(pts["server"] == stack) & (pts["profile"] == profile), "knobs"]
         yjit = {json.loads(k).get("yjit") for k in knobs.dropna()} - {None}
         yjit_words = f", YJIT {'/'.join(sorted(yjit))}" if yjit else ""  # runs before LAB_YJIT: unknown
-        runs = pts.loc[(pts["server"] == stack) & (pts["profile"] == profile) & (pts["users"] == best["users"]), "rps"]
-        at_peak = intervals.mean_interval(runs.tolist())
+        at_peak = intervals.mean_interval(level_runs(pts, stack, profile, best["users"]))
         text = (f"{name} (`{profile}`{yjit_words}), {summaries.run_shape(pts[pts['server'] == stack])}: "
                 f"{claims.collapse_words(curve, peak=intervals.shown(at_peak, '/s'))}{summaries.limit(best)} — "
                 f"{claims.shape_words(curve, art_curve)}")
