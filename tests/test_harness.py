@@ -503,6 +503,45 @@ def test_a_sweep_of_several_scenarios_shares_one_file_per_server(lab_dirs):
     assert abs(b.loc["unaccounted", "seconds"]) < 0.2 * b.loc["sweeps' wall time", "seconds"]
 
 
+def test_rounds_measure_every_stack_and_level_once_a_round_in_the_stored_shuffled_order(lab_dirs):
+    """Two rounds of two stacks and two levels, each server started afresh on a fresh copy each
+    round: every point audited, numbered by its round, its cores probed before and after, run
+    in the order the stored seed gives; the second server of the run held to half its CPU."""
+    from sqlitelab.experiments import sweep as sweeps
+    stacks = [STACK, "python-fastapi"]
+    kw = dict(notebook="test", servers=stacks, profiles=["rails71"], scenario="rails-writes-noredirect",
+              levels=[1, 2], duration=0.5, warmup=0, rounds=2, order_seed=11, generator="loadgen",
+              progress=False, calibration=False)
+    df = sweep(**kw)
+    assert len(df) == 8 and df["audit_ok"].all() and (df["integrity"] == "ok").all()
+    assert sorted(df["round"].unique()) == [1, 2] and sorted(df["repeat"].unique()) == [1, 2]
+    assert (df["round"] == df["repeat"]).all()
+    assert (df["rows_written"] == df["acked_writes"]).all() and df["acked_writes"].gt(0).all()
+    for col in ("probe_server_before_ms", "probe_server_after_ms", "probe_generator_before_ms"):
+        assert df[col].gt(0).all(), col
+    assert df["core_slowdown"].ge(1).all()
+    runs = results.load_table("runs", df["run_id"].iloc[0], lab_dirs / "results.db")
+    recorded = json.loads(runs["sweep"].iloc[0])
+    assert (recorded["rounds"], recorded["order_seed"]) == (2, 11)
+    order = sweeps.spec(**kw).order()  # the servers' starts, in the order they ran
+    timing_rows = json.loads(runs["server_timing"].iloc[0])
+    assert [(r["round"], r["server"]) for r in timing_rows] == [
+        (n, stack) for n, r in enumerate(order, 1) for stack, _, _ in r]
+    assert not processes.descendants(), "a process outlived the sweep"
+
+
+def test_a_held_back_server_runs_in_a_cgroup_that_goes_with_it(lab_dirs):
+    if not (processes.CGROUP_V1 / "cpu.cfs_quota_us").exists() and not (processes.CGROUP_V2 / "cgroup.controllers").exists():
+        pytest.skip("no cgroup CPU controller here")
+    df = sweep(notebook="test", servers=[STACK], profiles=["rails71"], scenario="hello", levels=[2],
+               duration=0.5, warmup=0, server_cpu_cap=0.5, generator="loadgen", progress=False,
+               calibration=False)
+    assert df["server_cpu_cap"].tolist() == [0.5] and df["rps"].gt(0).all()
+    left = [p.name for root in (processes.CGROUP_V1, processes.CGROUP_V2) if root.is_dir()
+            for p in root.glob(f"sqlitelab-{os.getpid()}-*")]
+    assert not left, f"cgroups left behind: {left}"
+
+
 def test_audit_mismatch_is_loud(lab_dirs, monkeypatch):
     """If acknowledgements and rows disagree, the point says so and a warning is raised."""
     real = databases.count_rows

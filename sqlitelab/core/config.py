@@ -35,3 +35,7 @@ KERNEL_TRANSPORT = "ipc"            # kernels (papermill's, JupyterLab's) talk o
 LOCK_FILE = PROJ_ROOT / "requirements.lock"  # every Python dependency, exact (`make lock`)
 LOADGEN_DIR = Path(__file__).resolve().parents[1] / "load" / "loadgen"   # the Go load generator (source)
 LOADGEN_BIN = LOADGEN_DIR / "bin" / "loadgen"
+# The share of its CPUs every server of a run is held to unless its sweep says otherwise (a
+# cgroup's CPU quota: the power check's injected slowdown, `python -m sqlitelab.compare --power`);
+# unset: not held. LAB_SERVER_CPU_CAP=0.8 holds each server to 80 % of its CPUs.
+SERVER_CPU_CAP = float(os.environ["LAB_SERVER_CPU_CAP"]) if os.environ.get("LAB_SERVER_CPU_CAP") else None

@@ -135,11 +135,63 @@ def pin_command(cmd: list[str], cpus: str | None) -> tuple[list[str], str | None
     return [taskset, "-c", str(cpus), *cmd], str(cpus)
 
 
+# Where a CPU quota is set (cap_command): cgroup v1's cpu controller, or cgroup v2's unified tree
+CGROUP_V1, CGROUP_V2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+CAP_PERIOD_US = 100_000  # the quota's period (the kernel's default)
+
+
+def cap_command(cmd: list[str], share: float, cpus: int) -> tuple[list[str], Path]:
+    """Run `cmd` held to `share` (0 < share <= 1) of its `cpus` CPUs: a cgroup of its own with a
+    CPU quota of share × cpus × the period (cgroup v1's cpu.cfs_quota_us, or v2's cpu.max), the
+    command prefixed to enter it before it execs (so everything it forks is held too). Returns the
+    command and the cgroup's folder (removed with `uncap` once the process is gone; by the
+    watchdog if we die first). Refused in one line where no cgroup's CPU quota can be set."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise ValueError(f"a CPU cap is a share of the server's CPUs, 0 < share <= 1, not {share!r}")
+    quota = max(1000, int(share * cpus * CAP_PERIOD_US))
+    v2 = CGROUP_V2 / "cgroup.controllers"
+    if (CGROUP_V1 / "cpu.cfs_quota_us").exists():
+        root, files = CGROUP_V1, {"cpu.cfs_period_us": str(CAP_PERIOD_US), "cpu.cfs_quota_us": str(quota)}
+    elif v2.exists() and "cpu" in v2.read_text().split():
+        root, files = CGROUP_V2, {"cpu.max": f"{quota} {CAP_PERIOD_US}"}
+    else:
+        raise ValueError("a CPU cap needs a cgroup CPU controller (/sys/fs/cgroup/cpu or cgroup v2's "
+                         "cpu), and this machine has none")
+    group = root / f"sqlitelab-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        group.mkdir()
+        for name, value in files.items():
+            (group / name).write_text(value)
+    except OSError as e:
+        uncap(group)
+        raise ValueError(f"a CPU cap needs a cgroup of its own, and {group} could not be made: {e}") from None
+    own_path(group)
+    enter = f'echo $$ > {group / "cgroup.procs"} && exec "$@"'
+    return ["/bin/sh", "-c", enter, "sh", *cmd], group
+
+
+def uncap(group: Path | None) -> None:
+    """Remove a cgroup cap_command made (its processes gone: a cgroup goes by rmdir alone)."""
+    if group is None:
+        return
+    for _ in range(50):  # a killed process leaves its cgroup a moment after its parent reaped it
+        try:
+            group.rmdir()
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.02)
+    release_path(group)
+
+
 def describe(cmd: list[str]) -> str:
     """A command in a few words for a record: its module (`python -m locust`: "locust") or its
-    program's last two path parts ("go-nethttp/run"), without a taskset prefix."""
+    program's last two path parts ("go-nethttp/run"), without a taskset or a CPU cap's prefix."""
     if cmd and Path(cmd[0]).name == "taskset" and len(cmd) > 3:
         cmd = cmd[3:]
+    if cmd[:2] == ["/bin/sh", "-c"] and len(cmd) > 4 and cmd[3] == "sh":  # cap_command's prefix
+        cmd = cmd[4:]
     if len(cmd) > 2 and cmd[1] == "-m":
         return cmd[2]
     return "/".join(Path(cmd[0]).parts[-2:]) if cmd else "?"

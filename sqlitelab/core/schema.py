@@ -60,7 +60,11 @@ TYPES: dict[str, type] = {
     # flags: stored as 0/1, read back as yes/no (results.typed), as a live point has them
     "audit_ok": bool, "headline": bool, "keepalive": bool, "generator_bound": bool,
     "generator_saturated": bool, "ramp_in_window": bool, "locust_cpu_warning": bool,
-    "open_loop": bool, "generator_influenced": bool,
+    "open_loop": bool, "generator_influenced": bool, "core_slowed": bool,
+    # the cores' speed beside a window (sqlitelab.core.probe; NaN where not pinned) and a cap
+    "probe_server_before_ms": float, "probe_server_after_ms": float,
+    "probe_generator_before_ms": float, "probe_generator_after_ms": float, "core_slowdown": float,
+    "server_cpu_cap": float, "round": int, "run_right": bool,
 }
 
 
@@ -367,6 +371,22 @@ TABLES: dict[str, dict] = {
             "time_cache_s": "Point timing: the page-cache probes (fincore) before and after, s.",
             "time_pause_s": "Point timing: the pause after the level (none after a server's last), s.",
             "time_point_s": "Point timing: the whole point, counts to pause, s.",
+            "time_probe_s": "Point timing: the cores' speed probes before and after the window, s.",
+            "round": "Which round of the sweep measured it (sweep's `rounds`: each round every stack, "
+                     "profile and level once, in an order shuffled per round; 1 in a sweep of one).",
+            "probe_server_before_ms": "The server core's speed just before the window: ms a fixed "
+                                      "piece of CPU work took on its first CPU (sqlitelab.core.probe); "
+                                      "empty where the server was not pinned.",
+            "probe_server_after_ms": "The same just after the window.",
+            "probe_generator_before_ms": "The generator core's speed just before the window (the "
+                                         "same probe on its first CPU).",
+            "probe_generator_after_ms": "The same just after the window.",
+            "core_slowdown": "The slower of the server core's two probes over the fastest probe of "
+                             "its sweep on that core (1: as fast as the sweep's best minute).",
+            "core_slowed": "1 when core_slowdown was above probe.SLOWED (1.25): the machine's speed, "
+                           "not the server, may have set the point's pace.",
+            "server_cpu_cap": "The share of its CPUs the server was held to (a cgroup's CPU quota: "
+                              "the lab's injected slowdown); empty: not held.",
             "open_loop": "1: requests were due on a schedule whatever the server answered (open loop, "
                          "`rate`), latencies and percentiles from each request's due time; 0: closed loop.",
             "rate": "Open loop: the requests/s the sweep offered (over every generator process); "
@@ -430,6 +450,34 @@ TABLES: dict[str, dict] = {
             "measured": "When (UTC, ISO 8601).",
             "values": "The metric in each run (JSON list).",
             "how": "How the spread was made, in words.",
+        },
+    },
+    "power": {
+        "description": "The lab's power on this machine (sqlitelab.report.power, `python -m "
+                       "sqlitelab.compare --power NN`): a notebook run three times, the third with "
+                       "every server held back; per check and metric, the share of points `compare` "
+                       "judged as it should (A/A: within noise; held back: slower).",
+        "columns": {
+            **_shared("machine", "notebook", "scale"),
+            "check": "aa (the same code twice: every point should be within noise) or held (the second "
+                     "run's servers held to `cap` of their CPUs: every point should be slower).",
+            "metric": "rps or p99_ms.",
+            "cap": "held: the share of its CPUs every server of the second run was held to.",
+            "points": "Points both runs have.",
+            "wanted": "The verdict each point should get.",
+            "hits": "Points that got it.",
+            "share": "hits / points.",
+            "goal": "The share the lab aims for: 95 % within noise, 90 % flagged.",
+            "verdicts": "Every verdict and its count (JSON).",
+            "band_from": "Where the noise bands came from, and how many points each (JSON).",
+            "run_ratio": "The run as a whole: the median of the points' ratios (b / a).",
+            "run_low": "Its 95 % interval's low end (order statistics: intervals.median_interval).",
+            "run_high": "Its high end.",
+            "run_verdict": "What compare said of the run as a whole (within noise, faster, slower).",
+            "run_right": "1 when that is the verdict the check wants.",
+            "run_a": "The first run compared (its notebook run id, in the power folder's results.db).",
+            "run_b": "The second run compared.",
+            "measured": "When (UTC, ISO 8601).",
         },
     },
     "crosschecks": {

@@ -39,7 +39,9 @@ import dataclasses
 from tqdm.auto import tqdm
 import contextlib
 import json
+import math
 import os
+import random
 import shutil
 import time
 import warnings
@@ -49,7 +51,7 @@ from pathlib import Path
 import pandas as pd
 
 from sqlitelab.load import calibrate, commands, crosscheck as crosschecks, driver as load, scenarios, verdicts
-from sqlitelab.core import config, layout, machine, results, schema
+from sqlitelab.core import config, layout, machine, probe, results, schema
 from sqlitelab.infra import databases, hosts, link, operations, postgres
 from sqlitelab.studies import scales
 from sqlitelab.infra import servers as stacks
@@ -108,6 +110,18 @@ class Settings:
     server_repeats: dict[str, int] | None = _setting(None, "repeats per stack where they differ from "
                                                      "`repeats` (e.g. the article's stack three times, the "
                                                      "others once)")
+    rounds: int = _setting(1, "rounds of the whole sweep: each round measures every stack, profile and "
+                           "level once more (`repeats` runs each), its stacks and profiles and each one's "
+                           "levels in an order shuffled per round (`order_seed`), every server started "
+                           "afresh on a fresh copy, so that the machine's drift falls alike on every "
+                           "alternative (randomised multiple interleaved trials); 1: one round, in the "
+                           "order given", "rounds")
+    order_seed: int | None = _setting(None, "the seed of the rounds' shuffle (None: a new one, stored "
+                                      "with the run)", "order_seed")
+    server_cpu_cap: float | None = _setting(config.SERVER_CPU_CAP, "the share of its CPUs every server "
+                                            "is held to (a cgroup's CPU quota, processes.cap_command): "
+                                            "the lab's injected slowdown; default LAB_SERVER_CPU_CAP "
+                                            "(config), else None: not held", "cpu_cap")
     duration: float | None = _setting(None, f"seconds of each level's window (None: {DURATION:g})", "duration")
     warmup: float = _setting(2.0, "seconds of load before the window opens", "warmup")
     requests: int | None = _setting(None, "requests per level: the window ends at the last (None: "
@@ -343,6 +357,9 @@ class Spec:
     levels: tuple[int, ...]
     repeats: int
     server_repeats: dict
+    rounds: int
+    order_seed: int | None  # the rounds' shuffle (None: one round, the order given)
+    cpu_cap: float | None   # the share of its CPUs every server is held to (None: not held)
     duration: float
     warmup: float
     requests: int | None
@@ -429,6 +446,9 @@ class Spec:
             experiment=s.experiment or None, one_scenario=isinstance(s.scenario, str),
             servers=tuple(server_list), profiles=tuple(profile_list), scenarios=tuple(scenario_list),
             levels=tuple(s.levels), repeats=s.repeats, server_repeats=server_repeats,
+            rounds=s.rounds, order_seed=(None if s.rounds == 1 else s.order_seed if s.order_seed is not None
+                                         else random.SystemRandom().randrange(2**31)),
+            cpu_cap=s.server_cpu_cap,
             # None: the default (a count's sweep needs none)
             duration=DURATION if s.duration is None else s.duration, warmup=s.warmup,
             requests=s.requests, max_duration=s.max_duration, pause=s.pause, processes=processes,
@@ -489,13 +509,29 @@ class Spec:
     def repeats_of(self, stack: str) -> int:
         return self.server_repeats.get(stack, self.repeats)
 
+    def order(self) -> list[list[tuple[str, str, tuple[int, ...]]]]:
+        """Each round's (stack, profile, levels) in the order they run: one round in the order
+        given, or `rounds` rounds each shuffled anew (its stacks and profiles, and each one's
+        levels) from `order_seed`, the same order again from the same seed."""
+        pairs = [(stack, profile) for stack in self.servers for profile in self.profiles]
+        if self.rounds == 1:
+            return [[(stack, profile, self.levels) for stack, profile in pairs]]
+        rng = random.Random(self.order_seed)
+        out = []
+        for _ in range(self.rounds):
+            pairs = rng.sample(pairs, len(pairs))
+            out.append([(stack, profile, tuple(rng.sample(self.levels, len(self.levels))))
+                        for stack, profile in pairs])
+        return out
+
     def knobs_for(self, stack: str) -> dict:
         return {**self.knobs, **self.server_knobs.get(stack, {})}
 
     def record(self) -> dict:
         """The sweep's arguments as its runs row stores them (`sweep`)."""
         return {"servers": list(self.servers), "profiles": list(self.profiles),
-                "levels": list(self.levels), "repeats": self.repeats,
+                "levels": list(self.levels), "repeats": self.repeats, "rounds": self.rounds,
+                "order_seed": self.order_seed, "server_cpu_cap": self.cpu_cap,
                 "server_repeats": self.server_repeats, "duration": self.duration,
                 "warmup": self.warmup, "requests": self.requests, "processes": self.processes,
                 "layout_note": self.layout_note, "server_host": str(self.server_host),
@@ -564,16 +600,18 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
                   "seed_cached": seed_cached, "calibration_seconds": 0.0, "seed_seconds": 0.0})
     first.update({"calibration_seconds": calibration_s, "seed_seconds": seed_s})
 
-    total = (len(spec.profiles) * len(spec.scenarios) * len(spec.levels) * len(spec.rates or [None])
-             * sum(spec.repeats_of(s) for s in spec.servers))
+    total = (spec.rounds * len(spec.profiles) * len(spec.scenarios) * len(spec.levels)
+             * len(spec.rates or [None]) * sum(spec.repeats_of(s) for s in spec.servers))
     bar = tqdm(total=total, desc=spec.notebook, disable=not spec.progress, mininterval=0.5)
     try:
-        for stack in spec.servers:
-            for profile in spec.profiles:
-                got, check, st = _one_server(spec, stack, profile, template, bar, onsets)
+        for number, order in enumerate(spec.order(), start=1):
+            for stack, profile, levels in order:
+                got, check, st = _one_server(spec, stack, profile, template, bar, onsets,
+                                             Round(number, levels))
                 points += got
                 checks += check
                 timing += st
+        slowed(points)
     finally:
         bar.close()
         wall = results.elapsed(t_run)
@@ -613,6 +651,22 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
             f"acknowledged, {c['unknown_outcomes']} unknown, integrity {c['integrity']}" for c in bad),
             AuditWarning, stacklevel=3)
     return every[every["headline"]].reset_index(drop=True) if len(every) else every
+
+
+def slowed(points: list[dict]) -> None:
+    """Each point's core_slowdown and core_slowed (sqlitelab.core.probe): its server core's slower
+    probe over the fastest probe of the sweep on that core."""
+    fastest: dict = {}
+    for p in points:
+        for k in ("probe_server_before_ms", "probe_server_after_ms"):
+            v = p.get(k)
+            if v is not None and v == v:
+                fastest[p.get("server_pinning")] = min(fastest.get(p.get("server_pinning"), v), v)
+    for p in points:
+        d = probe.slowdown(p.get("probe_server_before_ms", math.nan), p.get("probe_server_after_ms", math.nan),
+                           fastest.get(p.get("server_pinning"), math.nan))
+        p["core_slowdown"] = d
+        p["core_slowed"] = bool(d > probe.SLOWED) if d == d else None
 
 
 # What each row of the `seconds` table repeats of its point (declared with the stored columns).
@@ -697,25 +751,36 @@ class Counts:
         return written
 
 
+@dataclass(frozen=True)
+class Round:
+    """Which round of the sweep a server's start is (Spec.order), and its levels' order there."""
+    number: int
+    levels: tuple[int, ...]
+
+    def tag(self, spec: Spec) -> str:
+        """What its files' names add ("" in a sweep of one round)."""
+        return f"-round{self.number}" if spec.rounds > 1 else ""
+
+
 def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
-                onsets: dict) -> tuple[list[dict], list[dict], list[dict]]:
-    """One server and profile: one copy of the template for all `scenarios`, the server
-    started afresh for each (seed 004 ran a server program per endpoint, all on one file),
+                onsets: dict, rnd: Round) -> tuple[list[dict], list[dict], list[dict]]:
+    """One server and profile in one round: one copy of the template for all `scenarios`, the
+    server started afresh for each (seed 004 ran a server program per endpoint, all on one file),
     the file checked once at the end. Returns points, cross-checks and where the wall time
     went (one row per scenario, for sqlitelab.report.timing)."""
     with contextlib.ExitStack() as stack_of:
         t = time.perf_counter()
         if spec.database == "postgres":  # its own cluster, seeded with the template's rows
-            pg = postgres.Postgres(spec.tmp_dir / f"{stack}-{profile}-pg", cpus=spec.server_cpus,
+            pg = postgres.Postgres(spec.tmp_dir / f"{stack}-{profile}{rnd.tag(spec)}-pg", cpus=spec.server_cpus,
                                    durability=postgres.durability_for(
                                        stacks.profile_knobs(profile).get("pragmas")))
             db = stack_of.enter_context(pg).prepare(**spec.seed)
             if spec.db_link_delay_us is not None:  # the database on a host of its own
                 pg.link = stack_of.enter_context(link.DelayLink(
                     f"http://127.0.0.1:{pg.port}", spec.db_link_delay_us, spec.generator_cpus,
-                    spec.tmp_dir / f"{stack}-{profile}-dblink"))
+                    spec.tmp_dir / f"{stack}-{profile}{rnd.tag(spec)}-dblink"))
         else:
-            db = spec.tmp_dir / f"{stack}-{profile}.db"
+            db = spec.tmp_dir / f"{stack}-{profile}{rnd.tag(spec)}.db"
             shutil.copyfile(template, db)
         if spec.server_host.kind == "ssh":  # copied to the same path there, read there from now on
             hosts.push(spec.server_host, db)
@@ -726,7 +791,7 @@ def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
         checks: list[dict] = []
         timing: list[dict] = []
         for scenario in spec.scenarios:
-            got, check, st = _one_scenario(spec, stack, profile, db, counts, scenario, bar, onsets)
+            got, check, st = _one_scenario(spec, stack, profile, db, counts, scenario, bar, onsets, rnd)
             out += got
             checks += check
             timing.append(st)
@@ -746,14 +811,15 @@ def _one_server(spec: Spec, stack: str, profile: str, template: Path, bar,
 
 
 def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.OnHost", counts: "Counts",
-                  scenario: str, bar, onsets: dict) -> tuple[list[dict], list[dict], dict]:
+                  scenario: str, bar, onsets: dict, rnd: Round) -> tuple[list[dict], list[dict], dict]:
     """One scenario on a fresh start of the server: the levels and repeats, the reference
-    client's cross-check, the confirmation of the levels the generator limited, each point audited."""
+    client's cross-check (in the first round only: a check of the generator, not a repeat), the
+    confirmation of the levels the generator limited, each point audited."""
     # where the server's wall time goes (sqlitelab.report.timing): start, prime, levels, cross-check,
     # confirmation, stop; each point has its own `time_*`
-    st = {"server": stack, "profile": profile, "scenario": scenario, "copy_s": 0.0,
+    st = {"server": stack, "profile": profile, "scenario": scenario, "round": rnd.number, "copy_s": 0.0,
           "integrity_s": 0.0}
-    log = spec.run_dir(scenario) / f"server-{stack}-{profile}.log"
+    log = spec.run_dir(scenario) / f"server-{stack}-{profile}{rnd.tag(spec)}.log"
     bar.set_postfix_str(f"{stack}/{profile}: starting")
     t = time.perf_counter()
     # a server here with workers on other machines listens where they reach this machine
@@ -761,16 +827,17 @@ def _one_scenario(spec: Spec, stack: str, profile: str, db: "Path | databases.On
     listen = far[0].reach_back() if far and spec.server_host.is_local else None
     srv = stacks.start_server(stack, db, profile=profile, cpus=spec.server_cpus, log_path=log,
                               timeout=300, host=spec.server_host, listen=listen,
-                              **spec.knobs_for(stack))
+                              cpu_cap=spec.cpu_cap, **spec.knobs_for(stack))
     st["start_s"] = time.perf_counter() - t
     with srv:
-        on = _OnServer(spec, stack, profile, scenario, db, counts, srv, bar, onsets or {})
+        on = _OnServer(spec, stack, profile, scenario, db, counts, srv, bar, onsets or {}, rnd)
         t = time.perf_counter()
         load.prime(srv)
         st["prime_s"] = time.perf_counter() - t
         out = _levels(on, st)
         t = time.perf_counter()
-        checks = [_crosscheck_level(on, out, users) for users in spec.crosscheck or ()]
+        checks = [_crosscheck_level(on, out, users) for users in spec.crosscheck or ()
+                  if rnd.number == 1]
         st["crosscheck_s"] = time.perf_counter() - t
         t = time.perf_counter()
         st["confirmed_levels"] = _confirm(on, out) if spec.confirm else 0
@@ -797,6 +864,7 @@ class _OnServer:
     srv: stacks.Server
     bar: tqdm
     onsets: dict
+    rnd: Round
 
     def __post_init__(self):
         spec, srv, scenario = self.spec, self.srv, self.scenario
@@ -819,8 +887,10 @@ class _OnServer:
     def measure(self, users: int, rep: int, gen: str, rate: float | None = None,
                 session: "load.Session | None" = None, last: bool = False) -> dict:
         """One point: the level's window (from the session's process, or a generator process of
-        its own), its writes audited, the page cache around it, who set its pace."""
+        its own), its writes audited, the page cache around it, the cores' speed just before and
+        after it (sqlitelab.core.probe), who set its pace. `rep`: its repeat in this round."""
         spec, db, counts, srv = self.spec, self.db, self.counts, self.srv
+        rep += (self.rnd.number - 1) * spec.repeats_of(self.stack)  # its repeat in the sweep
         self.bar.set_postfix_str(f"{self.stack}/{self.profile}: {users} users"
                                  + (f", {rate:g}/s" if rate is not None else "") + f", repeat {rep}"
                                  + (f" ({gen})" if gen != spec.generator else ""))
@@ -835,6 +905,9 @@ class _OnServer:
         level_dir = self.dir / f"u{users:04d}{at}-r{rep}{tail}"
         during = (operations.during(spec.operation, db, srv.pinned, level_dir / "operation")
                   if spec.operation else None)
+        tq = time.perf_counter()
+        before_probe = probe.around(srv.pinned, spec.generator_cpus)
+        tq = time.perf_counter() - tq
         if session is not None:  # the same level, from the session's one process
             window = session.level(users, level_dir, duration=spec.duration, warmup=spec.warmup)
         else:
@@ -849,6 +922,9 @@ class _OnServer:
                                     arrivals=spec.arrivals, during=during)
         written = counts.settled(self.sc.counter, before, window.get("inflight_writes") or 0,
                                  self.sc.rows_per_ack)
+        t = time.perf_counter()
+        after_probe = probe.around(srv.pinned, spec.generator_cpus)
+        tq += time.perf_counter() - t
         done = window.pop("during", None) or {}
         t = time.perf_counter()
         cache_after = databases.page_cache(db)
@@ -860,7 +936,8 @@ class _OnServer:
              "operation_result": json.dumps(done, sort_keys=True, default=str) if done else None},
             audit(self.sc.writes, window, written, self.knobs),
             {"run_id": self.run_id, "server": self.stack, "profile": self.profile,  # where
-             "scenario": self.scenario, "repeat": rep, "integrity": None, "machine": self.label,
+             "scenario": self.scenario, "repeat": rep, "round": self.rnd.number,
+             "integrity": None, "machine": self.label,
              "db_mib": cache_before[1] / 2**20 if cache_before else None,
              "db_cached_before": cache_before[0] / cache_before[1] if cache_before and cache_before[1] else None,
              "db_cached_after": cache_after[0] / cache_after[1] if cache_after and cache_after[1] else None,
@@ -869,7 +946,10 @@ class _OnServer:
             self.server_part,  # what the server said of itself at its start
             {"postgres_settings": (json.dumps(db.settings(), sort_keys=True)
                                    if databases.is_postgres(db) else None),
-             "db_link_delay_us": spec.db_link_delay_us, **_db_link_stats(db)})
+             "db_link_delay_us": spec.db_link_delay_us, **_db_link_stats(db)},
+            {"probe_server_before_ms": before_probe["server"], "probe_server_after_ms": after_probe["server"],
+             "probe_generator_before_ms": before_probe["generator"],
+             "probe_generator_after_ms": after_probe["generator"], "server_cpu_cap": spec.cpu_cap})
         why = verdicts.influence(measured, self.onsets.get(gen))
         self.bar.update(1)
         t = time.perf_counter()
@@ -880,7 +960,7 @@ class _OnServer:
             measured,
             {"generator_influenced": why is not None, "influence": why,  # the verdicts
              "gen_onset_util": self.onsets.get(gen), "headline": True, "replaced_by": None},
-            {"time_counts_s": counts.seconds - counted, "time_cache_s": tk,
+            {"time_counts_s": counts.seconds - counted, "time_cache_s": tk, "time_probe_s": tq,
              "time_pause_s": time.perf_counter() - t, "time_point_s": time.perf_counter() - tp})
 
 
@@ -890,11 +970,11 @@ def _levels(on: _OnServer, st: dict) -> list[dict]:
     spec = on.spec
     t = time.perf_counter()
     out = []
-    with (load.Session(on.srv, on.scenario, on.dir / f"{spec.generator}-session",
+    with (load.Session(on.srv, on.scenario, on.dir / f"{spec.generator}-session{on.rnd.tag(spec)}",
                        cpus=spec.generator_cpus, scenario_params=spec.scenario_params[on.scenario],
                        keepalive=spec.keepalive, generator=spec.generator)
           if spec.steps_levels else contextlib.nullcontext()) as session:
-        steps = [(users, rate, rep) for users in spec.levels for rate in spec.rates or [None]
+        steps = [(users, rate, rep) for users in on.rnd.levels for rate in spec.rates or [None]
                  for rep in range(1, spec.repeats_of(on.stack) + 1)]
         for i, (users, rate, rep) in enumerate(steps):
             out.append(on.measure(users, rep, spec.generator, rate, session, last=i == len(steps) - 1))

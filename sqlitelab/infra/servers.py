@@ -27,7 +27,7 @@ from pathlib import Path
 from sqlitelab.core import config, layout
 from sqlitelab.core.vocabulary import SYNCHRONOUS
 from sqlitelab.infra import databases, hosts, postgres
-from sqlitelab.core.processes import free_port, log_tail, own_path, pin_command, release_path
+from sqlitelab.core.processes import cap_command, free_port, log_tail, own_path, pin_command, release_path, uncap
 
 # --------------------------------------------------------------------------- stacks
 
@@ -374,6 +374,10 @@ class Server:
     # its scratch folder (LAB_RUNTIME_DIR, on this machine): removed once it stopped, however it
     # ended (SIGKILLed too), and by this process's watchdog if this process dies first
     runtime_dir: Path | None = None
+    # a share of its CPUs it is held to (a cgroup's CPU quota, processes.cap_command): the lab's
+    # injected slowdown, the change its power check must see; None: not held
+    cpu_cap: float | None = None
+    cgroup: Path | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -408,7 +412,13 @@ class Server:
         run = stack_dir(self.stack) / "run"
         if self.command is None and not run.exists():
             raise ServerStartError(f"unknown stack {self.stack!r}: {run} does not exist")
-        cmd, self.pinned = pin_command(self.command or [str(run)], self.cpus)
+        cmd = self.command or [str(run)]
+        if self.cpu_cap is not None:
+            if self.runner.kind == "ssh":
+                raise ValueError("a CPU cap holds a server on this machine (a cgroup here)")
+            cpus = layout.parse_cpus(self.cpus) if self.cpus else layout.available_cpus()
+            cmd, self.cgroup = cap_command(cmd, self.cpu_cap, len(cpus))
+        cmd, self.pinned = pin_command(cmd, self.cpus)
         env = {**build_env(), **self.env, "LAB_HOST": self.bind or self.host, "LAB_PORT": str(self.port)}
         for name in ("LAB_BUILD_ONLY", "LAB_DB", "LAB_DATABASE_URL"):
             env.pop(name, None)
@@ -495,6 +505,7 @@ class Server:
             if self.runtime_dir is not None:
                 shutil.rmtree(self.runtime_dir, ignore_errors=True)
                 release_path(self.runtime_dir)
+            uncap(self.cgroup)
 
     def __enter__(self) -> "Server":
         return self
@@ -518,13 +529,14 @@ def start_server(stack: str, db: Path | str, *, profile: str | None = None,
                  cpus: str | None = None, port: int | None = None,
                  log_path: Path | str | None = None, timeout: float = 60.0,
                  extra_env: dict[str, str] | None = None, host: "str | hosts.Host" = "local",
-                 listen: str | None = None, **knobs) -> Server:
+                 listen: str | None = None, cpu_cap: float | None = None, **knobs) -> Server:
     """Start `stack` on a free port with a profile and knob overrides; wait for /health. `db`:
     a SQLite file made by sqlitelab.infra.databases, or a running sqlitelab.infra.postgres.Postgres
     (LAB_DATABASE=postgres; the profile's SQLite-only knobs left out). On
     loopback by default; `host="netns:<name>"` starts it in that namespace, listening on the
     namespace's own address (sqlitelab.infra.hosts); `listen`: another address of this machine (one
-    its Locust workers on other machines reach)."""
+    its Locust workers on other machines reach). `cpu_cap`: the share of its CPUs it is held to
+    (a cgroup's quota: processes.cap_command), the lab's injected slowdown."""
     runner = hosts.Host.parse(host)
     runner.check()
     if listen is not None:
@@ -558,7 +570,7 @@ def start_server(stack: str, db: Path | str, *, profile: str | None = None,
     address = listen or runner.address()
     bind = hosts.resolve(address) if runner.kind == "ssh" else None
     srv = Server(stack=stack, db=db, port=port or free_port(), env=env, log_path=log_path,
-                 cpus=cpus, host=address, runner=runner, bind=bind)
+                 cpus=cpus, host=address, runner=runner, bind=bind, cpu_cap=cpu_cap)
     return srv.start(timeout=timeout)
 
 

@@ -8,8 +8,8 @@
 
 Sweeps record it as they go: per point the `time_*` columns (load.level_timing: the
 generator's start-up, warm-up, window, the server's answers to what was in flight at the close
-(`time_drain_s`), the generator's shutdown, merge; sweep: counts, page-cache probes,
-pause, the whole point), per server and profile (and scenario) `runs.server_timing` (copy,
+(`time_drain_s`), the generator's shutdown, merge; sweep: counts, page-cache probes, the
+cores' speed probes, pause, the whole point), per server and profile (and scenario) `runs.server_timing` (copy,
 start, prime, levels, the exit of a session's generator, cross-check, confirmation, stop,
 integrity check), per sweep
 `calibration_seconds`, `seed_seconds` and `wall_seconds`. Buffer points record
@@ -39,6 +39,7 @@ POINT_PHASES = [
     ("merge", "time_merge_s", "reading the generator's files"),
     ("row counts", "time_counts_s", "the audit's counts"),
     ("page-cache probes", "time_cache_s", "fincore before and after"),
+    ("core speed probes", "time_probe_s", "the server's and generator's cores, before and after"),
     ("pause", "time_pause_s", "after each point"),
 ]
 SERVER_PHASES = [

@@ -82,6 +82,10 @@ ACCEPTS: dict[str, tuple] = {
     "processes": (lambda v: v == "auto" or (_integer(v) and v >= 1), '"auto" or an integer >= 1 (generator processes)'),
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (runs of each level)")
        for k in ("repeats", "beyond_repeats")},
+    "rounds": (lambda v: _integer(v) and v >= 1, "an integer >= 1 (rounds of the whole sweep)"),
+    "order_seed": (lambda v: _integer(v) and v >= 0, "an integer >= 0 (the rounds' shuffle)"),
+    "cpu_cap": (lambda v: _number(v) and 0 < v <= 1, "a share of the server's CPUs, 0 < share <= 1 "
+                "(e.g. 0.8: held to 80 %)"),
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (concurrent users)")
        for k in ("share_users", "paths_users", "open_users")},
     "plain_users": (lambda v: _integer(v) and v >= 0, "an integer >= 0 (concurrent users; 0: no plain run)"),
