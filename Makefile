@@ -193,7 +193,7 @@ lock: ## re-resolve every Python dependency of pyproject.toml into requirements.
 	  --custom-compile-command "make lock" -o $(LOCK)
 
 clean: ## remove results, runs and scratch databases (keeps the environment)
-	rm -rf data/results.db* data/runs data/tmp
+	rm -rf data/results.db* data/runs data/tmp data/power
 
 # Every stack's build outputs, as its servers/<stack>/stack.toml declares them (`build_outputs`,
 # on one line): a new stack's need no edit here (tests/test_stacks.py checks this reads them).

@@ -13,17 +13,26 @@ this machine's run-to-run spread per scenario family over windows of S seconds a
 has no repeats: the one measured over the windows nearest the point's, on the point's own stack
 where `--stack` measured that one (a stack can spread more than the machine), else on the
 machine's (the default stack's).
+
+`python -m sqlitelab.compare --power NN [--scale quick] [--cap 0.8]`: the lab's power on this
+machine (sqlitelab.report.power): notebook NN run three times with `python -m sqlitelab.batch`
+into data/power/<stamp>/ — twice as it is, then with every server held to `cap` of its CPUs —
+and the share of points compare judges as it should (A/A within noise, held back slower), stored
+in data/results.db's `power` table and printed. `--power` alone prints the stored rows.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from sqlitelab.core import config, results
 from sqlitelab.experiments import noise
-from sqlitelab.report import compare
+from sqlitelab.report import compare, power
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlitelab.compare", description=__doc__.split("\n\n")[0])
@@ -42,7 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--db-b", type=Path, default=None,
                     help="B's results database, when B is in another one (another checkout or machine; default --db)")
     ap.add_argument("--csv", type=Path, default=None, help="also write the aligned points to this CSV")
+    ap.add_argument("--power", nargs="?", const="", default=None, metavar="NN",
+                    help="measure the lab's power on notebook NN (three runs; see above); alone: the stored rows")
+    ap.add_argument("--scale", default="quick", help="--power: the scale the notebook runs at")
+    ap.add_argument("--cap", type=float, default=power.CAP,
+                    help="--power: the share of its CPUs each server of the third run is held to")
     args = ap.parse_args(argv)
+    if args.power is not None:
+        return _power(args)
     if args.noise:
         try:
             rows = noise.measure(runs=args.runs, duration=args.duration, stack=args.stack,
@@ -69,6 +85,40 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{name}:\n{only.to_string(index=False)}")
     if args.csv:
         c.table.to_csv(args.csv, index=False)
+    return 0
+
+
+def _power(args) -> int:
+    """--power: three runs of a notebook into a folder of their own, compared and stored."""
+    if not args.power:
+        stored = power.table(args.db)
+        print("\n".join(power.said(r) for r in stored.to_dict("records")) or "no power check stored yet")
+        return 0
+    if not 0 < args.cap < 1:
+        print(f"compare: --cap is a share of the server's CPUs, 0 < cap < 1, not {args.cap}", file=sys.stderr)
+        return 2
+    folder = config.DATA_DIR / "power" / results.now_iso().replace(":", "").replace("-", "")[:15]
+    env = {**os.environ, "LAB_DATA_DIR": str(folder), "LAB_RUNS_DIR": str(folder / "runs"),
+           "LAB_FIGURES_DIR": str(folder / "figures"), "LAB_CALIBRATION_DB": str(config.CALIBRATION_DB)}
+    env.pop("LAB_SERVER_CPU_CAP", None)
+    for held in (None, None, args.cap):
+        run_env = {**env, **({"LAB_SERVER_CPU_CAP": str(held)} if held else {})}
+        print(f"compare --power: notebook {args.power} at {args.scale}" + (f", servers held to {held:.0%}" if held else ""),
+              flush=True)
+        done = subprocess.run([sys.executable, "-m", "sqlitelab.batch", "--scale", args.scale, "--only", args.power],
+                              env=run_env)
+        if done.returncode == 2:
+            return 2
+    db = folder / "results.db"
+    runs = results.read_sql("SELECT notebook_run, min(started) AS started, max(notebook) AS notebook FROM runs "
+                            "GROUP BY notebook_run ORDER BY started", (), db)
+    if len(runs) != 3:
+        print(f"compare: the power check needs three runs of {args.power}; {db} has {len(runs)}", file=sys.stderr)
+        return 1
+    ids = runs["notebook_run"].tolist()
+    rows = power.rows(str(runs["notebook"].iloc[0]), args.scale, args.cap, *ids, db=db)
+    results.store_rows("power", rows, args.db)
+    print("\n".join(power.said(r) for r in rows))
     return 0
 
 

@@ -24,11 +24,11 @@ from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import link, operations, postgres
 from sqlitelab.infra import servers as stacks
 from sqlitelab.notebooks import studies
-from sqlitelab.report import analysis, capacity, compare, findings, methods, plots
+from sqlitelab.report import analysis, capacity, compare, findings, methods, plots, power
 from sqlitelab.studies import scales
 
 plt.style.use("sqlitelab.report.blog")
 
 __all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer",
            "your_app", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
-           "compare", "findings", "methods", "plots", "scales", "studies"]
+           "compare", "findings", "methods", "plots", "power", "scales", "studies"]

@@ -350,6 +350,8 @@ def every_table_db(path):
                           "machine": "2 cores (test)", "window_s": 2.0, "notebook_run": "nb-run"}
                          for i, r in enumerate((100.0, 110.0), 1)])
     results.store_rows("noise", noise.spread_rows(runs, 0.5), path)  # as noise.measure stores them
+    from sqlitelab.report import power  # a power check's rows, as `compare --power` stores them
+    results.store_rows("power", power.rows("test", "quick", 0.8, R1, R2, R2, db=path), path)
     return path
 
 

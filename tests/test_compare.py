@@ -22,7 +22,7 @@ MACHINE = "2 cores (test), 1 GiB"
 
 def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, p99: dict | None = None,
           commit: str = "aaaa", machine: str = MACHINE, window: dict | None = None,
-          parameters: dict | None = None, stacks=("go-nethttp",)) -> None:
+          parameters: dict | None = None, stacks=("go-nethttp",), probe: dict | None = None) -> None:
     """A notebook run of one stack (or of each of `stacks`, alike): `rps` maps users to a list of
     repeats' rates."""
     points = []
@@ -32,7 +32,9 @@ def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, 
                            "scenario": "mix", "database": "sqlite", "users": users, "rate": None,
                            "repeat": rep, "rps": r, "p99_ms": (p99 or {}).get(users, 10.0),
                            "generator": "loadgen", "headline": True, "audit_ok": True,
-                           **({"window_s": window[users]} if window else {})})
+                           **({"window_s": window[users]} if window else {}),
+                           **({"probe_server_before_ms": probe[users], "probe_server_after_ms": probe[users]}
+                              if probe else {})})
     results.store_run({"run_id": run_id, "notebook": notebook, "notebook_run": run_id, "scale": "quick",
                        "machine": machine, "git_commit": commit, "started": results.now_iso(),
                        "server_cpus": "0", "generator_cpus": "1",
@@ -311,3 +313,81 @@ def test_the_noise_stack_is_declared_once_and_the_comparison_imports_no_runner()
     imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
                  for a in n.names}
     assert not {m for m in imported if m.startswith("sqlitelab.experiments")}, imported
+
+
+# ten points' rates, and a scatter of a few per cent around them (what the same code gives twice)
+RATES = {u: 1000.0 * u ** 0.5 for u in range(1, 11)}
+SCATTER = [1.03, 0.97, 1.01, 0.99, 1.04, 0.96, 1.02, 0.98, 1.0, 1.01]
+
+
+def test_without_any_band_the_comparisons_own_points_judge_it_both_ways(tmp_path):
+    """Runs that neither repeated a point nor found a stored spread: the points' own scatter is the
+    band. The same code twice is within noise; every point a fifth slower is flagged slower; a
+    change of a few points stands out of the others' scatter."""
+    db = tmp_path / "results.db"
+    store(db, "a", rps={u: [r] for u, r in RATES.items()})
+    store(db, "same", rps={u: [r * k] for (u, r), k in zip(RATES.items(), SCATTER)})
+    store(db, "held", rps={u: [0.8 * r * k] for (u, r), k in zip(RATES.items(), SCATTER)})
+    store(db, "two", rps={u: [r * k * (1.5 if u in (3, 7) else 1)] for (u, r), k in zip(RATES.items(), SCATTER)})
+    verdicts = {b: compare.compare(compare.side("a", db), compare.side(b, db)).table
+                for b in ("same", "held", "two")}
+    assert set(verdicts["same"]["rps_verdict"]) == {"within noise"}
+    assert set(verdicts["held"]["rps_verdict"]) == {"slower"}
+    two = verdicts["two"].set_index("users")["rps_verdict"]
+    assert set(two[["3", "7"]]) == {"faster"} and set(two.drop(["3", "7"])) == {"within noise"}
+    said = verdicts["same"]["rps_spread_from_a"].iloc[0]
+    assert said == "the comparison's own 10 points (their scatter)"
+
+
+def test_the_run_as_a_whole_is_judged_by_its_points_median_both_ways(tmp_path):
+    """The same code twice: the median ratio's interval holds 1, within noise. Every point a fifth
+    slower: slower, the interval around 0.8. The cores' probes are shown beside each point
+    (core_speed) and change no verdict."""
+    db = tmp_path / "results.db"
+    store(db, "a", rps={u: [r] for u, r in RATES.items()}, probe={u: 5.0 for u in RATES})
+    store(db, "same", rps={u: [r * k] for (u, r), k in zip(RATES.items(), SCATTER)}, probe={u: 6.25 for u in RATES})
+    store(db, "held", rps={u: [0.8 * r * k] for (u, r), k in zip(RATES.items(), SCATTER)},
+          probe={u: 6.25 for u in RATES})
+    same = compare.compare(compare.side("a", db), compare.side("same", db))
+    held = compare.compare(compare.side("a", db), compare.side("held", db))
+    assert same.overall["rps"].verdict == "within noise" and same.overall["rps"].low < 1 < same.overall["rps"].high
+    assert held.overall["rps"].verdict == "slower" and 0.75 < held.overall["rps"].low < held.overall["rps"].high < 0.85
+    assert held.table["core_speed"].tolist() == pytest.approx([0.8] * 10)
+    assert set(held.table["rps_verdict"]) == {"slower"}  # the probes explain nothing away
+    assert "rps: 10 slower of 10 points; the run as a whole: 0.80× (median of 10 points, 95 % interval" \
+        in compare.summary(held)
+    few = compare.overall(held.table.head(5), "rps", +1)
+    assert few.verdict == "too few points" and "too few points (5 points)" in few.words("rps")
+
+
+def test_too_few_points_give_no_own_band_and_say_so(tmp_path):
+    db = tmp_path / "results.db"
+    few = dict(list(RATES.items())[:compare.OWN_POINTS - 1])
+    store(db, "a", rps={u: [r] for u, r in few.items()})
+    store(db, "b", rps={u: [r * 0.5] for u, r in few.items()})
+    assert set(compare.compare(compare.side("a", db), compare.side("b", db)).table["rps_verdict"]) == {"no noise band"}
+
+
+def test_repeats_give_the_ratio_its_interval(tmp_path):
+    from sqlitelab.core import intervals
+    db = tmp_path / "results.db"
+    store(db, "a", rps={8: [1000, 1050, 1100]})
+    store(db, "b", rps={8: [1500, 1550, 1600], 16: [700]})
+    t = compare.compare(compare.side("a", db), compare.side("b", db)).table.iloc[0]
+    want = intervals.ratio_interval([1500, 1550, 1600], [1000, 1050, 1100])
+    assert (t["rps_low"], t["rps_high"]) == pytest.approx((want.low, want.high))
+    assert t["rps_low"] > 1
+
+
+def test_the_power_rows_count_what_compare_got_right(tmp_path):
+    from sqlitelab.report import power
+    db = tmp_path / "results.db"
+    store(db, "a", rps={u: [r] for u, r in RATES.items()})
+    store(db, "a2", rps={u: [r * k] for (u, r), k in zip(RATES.items(), SCATTER)})
+    # held back: every point but one a fifth slower (one was not busy enough to meet the quota)
+    store(db, "held", rps={u: [r * k * (1 if u == 1 else 0.8)] for (u, r), k in zip(RATES.items(), SCATTER)})
+    rows = {(r["check"], r["metric"]): r for r in power.rows("03-read-write-mix", "quick", 0.8, "a", "a2", "held", db=db)}
+    assert rows[("aa", "rps")]["hits"] == 10 and rows[("aa", "rps")]["share"] == 1.0
+    assert rows[("held", "rps")]["points"] == 10 and rows[("held", "rps")]["hits"] == 9
+    assert "held to 80 % of its CPUs: flagged slower: 9 of 10 points (90 %), goal 90 %; the run as a whole slower (" in power.said(rows[("held", "rps")])
+    assert rows[("held", "rps")]["run_right"] and rows[("aa", "rps")]["run_verdict"] == "within noise"

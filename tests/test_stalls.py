@@ -28,6 +28,7 @@ from sqlitelab import notebooks
 # A findings function that takes no request-level points: why it is not run here.
 NOT_REQUEST_LEVELS = {
     "buffer": "seed 003's buffer points count records written by one process, not requests",
+    "lab_power": "notebook 11's power checks count compare's verdicts, not a level's requests",
 }
 
 

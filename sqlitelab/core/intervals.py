@@ -3,6 +3,7 @@ a number is printed with.
 
     mean_interval([4704, 1994, 4499])          # Interval(estimate=3732.3, low=..., high=..., n=3, ...)
     ratio_interval(axum_runs, fastapi_runs)    # Axum ÷ FastAPI, Fieller's interval
+    median_interval(ratios)                    # a comparison's points as a whole, distribution-free
     shown(mean_interval([4704, 1994, 4499]))   # "3,700 (95 % interval 0–7,500, 3 runs)"
 
 The unit of a repeat is a run of a level (a window of its own): the machine's speed moves
@@ -170,6 +171,26 @@ def ratio_interval(numerator: Iterable[float], denominator: Iterable[float], lev
     root = (t / mb) * math.sqrt(va + r * r * vb - g * va)  # the covariance of independent means: 0
     lo, hi = (r - root) / (1 - g), (r + root) / (1 - g)
     return Interval(r, min(lo, hi), max(lo, hi), n, method)
+
+
+def median_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
+    """The median of many values (a comparison's points' ratios) with its distribution-free
+    interval: the order statistics whose ranks the binomial (n, ½) puts at least `level` between
+    (no assumption on the values' shape: the scatter of points is heavy-tailed); fewer values than
+    such an interval needs (six at 95 %): the median with no interval."""
+    _check_level(level)
+    xs = sorted(_values(values, "values"))
+    n = len(xs)
+    median = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    tail, k = 0.0, 0  # the largest k with P(Binomial(n, 1/2) < k) <= (1 - level) / 2
+    while True:
+        more = tail + math.comb(n, k) / 2 ** n
+        if more > (1 - level) / 2:
+            break
+        tail, k = more, k + 1
+    if k == 0:
+        return Interval(median, float("nan"), float("nan"), n, f"{n} values: too few for an interval")
+    return Interval(median, xs[k - 1], xs[n - k], n, f"order statistics {k} and {n - k + 1} of {n}")
 
 
 # --------------------------------------------------------------------------- precision

@@ -14,8 +14,8 @@ import math
 from types import ModuleType
 
 from sqlitelab.infra import servers
-from sqlitelab.report import findings
-from sqlitelab.report.compare import NONE_FINISHED
+from sqlitelab.report import findings, power
+from sqlitelab.report.compare import NONE_FINISHED, OWN_POINTS
 from sqlitelab.studies.declarations import experiment_title
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED
 
@@ -68,7 +68,8 @@ ARTICLE = Article(ID, "—", "two runs of a notebook, point by point", (
            why="a point only one run has is listed apart, never compared"),
     Detail("noise band", "—", lambda r: "each run's (max − min) / mean from its repeats, else its "
            "machine's stored spread for the scenario's family, measured over the windows nearest the "
-           "point's, combined as sqrt(a² + b²)",
+           "point's, combined as sqrt(a² + b²); else the comparison's own points: the scatter of their "
+           "ratios, adjusted for the cores' speed each run probed beside its windows",
            expect=NOT_STATED, why="the band is measured within minutes; runs hours apart on a VM can "
                                   "differ by more and still be the machine"),
     Detail("machine", "—", "col:machine", expect=NOT_STATED, why=MACHINE_WHY),
@@ -98,7 +99,7 @@ def comparison(c, studies: dict[str, ModuleType]) -> str:
         lines.append(f"- {words.capitalize()}: {int((v == 'faster').sum())} of {len(v)} points faster, "
                      f"{int((v == 'slower').sum())} slower, {int((v == 'within noise').sum())} within "
                      f"noise, {int((v == 'no noise band').sum())} without a noise band"
-                     + (f"; {stalls}" if stalls else "") + ".")
+                     + (f"; {stalls}" if stalls else "") + f"; {c.overall[metric].words(metric)}.")
         if len(moved):
             far = moved.loc[(moved[f"{metric}_ratio"].apply(lambda r: abs(math.log(r)))).idxmax()]
             users = f"{far['users']} user{'' if str(far['users']) == '1' else 's'}"
@@ -106,6 +107,18 @@ def comparison(c, studies: dict[str, ModuleType]) -> str:
                          + (f" ({experiment_title(studies[far['notebook']], far['experiment'])})" if far["experiment"] else "")
                          + f": {far[f'{metric}_ratio']:.2f}× (band ±{far[f'{metric}_band']:.0%}).")
     if (c.table["rps_verdict"] == "no noise band").any():
-        lines.append("- Points without repeats have a band only from the machine's own measurement: "
-                     "`python -m sqlitelab.compare --noise` stores one.")
+        lines.append(f"- Points without repeats, with fewer than {OWN_POINTS} points to compare, have a "
+                     "band only from the machine's own measurement: `python -m sqlitelab.compare --noise` "
+                     "stores one.")
     return "\n".join(lines)
+
+
+def lab_power(table) -> str:
+    """What the lab's power checks on this machine found (report.power's stored rows, newest of
+    each notebook, scale, check and metric), in lines; how to measure it where none is stored."""
+    if table.empty:
+        return ("No power check is stored on this machine: `python -m sqlitelab.compare --power 03` runs "
+                "notebook 03 twice as it is and once with its servers held to 80 % of their CPUs, and "
+                "stores how many points compare judged as it should.")
+    newest = table.drop_duplicates(["notebook", "scale", "check", "metric"])
+    return "\n".join(f"- {power.said(r)}" for r in newest.to_dict("records"))

@@ -16,9 +16,17 @@ sqrt(na² + nb²) (two independent measurements); a side's spread at a point is 
 and its scenario's family (`noise` rows of results.db, measured by `python -m sqlitelab.compare
 --noise`: sqlitelab.experiments.noise) — its own stack's where that stack was measured (a stack can
 spread more than the machine does), else the machine's (NOISE_STACK's) — over the windows nearest
-the point's own (the table's `<metric>_spread_from_a/_b` says which), else unknown: then the
-verdict is `no noise band` and says nothing about the direction. A point where a side finished no
-request in its window (its rate 0: a stall) has no ratio: its verdict is `none finished in a` (or b).
+the point's own (the table's `<metric>_spread_from_a/_b` says which). Where neither is known, the
+comparison's own points are the band (own_band): a point within OWN_Z robust standard deviations
+of the points' scatter of 1 is within noise — so a machine that never measured its noise still
+gets a verdict, and what moved every point alike stays a change. With fewer than OWN_POINTS
+points the verdict is `no noise band` and says nothing about the direction. The run as a whole
+is judged too (`overall`): the median of its points' ratios with its distribution-free interval.
+`core_speed` is how fast b's server core ran against a's beside each point (the probes each run
+stores: sqlitelab.core.probe), shown, not used to adjust. Where both sides repeated a
+point, its ratio also carries its 95 % interval (`<metric>_low`, `_high`: Fieller's, over the
+repeats: sqlitelab.core.intervals). A point where a side finished no request in its window (its
+rate 0: a stall) has no ratio: its verdict is `none finished in a` (or b).
 """
 from __future__ import annotations
 
@@ -28,19 +36,25 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from sqlitelab.core import machine, results
+from sqlitelab.core import intervals, machine, results
 from sqlitelab.core.vocabulary import NOISE_STACK
 from sqlitelab.infra import servers
 from sqlitelab.load import scenarios
 from sqlitelab.report import reference_tables
 
 KEYS = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
+# a point's server-core probes (sqlitelab.core.probe), before and after its window
+PROBES = ("probe_server_before_ms", "probe_server_after_ms")
+# the comparison's own points as the band (own_band): at least this many points with a ratio, and
+# a band of OWN_Z robust standard deviations of their speed-adjusted log ratios
+OWN_POINTS, OWN_Z = 8, 1.96
 # metric: +1 when higher is better (throughput), -1 when lower is (latency)
 METRICS = {"rps": +1, "p99_ms": -1}
 # the comparison table's columns a reader is shown (the command's and notebook 11's)
 SHOWN = ["experiment", "server", "profile", "scenario", "database", "users", "rate",
-         "window_s_a", "window_s_b", "rps_a", "rps_b", "rps_ratio", "rps_band", "rps_verdict",
-         "p99_ms_a", "p99_ms_b", "p99_ms_ratio", "p99_ms_band", "p99_ms_verdict"]
+         "window_s_a", "window_s_b", "rps_a", "rps_b", "rps_ratio", "rps_low", "rps_high", "rps_band",
+         "rps_verdict", "p99_ms_a", "p99_ms_b", "p99_ms_ratio", "p99_ms_low", "p99_ms_high", "p99_ms_band",
+         "p99_ms_verdict", "core_speed"]
 # what the provenance table compares, from each side's runs rows
 PROVENANCE = ("machine", "git_commit", "lock_hash", "scale", "server_cpus", "generator_cpus",
               "calibrations")
@@ -209,13 +223,18 @@ def _keyed(pts: pd.DataFrame) -> pd.DataFrame:
 
 
 def _levels(s: Side) -> pd.DataFrame:
-    """One row per point (over its repeats): each metric's mean and its relative spread."""
+    """One row per point (over its repeats): each metric's mean, its repeats and its relative
+    spread, and the server core's mean probe (sqlitelab.core.probe; NaN where not probed)."""
     pts = _keyed(s.points)
+    pts["_probe"] = pts[[c for c in PROBES if c in pts]].astype(float).mean(axis=1) if any(
+        c in pts for c in PROBES) else math.nan
     agg = {}
     for m in METRICS:
         agg[m] = (m, "mean")
         agg[f"{m}_spread"] = (m, lambda v: (v.max() - v.min()) / v.mean() if len(v) > 1 and v.mean() else math.nan)
+        agg[f"{m}_runs"] = (m, lambda v: [float(x) for x in v if x == x])
     agg["repeats"] = ("rps", "size")
+    agg["probe_ms"] = ("_probe", "mean")
     agg["window_s"] = ("window_s", "mean") if "window_s" in pts else ("rps", lambda v: math.nan)
     out = pts.groupby(list(KEYS), sort=True).agg(**agg).reset_index()
     for m in METRICS:
@@ -258,6 +277,7 @@ class Comparison:
     only_a: pd.DataFrame       # keys of the points only a has
     only_b: pd.DataFrame
     provenance: pd.DataFrame   # what differs between the sides' runs, first
+    overall: dict = field(default_factory=dict)  # metric -> Overall: the run as a whole
 
 
 def compare(a: Side, b: Side) -> Comparison:
@@ -267,11 +287,22 @@ def compare(a: Side, b: Side) -> Comparison:
                            f"compare runs of one notebook")
     la, lb = _levels(a), _levels(b)
     both = la.merge(lb, on=list(KEYS), suffixes=("_a", "_b"))
+    # how fast b's server core ran against a's beside the same point (>1: b's faster), from probes
+    both["core_speed"] = both["probe_ms_a"] / both["probe_ms_b"]
     for m, better in METRICS.items():
         # a side at 0 (no request finished in its window: a stall) has no ratio; the verdict names it
         ran = (both[f"{m}_a"] != 0) & (both[f"{m}_b"] != 0)
         both[f"{m}_ratio"] = (both[f"{m}_b"] / both[f"{m}_a"]).where(ran)
         both[f"{m}_band"] = (both[f"{m}_spread_a"] ** 2 + both[f"{m}_spread_b"] ** 2) ** 0.5
+        ratio_iv = [_ratio_interval(x, y) for x, y in zip(both[f"{m}_runs_a"], both[f"{m}_runs_b"])]
+        both[f"{m}_low"] = [iv.low if iv else math.nan for iv in ratio_iv]
+        both[f"{m}_high"] = [iv.high if iv else math.nan for iv in ratio_iv]
+        own = own_band(both, m)
+        if own is not None:  # where neither side's spread is known: the comparison's own points
+            none = both[f"{m}_band"].isna() & both[f"{m}_ratio"].notna()
+            both.loc[none, f"{m}_band"] = own[0]
+            for side in ("a", "b"):
+                both.loc[none, f"{m}_spread_from_{side}"] = own[1]
         both[f"{m}_verdict"] = [NONE_FINISHED["a"] if x == 0 else NONE_FINISHED["b"] if y == 0 else verdict(r, n, better)
                                 for x, y, r, n in zip(both[f"{m}_a"], both[f"{m}_b"], both[f"{m}_ratio"],
                                                       both[f"{m}_band"])]
@@ -283,7 +314,65 @@ def compare(a: Side, b: Side) -> Comparison:
     only_a = la[~keys(la).isin(set(keys(lb)))][list(KEYS)]
     only_b = lb[~keys(lb).isin(set(keys(la)))][list(KEYS)]
     return Comparison(a, b, both, only_a.reset_index(drop=True), only_b.reset_index(drop=True),
-                      provenance(a, b))
+                      provenance(a, b), {m: overall(both, m, better) for m, better in METRICS.items()})
+
+
+def _ratio_interval(a: list, b: list) -> "intervals.Interval | None":
+    """b ÷ a's 95 % interval over each side's repeats (Fieller: sqlitelab.core.intervals), None
+    unless both sides have two repeats or more and a's mean is not 0."""
+    if len(a) < 2 or len(b) < 2 or not sum(a):
+        return None
+    return intervals.ratio_interval(b, a)
+
+
+def own_band(both: pd.DataFrame, metric: str) -> tuple[float, str] | None:
+    """The band a comparison draws from its own points where neither run's spread is known, and
+    where it came from in words: the logarithm of every point's ratio, its robust spread (1.4826 ×
+    the median absolute deviation from the median) over the points, and a point whose ratio is
+    within OWN_Z of those spreads of 1 is within noise. What moved every point alike (a server
+    held back, a slower build, a slower machine) stays a change: only the points' scatter is
+    noise; the run as a whole is judged apart (overall). None with fewer than OWN_POINTS ratios.
+    (The cores' probes are not used to adjust a ratio: a probe is one instant beside a window,
+    and a held-back server still busy with its backlog slows the probe on its core too.)"""
+    logs = [math.log(v) for v in both[f"{metric}_ratio"] if v == v and v > 0]
+    if len(logs) < OWN_POINTS:
+        return None
+    mid = intervals.median_interval(logs).estimate
+    mad = intervals.median_interval([abs(v - mid) for v in logs]).estimate
+    return math.exp(OWN_Z * 1.4826 * mad) - 1, f"the comparison's own {len(logs)} points (their scatter)"
+
+
+@dataclass(frozen=True)
+class Overall:
+    """The run as a whole against the other, per metric: the median of its points' ratios with
+    the median's distribution-free 95 % interval (intervals.median_interval), and the verdict:
+    faster or slower where the interval leaves 1 out, else within noise (`too few points` below
+    the interval's six). Each point is one draw of the machine's scatter; what every point shares
+    — the machine's speed during the one run against the other's — is in it, so a move of the whole
+    run is the code's, the knobs' or the machine's: the provenance says which differ."""
+    ratio: float
+    low: float
+    high: float
+    points: int
+    verdict: str
+
+    def words(self, metric: str) -> str:
+        if self.low != self.low:
+            return f"the run as a whole: {self.verdict} ({self.points} points)"
+        return (f"the run as a whole: {self.ratio:.2f}× (median of {self.points} points, 95 % interval "
+                f"{self.low:.2f}–{self.high:.2f}×): {self.verdict}")
+
+
+def overall(table: pd.DataFrame, metric: str, better: int) -> Overall:
+    ratios = [v for v in table[f"{metric}_ratio"] if v == v and v > 0] if len(table) else []
+    if not ratios:
+        return Overall(math.nan, math.nan, math.nan, 0, "no point with a ratio")
+    iv = intervals.median_interval(ratios)
+    if not iv.bounded:
+        return Overall(iv.estimate, math.nan, math.nan, iv.n, "too few points")
+    moved = iv.low > 1 or iv.high < 1
+    word = "within noise" if not moved else "faster" if (iv.low > 1) == (better > 0) else "slower"
+    return Overall(iv.estimate, iv.low, iv.high, iv.n, word)
 
 
 def provenance(a: Side, b: Side) -> pd.DataFrame:
@@ -292,8 +381,9 @@ def provenance(a: Side, b: Side) -> pd.DataFrame:
     for what in PROVENANCE:
         va, vb = _one(a.runs, what), _one(b.runs, what)
         rows.append({"what": what, "a": va, "b": vb, "same": va == vb})
-    va, vb = _one(a.points, "generator"), _one(b.points, "generator")
-    rows.append({"what": "generator", "a": va, "b": vb, "same": va == vb})
+    for what in ("generator", "server_cpu_cap"):  # a held-back server: the power check's slowdown
+        va, vb = _one(a.points, what), _one(b.points, what)
+        rows.append({"what": what, "a": va, "b": vb, "same": va == vb})
     pa, pb = _parameters(a.runs), _parameters(b.runs)
     for name in sorted(set(pa) | set(pb)):  # the notebook's parameters: only those set differently
         va, vb = pa.get(name, "not set"), pb.get(name, "not set")
@@ -364,7 +454,8 @@ def summary(c: Comparison) -> str:
         if c.table.empty:
             break
         counts = c.table[f"{m}_verdict"].value_counts()
-        lines.append(f"  {m}: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" of {len(c.table)} points")
+        lines.append(f"  {m}: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" of {len(c.table)} points; "
+                     + c.overall[m].words(m))
     if len(c.only_a) or len(c.only_b):
         lines.append(f"  only in a: {len(c.only_a)} points; only in b: {len(c.only_b)} points")
     return "\n".join(lines)
