@@ -12,6 +12,7 @@ the README.
 """
 from __future__ import annotations
 
+import functools
 import json
 from types import ModuleType
 
@@ -246,6 +247,13 @@ def level_runs(points: pd.DataFrame, server: str, profile: str, users) -> list[f
     """The writes/s of each run of one level (a stack, profile and number of users)."""
     return points.loc[(points["server"] == server) & (points["profile"] == profile)
                       & (points["users"] == users), "rps"].tolist()
+
+
+def runs_of(points: pd.DataFrame):
+    """level_runs over `points`, as the throughput figure takes each level's runs
+    (plots.throughput_chart's `runs`: a level of two runs or more drawn with the 95 % interval of
+    its mean over them, one of a single run with none)."""
+    return functools.partial(level_runs, points)
 
 
 def linear_writes(table: pd.DataFrame, points: pd.DataFrame | None = None) -> str:

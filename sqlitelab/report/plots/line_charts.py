@@ -3,11 +3,15 @@ x (line_chart, and hockey_stick_chart on it), the generators' calibration agains
 wrk, and each operation's window second by second (timeline_chart)."""
 from __future__ import annotations
 
+import math
+from typing import Callable
+
 import matplotlib.ticker
 import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from sqlitelab.core import intervals
 from sqlitelab.core.vocabulary import OPERATION_TITLES
 from sqlitelab.report.analysis import flagged, rate_points
 from sqlitelab.report.plots.figure import (_titled, finish_legend, new_figure, new_panels, panel_grid,
@@ -34,16 +38,68 @@ def _from_zero(axes, bottom: float, also=()) -> None:
         ax.set_ylim(bottom, top)
 
 
+# The caps of an interval's bar, in points each side: wider than a marker (the style's 5-pt
+# markers), so that an interval narrower than its point still shows above and below it.
+INTERVAL_CAPSIZE = 5
+
+
+def level_intervals(s: pd.DataFrame, runs: Callable[[str, str, int], list[float]]) -> pd.DataFrame:
+    """Each level of `s` (summarise's rows: server, profile, users) with the 95 % interval of
+    its mean over its runs (intervals.mean_interval, Student's t), `runs(server, profile, users)`
+    giving the rates of its runs: columns estimate, low, high (NaN: fewer than two runs, no
+    interval), n and level, on `s`'s index."""
+    rows = {}
+    for i, r in s.iterrows():
+        values = [float(v) for v in runs(r["server"], r["profile"], r["users"])
+                  if v is not None and math.isfinite(float(v))]
+        iv = intervals.mean_interval(values) if values else None
+        rows[i] = ({"estimate": iv.estimate, "low": iv.low, "high": iv.high, "n": iv.n, "level": iv.level}
+                   if iv else {"estimate": math.nan, "low": math.nan, "high": math.nan, "n": 0,
+                               "level": intervals.LEVEL})
+    return pd.DataFrame.from_dict(rows, orient="index",
+                                  columns=["estimate", "low", "high", "n", "level"]).reindex(s.index)
+
+
+def interval_words(bars: pd.DataFrame) -> str:
+    """What a chart's interval bars (level_intervals) are, in a reader's words, for its caption:
+    "Bars: 95 % interval of each point's mean over its 3 runs (Student's t), drawn from zero where
+    it reaches below; a point of one run has none." — each clause only where it holds; "" when
+    no bar is drawn."""
+    drawn = bars[bars["low"].notna() & bars["high"].notna()]
+    if not len(drawn):
+        return ""
+    ns = sorted({int(n) for n in drawn["n"]})
+    runs = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+    levels = sorted({float(v) for v in drawn["level"]})
+    level = " or ".join(f"{v:.0%}".replace("%", " %") for v in levels)
+    words = f"Bars: {level} interval of each point's mean over its {runs} runs (Student's t)"
+    if (drawn["low"] < 0).any():  # drawn from zero: a rate is never negative
+        words += ", drawn from zero where it reaches below"
+    if (bars["n"] == 1).any():
+        words += "; a point of one run has none"
+    return words + "."
+
+
 def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent users",
                      caption: str | None = None, y: str = "rps", ylabel: str = "requests/s",
                      logx: bool = True, reference: dict | None = None,
-                     ceilings: dict[str, float] | None = None):
-    """Mean over repeats with min–max bars, a colour per stack; one panel per profile when
-    there are several; rings where the generator was the limit or set the pace (LIMIT_MARKS).
+                     ceilings: dict[str, float] | None = None,
+                     runs: Callable[[str, str, int], list[float]] | None = None):
+    """Mean over repeats with min–max bars (or, with `runs`, interval bars), a colour per stack;
+    one panel per profile when there are several; rings where the generator was the limit or set the pace (LIMIT_MARKS).
     `reference`: the article's numbers on the same axes, as draw_reference's keyword
     arguments (`{"ref": df, "x": "users", "y": "rps", "label": "article", "by": None}`).
-    `ceilings`: the machine's own limits (analysis.machine_limits), dotted (draw_ceilings)."""
+    `ceilings`: the machine's own limits (analysis.machine_limits), dotted (draw_ceilings).
+    `runs`: each level's runs (`runs(server, profile, users)` -> the rates of its runs, those
+    the point's mean is over; 01's linear_writes.runs_of): its bar is then the 95 % interval of
+    that mean (level_intervals) in place of the min–max one, in the stack's colour, a lower end
+    below zero drawn at zero, none for a level of one run, and the caption says what the bars
+    are (interval_words) when one is drawn."""
     s = summarise(df)
+    bars = level_intervals(s, runs) if runs is not None else None
+    words = interval_words(bars) if bars is not None else ""
+    if words:
+        caption = f"{caption}\n{words}" if caption else words
     values = panel_values(s, "profile")
     fig, axes, key = panel_grid(len(values), caption, title)
     styles = SeriesStyles(s, ["server"])
@@ -52,10 +108,20 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
         for server, g in part.groupby("server", sort=True):
             kw = styles(server)
             ax.plot(g["users"], g[y], label="_" + styles.title(server), **kw)
-            if y == "rps":
-                bars = ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
-                                   fmt="none", ecolor=kw["color"], capsize=3, linewidth=1)
-                for cap in bars.get_children():  # the caps are lines of the stack's colour
+            bar = None
+            if bars is not None:
+                b = bars.loc[g.index]
+                b = b[b["low"].notna() & b["high"].notna()]
+                if len(b):  # the interval around its mean, from zero at the lowest (a rate is never negative),
+                    low = b["low"].clip(lower=0)  # its caps wider than the marker: one within it still shows
+                    bar = ax.errorbar(g.loc[b.index, "users"], b["estimate"],
+                                      yerr=[b["estimate"] - low, b["high"] - b["estimate"]],
+                                      fmt="none", ecolor=kw["color"], capsize=INTERVAL_CAPSIZE, linewidth=1)
+            elif y == "rps":
+                bar = ax.errorbar(g["users"], g[y], yerr=[g[y] - g["rps_min"], g["rps_max"] - g[y]],
+                                  fmt="none", ecolor=kw["color"], capsize=3, linewidth=1)
+            if bar is not None:
+                for cap in bar.get_children():  # the caps are lines of the stack's colour
                     cap.set_gid(kw.get("gid"))  # a stack's (an app of the user's has none)
             mark_limits(ax, g, "users", y)
         shown = part
