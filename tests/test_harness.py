@@ -506,9 +506,9 @@ def test_a_sweep_of_several_scenarios_shares_one_file_per_server(lab_dirs):
 def test_rounds_measure_every_stack_and_level_once_a_round_in_the_stored_shuffled_order(lab_dirs):
     """Two rounds of two stacks and two levels, each server started afresh on a fresh copy each
     round: every point audited, numbered by its round, its cores probed before and after, run
-    in the order the stored seed gives; the second server of the run held to half its CPU."""
+    in the order the stored seed gives."""
     from sqlitelab.experiments import sweep as sweeps
-    stacks = [STACK, "python-fastapi"]
+    stacks = [STACK, "go-nethttp"]
     kw = dict(notebook="test", servers=stacks, profiles=["rails71"], scenario="rails-writes-noredirect",
               levels=[1, 2], duration=0.5, warmup=0, rounds=2, order_seed=11, generator="loadgen",
               progress=False, calibration=False)
