@@ -18,7 +18,8 @@ machine's (the default stack's).
 machine (sqlitelab.report.power): notebook NN run three times with `python -m sqlitelab.batch`
 into data/power/<stamp>/ — twice as it is, then with every server held to `cap` of its CPUs —
 and the share of points compare judges as it should (A/A within noise, held back slower), stored
-in data/results.db's `power` table and printed. `--power` alone prints the stored rows.
+in data/results.db's `power` table and printed. `--power` alone prints the stored rows; `--power
+NN --from data/power/<stamp>` judges a power folder's three runs again, measuring nothing.
 """
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", default="quick", help="--power: the scale the notebook runs at")
     ap.add_argument("--cap", type=float, default=power.CAP,
                     help="--power: the share of its CPUs each server of the third run is held to")
+    ap.add_argument("--from", dest="from_", type=Path, default=None, metavar="FOLDER",
+                    help="--power: judge the three runs of this power folder again, measuring nothing")
     args = ap.parse_args(argv)
     if args.power is not None:
         return _power(args)
@@ -97,26 +100,39 @@ def _power(args) -> int:
     if not 0 < args.cap < 1:
         print(f"compare: --cap is a share of the server's CPUs, 0 < cap < 1, not {args.cap}", file=sys.stderr)
         return 2
+    if args.from_ is not None:
+        return _judged(args, args.from_)
     folder = config.DATA_DIR / "power" / results.now_iso().replace(":", "").replace("-", "")[:15]
     env = {**os.environ, "LAB_DATA_DIR": str(folder), "LAB_RUNS_DIR": str(folder / "runs"),
            "LAB_FIGURES_DIR": str(folder / "figures"), "LAB_CALIBRATION_DB": str(config.CALIBRATION_DB)}
     env.pop("LAB_SERVER_CPU_CAP", None)
     for held in (None, None, args.cap):
         run_env = {**env, **({"LAB_SERVER_CPU_CAP": str(held)} if held else {})}
-        print(f"compare --power: notebook {args.power} at {args.scale}" + (f", servers held to {held:.0%}" if held else ""),
+        print(f"compare --power: notebook {args.power} at {args.scale}" + (f", servers held to {100 * held:g} %" if held else ""),
               flush=True)
         done = subprocess.run([sys.executable, "-m", "sqlitelab.batch", "--scale", args.scale, "--only", args.power],
                               env=run_env)
         if done.returncode == 2:
             return 2
+    return _judged(args, folder)
+
+
+def _judged(args, folder: Path) -> int:
+    """A power folder's three runs (A, A again, held back: in the order they started) judged and
+    the rows stored and printed."""
     db = folder / "results.db"
+    if not db.is_file():
+        print(f"compare: no power folder's results.db at {db}", file=sys.stderr)
+        return 2
     runs = results.read_sql("SELECT notebook_run, min(started) AS started, max(notebook) AS notebook FROM runs "
                             "GROUP BY notebook_run ORDER BY started", (), db)
     if len(runs) != 3:
         print(f"compare: the power check needs three runs of {args.power}; {db} has {len(runs)}", file=sys.stderr)
         return 1
     ids = runs["notebook_run"].tolist()
-    rows = power.rows(str(runs["notebook"].iloc[0]), args.scale, args.cap, *ids, db=db)
+    cap = results.read_sql("SELECT max(server_cpu_cap) AS cap FROM points WHERE notebook_run = ?", [ids[2]], db)
+    cap = float(cap["cap"].iloc[0]) if len(cap) and cap["cap"].notna().all() else args.cap  # as it was held
+    rows = power.rows(str(runs["notebook"].iloc[0]), args.scale, cap, *ids, db=db)
     results.store_rows("power", rows, args.db)
     print("\n".join(power.said(r) for r in rows))
     return 0

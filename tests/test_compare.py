@@ -389,5 +389,25 @@ def test_the_power_rows_count_what_compare_got_right(tmp_path):
     rows = {(r["check"], r["metric"]): r for r in power.rows("03-read-write-mix", "quick", 0.8, "a", "a2", "held", db=db)}
     assert rows[("aa", "rps")]["hits"] == 10 and rows[("aa", "rps")]["share"] == 1.0
     assert rows[("held", "rps")]["points"] == 10 and rows[("held", "rps")]["hits"] == 9
-    assert "held to 80 % of its CPUs: flagged slower: 9 of 10 points (90 %), goal 90 %; the run as a whole slower (" in power.said(rows[("held", "rps")])
-    assert rows[("held", "rps")]["run_right"] and rows[("aa", "rps")]["run_verdict"] == "within noise"
+    assert ("held to 80 % of its CPUs: flagged slower: 9 of 10 points (90 %), goal 90 %; the run as a whole "
+            "0.80× (95 % interval 0.80–0.80×): slower, beyond the A/A drift") in power.said(rows[("held", "rps")])
+    assert rows[("held", "rps")]["run_right"] and rows[("aa", "rps")]["run_verdict"] == "the machine's drift"
+    assert "the run as a whole moved 1.00× (95 % interval 0.97–1.03×): the machine's drift" in power.said(rows[("aa", "rps")])
+
+
+def test_a_run_wide_move_counts_only_beyond_the_machines_drift_between_two_runs(tmp_path):
+    """Every point 3 % faster: faster where the machine's drift is unknown; within noise where
+    the same code twice moved a whole run by 5 % here (a stored A/A check, read for b's machine)."""
+    from sqlitelab.report import power
+    db = tmp_path / "results.db"
+    store(db, "a", rps={u: [r] for u, r in RATES.items()})
+    store(db, "b", rps={u: [1.03 * r * (1 + (k - 1) / 10)] for (u, r), k in zip(RATES.items(), SCATTER)})
+    unknown = compare.compare(compare.side("a", db), compare.side("b", db)).overall["rps"]
+    assert unknown.verdict == "faster" and unknown.drift == 0 and "no A/A run of this machine" in unknown.words("rps")
+    results.store_rows("power", [{"machine": MACHINE, "notebook": "03-read-write-mix", "scale": "quick", "check": "aa",
+                                  "metric": "rps", "run_ratio": 1 / 1.05, "measured": "x"}], db)
+    known = compare.compare(compare.side("a", db), compare.side("b", db)).overall["rps"]
+    assert known.verdict == "within noise" and known.drift == pytest.approx(0.05)
+    assert "the machine's drift ±5 %: the largest of 1 A/A check(s) stored here (03 at quick)" in known.words("rps")
+    assert compare.overall(compare.compare(compare.side("a", db), compare.side("b", db)).table, "rps", +1,
+                           (0.01, "given")).verdict == "faster"

@@ -38,4 +38,14 @@ LOADGEN_BIN = LOADGEN_DIR / "bin" / "loadgen"
 # The share of its CPUs every server of a run is held to unless its sweep says otherwise (a
 # cgroup's CPU quota: the power check's injected slowdown, `python -m sqlitelab.compare --power`);
 # unset: not held. LAB_SERVER_CPU_CAP=0.8 holds each server to 80 % of its CPUs.
-SERVER_CPU_CAP = float(os.environ["LAB_SERVER_CPU_CAP"]) if os.environ.get("LAB_SERVER_CPU_CAP") else None
+def _share(name: str) -> float | None:
+    value = os.environ.get(name)
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a share of the server's CPUs, 0 < share <= 1, not {value!r}") from None
+
+
+SERVER_CPU_CAP = _share("LAB_SERVER_CPU_CAP")  # its range is checked by every sweep (scales.ACCEPTS)

@@ -79,6 +79,7 @@ class Side:
     runs: pd.DataFrame
     machine_noise: dict = field(default_factory=dict)
     ceilings: pd.DataFrame = field(default_factory=pd.DataFrame)  # the machine's limits the run measured
+    db: "object | None" = None  # the results.db it was read from (None: data/results.db)
 
     @property
     def notebook(self) -> str:
@@ -114,7 +115,7 @@ def side(ref: str, path=None, reference_dir=None) -> Side:
         runs = ref_run["runs"][ref_run["runs"]["notebook_run"].isin(set(pts["notebook_run"]))]
         ceil = ref_run.get("ceilings", pd.DataFrame())
         ceil = ceil[ceil["notebook_run"].isin(set(pts["notebook_run"]))] if len(ceil) else ceil
-        return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path), ceil)
+        return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path), ceil, path)
     if kind == "newest":  # on this machine
         scale, _, nb = rest.partition(":")
         pts = results.load_points(path)
@@ -133,7 +134,7 @@ def side(ref: str, path=None, reference_dir=None) -> Side:
                            f"run's id, newest:<scale>:<NN> or reference:<NN>)")
     runs = results.read_sql("SELECT * FROM runs WHERE notebook_run = ? OR run_id = ?", [ref, ref], path)
     return Side(ref, pts.reset_index(drop=True), runs, _machine_noise(pts, path),
-                results.load_table("ceilings", ref, path))
+                results.load_table("ceilings", ref, path), path)
 
 
 def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
@@ -280,8 +281,11 @@ class Comparison:
     overall: dict = field(default_factory=dict)  # metric -> Overall: the run as a whole
 
 
-def compare(a: Side, b: Side) -> Comparison:
-    """Align two sides of the same notebook and give each common point's ratios and verdicts."""
+def compare(a: Side, b: Side, drift: dict | None = None) -> Comparison:
+    """Align two sides of the same notebook and give each common point's ratios and verdicts, and
+    the run as a whole its own; `drift`: {metric: (the machine's run-to-run drift, its words)} for
+    that verdict (None: the A/A checks stored for b's machine in the results.db b was read from,
+    drift_of)."""
     if a.notebook != b.notebook:
         raise CompareError(f"{a.label} is notebook {a.notebook} and {b.label} is {b.notebook}: "
                            f"compare runs of one notebook")
@@ -314,7 +318,10 @@ def compare(a: Side, b: Side) -> Comparison:
     only_a = la[~keys(la).isin(set(keys(lb)))][list(KEYS)]
     only_b = lb[~keys(lb).isin(set(keys(la)))][list(KEYS)]
     return Comparison(a, b, both, only_a.reset_index(drop=True), only_b.reset_index(drop=True),
-                      provenance(a, b), {m: overall(both, m, better) for m, better in METRICS.items()})
+                      provenance(a, b),
+                      {m: overall(both, m, better, (drift or {}).get(m) if drift is not None
+                                  else drift_of(_one(b.points, "machine"), m, b.db))
+                       for m, better in METRICS.items()})
 
 
 def _ratio_interval(a: list, b: list) -> "intervals.Interval | None":
@@ -346,33 +353,59 @@ def own_band(both: pd.DataFrame, metric: str) -> tuple[float, str] | None:
 class Overall:
     """The run as a whole against the other, per metric: the median of its points' ratios with
     the median's distribution-free 95 % interval (intervals.median_interval), and the verdict:
-    faster or slower where the interval leaves 1 out, else within noise (`too few points` below
-    the interval's six). Each point is one draw of the machine's scatter; what every point shares
-    — the machine's speed during the one run against the other's — is in it, so a move of the whole
-    run is the code's, the knobs' or the machine's: the provenance says which differ."""
+    faster or slower where the interval leaves out 1 and the machine's drift around it, else
+    within noise (`too few points` below the interval's six). The interval holds the points'
+    scatter; what every point of a run shares — the machine's speed during that run — is not in
+    it: the `drift` is, the largest move of a whole run the same code made twice on this machine
+    (the power check's A/A, stored: drift_of), a ratio within 1 ± drift of 1 being no move.
+    Without a stored A/A the drift is unknown (0) and the words say so."""
     ratio: float
     low: float
     high: float
     points: int
     verdict: str
+    drift: float = 0.0
+    drift_from: str = "no A/A run of this machine stored (python -m sqlitelab.compare --power NN measures it)"
 
     def words(self, metric: str) -> str:
         if self.low != self.low:
             return f"the run as a whole: {self.verdict} ({self.points} points)"
         return (f"the run as a whole: {self.ratio:.2f}× (median of {self.points} points, 95 % interval "
-                f"{self.low:.2f}–{self.high:.2f}×): {self.verdict}")
+                f"{self.low:.2f}–{self.high:.2f}×; the machine's drift ±{100 * self.drift:.0f} %: "
+                f"{self.drift_from}): {self.verdict}")
 
 
-def overall(table: pd.DataFrame, metric: str, better: int) -> Overall:
+def overall(table: pd.DataFrame, metric: str, better: int, drift: tuple[float, str] | None = None) -> Overall:
+    """The run as a whole (Overall) for `metric`; `drift`: (the machine's run-to-run drift, where
+    it came from), None: unknown."""
     ratios = [v for v in table[f"{metric}_ratio"] if v == v and v > 0] if len(table) else []
+    extra = {"drift": drift[0], "drift_from": drift[1]} if drift else {}
     if not ratios:
-        return Overall(math.nan, math.nan, math.nan, 0, "no point with a ratio")
+        return Overall(math.nan, math.nan, math.nan, 0, "no point with a ratio", **extra)
     iv = intervals.median_interval(ratios)
     if not iv.bounded:
-        return Overall(iv.estimate, math.nan, math.nan, iv.n, "too few points")
-    moved = iv.low > 1 or iv.high < 1
-    word = "within noise" if not moved else "faster" if (iv.low > 1) == (better > 0) else "slower"
-    return Overall(iv.estimate, iv.low, iv.high, iv.n, word)
+        return Overall(iv.estimate, math.nan, math.nan, iv.n, "too few points", **extra)
+    d = drift[0] if drift else 0.0
+    up, down = iv.low > 1 + d, iv.high < 1 / (1 + d)
+    word = "within noise" if not (up or down) else "faster" if up == (better > 0) else "slower"
+    return Overall(iv.estimate, iv.low, iv.high, iv.n, word, **extra)
+
+
+def drift_of(machine_label: str | None, metric: str, path=None) -> tuple[float, str] | None:
+    """The largest move of a whole run the same code made twice on `machine_label`, for `metric`:
+    the power checks' A/A rows stored in results.db (sqlitelab.report.power), as a share
+    (|ratio − 1|, the larger of ratio and its inverse), and where it came from; None where none
+    is stored."""
+    have = results.read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'power'", (), path)
+    if have.empty or not machine_label:
+        return None
+    rows = results.read_sql("SELECT notebook, scale, run_ratio FROM power WHERE machine = ? AND metric = ? "
+                            "AND \"check\" = 'aa' AND run_ratio > 0", [machine_label, metric], path)
+    if rows.empty:
+        return None
+    worst = rows.assign(move=[max(r, 1 / r) - 1 for r in rows["run_ratio"]]).sort_values("move").iloc[-1]
+    return (float(worst["move"]), f"the largest of {len(rows)} A/A check(s) stored here "
+                                  f"({worst['notebook'][:2]} at {worst['scale']})")
 
 
 def provenance(a: Side, b: Side) -> pd.DataFrame:

@@ -18,7 +18,9 @@ against A again, and A again against C (the two neighbours in time), point by po
   points count against the power, as they would in any comparison.
 
 And for the run as a whole (compare's `overall`: the median of the points' ratios and its
-interval), whether it said "within noise" of A/A and "slower" of the held run.
+interval): the A/A pair's is the machine's drift between two runs (stored, it is the floor of
+every run-wide verdict `compare` gives on this machine: compare.drift_of), and the held run is
+judged against it, as "slower" or not.
 
 One row per metric and check goes to results.db's `power` table (`rows`), with the runs it
 compared: the lab's smallest detectable change on this machine, at that scale, stated.
@@ -41,8 +43,12 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
          db=None) -> list[dict]:
     """The `power` rows of three stored runs (A, A again, A held back by `cap`) in `db`: per check
     and metric, the points compared, how many got the wanted verdict, their share and the goal."""
-    aa = compare.compare(compare.side(run_a, db), compare.side(run_a2, db))
-    held = compare.compare(compare.side(run_a2, db), compare.side(run_held, db))
+    # the A/A pair measures the machine's drift between two runs (no drift assumed); the held run
+    # is judged against that drift, as any comparison on this machine then is (compare.drift_of)
+    aa = compare.compare(compare.side(run_a, db), compare.side(run_a2, db), drift={})
+    moved = {m: (max(o.ratio, 1 / o.ratio) - 1, "this check's A/A") for m, o in aa.overall.items()
+             if o.ratio == o.ratio and o.ratio > 0}
+    held = compare.compare(compare.side(run_a2, db), compare.side(run_held, db), drift=moved)
     now = results.now_iso()
     out = []
     for check, c in (("aa", aa), ("held", held)):
@@ -59,7 +65,8 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
                 "verdicts": verdicts.value_counts().to_json(),
                 "band_from": sources.to_json(),
                 "run_ratio": whole.ratio, "run_low": whole.low, "run_high": whole.high,
-                "run_verdict": whole.verdict, "run_right": whole.verdict in wanted,
+                "run_verdict": whole.verdict if check == "held" else "the machine's drift",
+                "run_right": whole.verdict in wanted if check == "held" else None,
                 "run_a": run_a if check == "aa" else run_a2, "run_b": run_a2 if check == "aa" else run_held,
                 "measured": now})
     return out
@@ -79,7 +86,9 @@ def said(r: dict) -> str:
     what = ("A/A (the same code twice): within noise" if r["check"] == "aa"
             else f"held to {pct(r['cap'])} of its CPUs: flagged slower")
     share = "no point compared" if not r["points"] else f"{r['hits']} of {r['points']} points ({pct(r['share'])})"
-    whole = (f"the run as a whole {r['run_verdict']}" + (
-        f" ({r['run_ratio']:.2f}×, 95 % interval {r['run_low']:.2f}–{r['run_high']:.2f}×)"
-        if r.get("run_low") is not None and r["run_low"] == r["run_low"] else ""))
+    ratio = (f" {r['run_ratio']:.2f}× (95 % interval {r['run_low']:.2f}–{r['run_high']:.2f}×)"
+             if r.get("run_low") is not None and r["run_low"] == r["run_low"] else "")
+    whole = (f"the run as a whole moved{ratio}: the machine's drift between two runs, the floor of a "
+             f"run-wide verdict here" if r["check"] == "aa" else
+             f"the run as a whole{ratio}: {r['run_verdict']}, beyond the A/A drift")
     return f"{r['notebook']} {r['scale']} · {r['metric']} · {what}: {share}, goal {pct(r['goal'])}; {whole}"
