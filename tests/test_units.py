@@ -254,6 +254,28 @@ def test_health_warnings_say_what_went_wrong():
     df["generator_bound"] = False
     bad = findings.health(df)
     assert "AUDIT FAILED" in bad and "generator-bound" not in bad and "Audit ok" not in bad
+    assert "slow core" not in bad  # no point probed slow (points from before the probes: no column)
+    df["core_slowed"], df["core_slowdown"] = False, 1.0
+    df.loc[1, ["core_slowed", "core_slowdown"]] = [True, 1.62]
+    slow = findings.health(df)
+    assert f"1 of {len(df)} point(s) met a **slow core**" in slow and "up to 1.6× the run's fastest" in slow
+    assert "outlasted" not in slow
+    df["outlasted"] = False
+    df.loc[2, "outlasted"] = True
+    assert f"At 1 of {len(df)} point(s) a request **outlasted the window**" in findings.health(df)
+
+
+@pytest.mark.parametrize("point,says", [
+    ({"window_s": 2.0, "max_ms": 2500.0, "time_drain_s": 0.01}, True),    # its slowest request: 2.5 s
+    ({"window_s": 2.0, "max_ms": 40.0, "time_drain_s": 3.2}, True),       # in flight at the close: 3.2 s
+    ({"window_s": 2.0, "max_ms": 1999.0, "time_drain_s": 0.5}, False),
+    ({"window_s": 2.0, "max_ms": None, "time_drain_s": None}, False),     # nothing finished, nothing in flight
+    ({"window_s": 2.0, "max_ms": 9000.0, "open_loop": True}, None),       # open loop: latency from due times
+    ({"window_s": None, "max_ms": 9000.0}, None),
+])
+def test_a_request_that_outlasts_its_window_is_told_apart(point, says):
+    from sqlitelab.load import verdicts
+    assert verdicts.outlasted(point) is says
 
 
 def test_seeded_templates_are_reused_and_pruned(tmp_path):

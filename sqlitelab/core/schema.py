@@ -60,7 +60,7 @@ TYPES: dict[str, type] = {
     # flags: stored as 0/1, read back as yes/no (results.typed), as a live point has them
     "audit_ok": bool, "headline": bool, "keepalive": bool, "generator_bound": bool,
     "generator_saturated": bool, "ramp_in_window": bool, "locust_cpu_warning": bool,
-    "open_loop": bool, "generator_influenced": bool, "core_slowed": bool,
+    "open_loop": bool, "generator_influenced": bool, "core_slowed": bool, "outlasted": bool,
     # the cores' speed beside a window (sqlitelab.core.probe; NaN where not pinned) and a cap
     "probe_server_before_ms": float, "probe_server_after_ms": float,
     "probe_generator_before_ms": float, "probe_generator_after_ms": float, "core_slowdown": float,
@@ -383,6 +383,10 @@ TABLES: dict[str, dict] = {
             "probe_generator_after_ms": "The same just after the window.",
             "core_slowdown": "The slower of the server core's two probes over the fastest probe of "
                              "its sweep on that core (1: as fast as the sweep's best minute).",
+            "outlasted": "1 when a request outlasted the window (its slowest answer, or the server's "
+                         "answer to what was in flight at the close, took the whole window or longer: "
+                         "a stall longer than the window, whose rate is what the stall let through; "
+                         "verdicts.outlasted); empty in open loop.",
             "core_slowed": "1 when core_slowdown was above probe.SLOWED (1.25): the machine's speed, "
                            "not the server, may have set the point's pace.",
             "server_cpu_cap": "The share of its CPUs the server was held to (a cgroup's CPU quota: "

@@ -959,6 +959,7 @@ class _OnServer:
         return schema.assemble(
             measured,
             {"generator_influenced": why is not None, "influence": why,  # the verdicts
+             "outlasted": verdicts.outlasted(measured),
              "gen_onset_util": self.onsets.get(gen), "headline": True, "replaced_by": None},
             {"time_counts_s": counts.seconds - counted, "time_cache_s": tk, "time_probe_s": tq,
              "time_pause_s": time.perf_counter() - t, "time_point_s": time.perf_counter() - tp})

@@ -39,6 +39,21 @@ def _util(pct, cpus) -> float | None:
     return None if _missing(pct) else pct / 100 / max(cpus or 1, 1)
 
 
+def outlasted(point: dict) -> bool | None:
+    """Whether a request outlasted the point's window: its slowest answered request took the
+    whole window or longer, or the server took that long to answer what was in flight at the
+    window's close (`time_drain_s`). Such a window met a stall longer than itself (Ruby's
+    busy-timeout waits under a GVL: seconds), and its rate counts what the stall let through, not
+    a throughput: measured again it can give 0 or thousands. None where it cannot be told (open
+    loop, whose latencies run from due times; no window)."""
+    window = point.get("window_s")
+    if point.get("open_loop") or _missing(window) or not window:
+        return None
+    longest = [v for v in ((point.get("max_ms") or 0) / 1000, point.get("time_drain_s") or 0)
+               if not _missing(v)]
+    return max(longest, default=0) >= window
+
+
 def influence(point: dict, onset: float | None) -> str | None:
     """Why the generator, not the server, plausibly set the pace of this point — or None.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sqlitelab.report.analysis import flagged, limited, machine_limits
+from sqlitelab.core import probe
 from sqlitelab.infra import servers
 from sqlitelab.load.scenarios import SCENARIOS, scenario_title
 
@@ -77,7 +78,8 @@ def endpoint_ceilings(best: pd.DataFrame, raw: dict | None, http: tuple[float, s
 
 
 def health(df: pd.DataFrame) -> str:
-    """What every notebook must say under its findings: a failed audit, generator-bound points."""
+    """What every notebook must say under its findings: a failed audit, generator-bound points,
+    points whose core probed slow (sqlitelab.core.probe)."""
     out = []
     if len(df) and not df["audit_ok"].all():
         out.append("❌ **AUDIT FAILED**: rows written differ from acknowledged writes, or "
@@ -90,6 +92,19 @@ def health(df: pd.DataFrame) -> str:
         out.append(f"⚠️ {len(inf)} point(s) were **generator-influenced**: the generator, not the "
                    f"server, plausibly set the pace ({inf['influence'].iloc[0]}, …): their throughput "
                    "is a lower bound, their latency an upper bound.")
+    long = df[flagged(df, "outlasted")] if len(df) else df
+    if len(long):
+        out.append(f"⚠️ At {len(long)} of {len(df)} point(s) a request **outlasted the window** (took the "
+                   f"whole window or longer: a stall or a queue longer than the window, e.g. "
+                   f"{servers.stack_title(long['server'].iloc[0])} at {int(long['users'].iloc[0])} users): "
+                   "their rate is what got through it, not a throughput; measured again it can be 0 or "
+                   "thousands.")
+    slowed = df[flagged(df, "core_slowed")] if len(df) else df
+    if len(slowed):
+        out.append(f"ℹ️ {len(slowed)} of {len(df)} point(s) met a **slow core**: its speed probe, just "
+                   f"before or after the window, ran up to {slowed['core_slowdown'].max():.1f}× the "
+                   f"run's fastest (over {probe.SLOWED:g}×): there the machine, not the server, may "
+                   "have set the pace.")
     if len(df) and "replaced_generator" in df and df["replaced_generator"].notna().any():
         r = df[df["replaced_generator"].notna()]
         out.append(f"ℹ️ {len(r)} point(s) come from **{r['generator'].iloc[0]}**, measured again where "
