@@ -393,6 +393,8 @@ def test_the_power_rows_count_what_compare_got_right(tmp_path):
             "0.80× (95 % interval 0.80–0.80×): slower, beyond the A/A drift") in power.said(rows[("held", "rps")])
     assert rows[("held", "rps")]["run_right"] and rows[("aa", "rps")]["run_verdict"] == "the machine's drift"
     assert "the run as a whole moved 1.00× (95 % interval 0.97–1.03×): the machine's drift" in power.said(rows[("aa", "rps")])
+    unmoved = {**rows[("held", "rps")], "run_verdict": "within noise"}  # a hold the servers never met
+    assert power.said(unmoved).endswith(": within noise (within the A/A drift or its points' scatter)")
 
 
 def test_a_run_wide_move_counts_only_beyond_the_machines_drift_between_two_runs(tmp_path):

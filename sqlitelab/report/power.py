@@ -90,5 +90,7 @@ def said(r: dict) -> str:
              if r.get("run_low") is not None and r["run_low"] == r["run_low"] else "")
     whole = (f"the run as a whole moved{ratio}: the machine's drift between two runs, the floor of a "
              f"run-wide verdict here" if r["check"] == "aa" else
-             f"the run as a whole{ratio}: {r['run_verdict']}, beyond the A/A drift")
+             f"the run as a whole{ratio}: {r['run_verdict']}" + (
+                 ", beyond the A/A drift" if r["run_verdict"] in ("faster", "slower") else
+                 " (within the A/A drift or its points' scatter)" if r["run_verdict"] == "within noise" else ""))
     return f"{r['notebook']} {r['scale']} · {r['metric']} · {what}: {share}, goal {pct(r['goal'])}; {whole}"
