@@ -12,7 +12,7 @@ own CPUs), just before and just after each window, while the server and the gene
 A point stores both (`probe_*_ms`); its `core_slowdown` is the slower of the two on the server's
 CPU over the fastest probe of its sweep on that CPU, and a point above SLOWED is flagged
 (`core_slowed`): the machine, not the server, may have set its pace. A comparison of two runs
-without another noise band adjusts each ratio by the two cores' speeds (sqlitelab.report.compare).
+shows the two cores' speeds beside each point (`core_speed`, sqlitelab.report.compare).
 
 It measures the core, not the server: a server held back by its own cgroup's CPU quota (the
 lab's injected slowdown, servers.start_server's `cpu_cap`) leaves the probe's thread alone.
@@ -71,7 +71,7 @@ def around(server_cpus: str | None, generator_cpus: str | None) -> dict:
 def slowdown(before: float, after: float, fastest: float) -> float:
     """The slower of a window's two probes over the fastest probe of its sweep (1.0: as fast as
     the sweep's best minute); NaN when it was not probed."""
-    worst = max(before, after) if before == before and after == after else before if before == before else after
+    worst = max((v for v in (before, after) if v == v), default=math.nan)
     if worst != worst or not fastest or fastest != fastest:
         return math.nan
     return worst / fastest

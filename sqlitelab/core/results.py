@@ -349,6 +349,12 @@ def load_table(table: str, run_id: str | None = None, path: Path | str | None = 
     return read_sql(f"SELECT * FROM [{table}]", [], path)
 
 
+def has_table(name: str, path: Path | str | None = None) -> bool:
+    """Whether the results database (None: data/results.db) has the table `name` yet (one a
+    measurement writes the first time it is made: noise, power)."""
+    return not read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?", [name], path).empty
+
+
 def load_points(path: Path | str | None = None, notebook: str | None = None,
                 run_id: str | None = None, headline_only: bool = True) -> pd.DataFrame:
     """Every stored point (each says its notebook, notebook run, experiment, scale, machine,

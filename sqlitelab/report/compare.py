@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -46,7 +47,7 @@ KEYS = ("notebook", "experiment", "server", "profile", "scenario", "database", "
 # a point's server-core probes (sqlitelab.core.probe), before and after its window
 PROBES = ("probe_server_before_ms", "probe_server_after_ms")
 # the comparison's own points as the band (own_band): at least this many points with a ratio, and
-# a band of OWN_Z robust standard deviations of their speed-adjusted log ratios
+# a band of OWN_Z robust standard deviations of their log ratios
 OWN_POINTS, OWN_Z = 8, 1.96
 # metric: +1 when higher is better (throughput), -1 when lower is (latency)
 METRICS = {"rps": +1, "p99_ms": -1}
@@ -79,7 +80,7 @@ class Side:
     runs: pd.DataFrame
     machine_noise: dict = field(default_factory=dict)
     ceilings: pd.DataFrame = field(default_factory=pd.DataFrame)  # the machine's limits the run measured
-    db: "object | None" = None  # the results.db it was read from (None: data/results.db)
+    db: "Path | str | None" = None  # the results.db it was read from (None: data/results.db)
 
     @property
     def notebook(self) -> str:
@@ -143,9 +144,7 @@ def _machine_noise(pts: pd.DataFrame, path=None) -> dict:
     metric, stack it was measured on (None: not recorded) and window length; {} when none was
     measured there."""
     machine = pts["machine"].dropna().iloc[0] if "machine" in pts and pts["machine"].notna().any() else None
-    tables = results.read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'noise'",
-                              (), path)
-    if tables.empty:  # nothing measured on any machine yet
+    if not results.has_table("noise", path):  # nothing measured on any machine yet
         return {}
     rows = results.read_sql("SELECT * FROM noise WHERE machine = ? ORDER BY measured", [machine], path)
     newest: dict = {}
@@ -391,19 +390,23 @@ def overall(table: pd.DataFrame, metric: str, better: int, drift: tuple[float, s
     return Overall(iv.estimate, iv.low, iv.high, iv.n, word, **extra)
 
 
+def drift_share(ratio: float) -> float:
+    """How far a run-wide ratio moved from 1, either way, as a share (1.05 and 1/1.05: 0.05)."""
+    return max(ratio, 1 / ratio) - 1
+
+
 def drift_of(machine_label: str | None, metric: str, path=None) -> tuple[float, str] | None:
     """The largest move of a whole run the same code made twice on `machine_label`, for `metric`:
     the power checks' A/A rows stored in results.db (sqlitelab.report.power), as a share
     (|ratio − 1|, the larger of ratio and its inverse), and where it came from; None where none
     is stored."""
-    have = results.read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'power'", (), path)
-    if have.empty or not machine_label:
+    if not machine_label or not results.has_table("power", path):
         return None
     rows = results.read_sql("SELECT notebook, scale, run_ratio FROM power WHERE machine = ? AND metric = ? "
                             "AND \"check\" = 'aa' AND run_ratio > 0", [machine_label, metric], path)
     if rows.empty:
         return None
-    worst = rows.assign(move=[max(r, 1 / r) - 1 for r in rows["run_ratio"]]).sort_values("move").iloc[-1]
+    worst = rows.assign(move=[drift_share(r) for r in rows["run_ratio"]]).sort_values("move").iloc[-1]
     return (float(worst["move"]), f"the largest of {len(rows)} A/A check(s) stored here "
                                   f"({worst['notebook'][:2]} at {worst['scale']})")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sqlitelab.report.analysis import flagged, limited, machine_limits
 from sqlitelab.core import probe
 from sqlitelab.infra import servers
 from sqlitelab.load.scenarios import SCENARIOS, scenario_title
+from sqlitelab.report.analysis import flagged, limited, machine_limits
 
 # A level in which no request finished: a stall longer than its window (a server that died fails
 # its sweep instead, so every stored level had a live server). A measured fact, said in words.
@@ -79,7 +79,7 @@ def endpoint_ceilings(best: pd.DataFrame, raw: dict | None, http: tuple[float, s
 
 def health(df: pd.DataFrame) -> str:
     """What every notebook must say under its findings: a failed audit, generator-bound points,
-    points whose core probed slow (sqlitelab.core.probe)."""
+    points where a request outlasted the window, points whose core probed slow (sqlitelab.core.probe)."""
     out = []
     if len(df) and not df["audit_ok"].all():
         out.append("❌ **AUDIT FAILED**: rows written differ from acknowledged writes, or "

@@ -46,7 +46,7 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
     # the A/A pair measures the machine's drift between two runs (no drift assumed); the held run
     # is judged against that drift, as any comparison on this machine then is (compare.drift_of)
     aa = compare.compare(compare.side(run_a, db), compare.side(run_a2, db), drift={})
-    moved = {m: (max(o.ratio, 1 / o.ratio) - 1, "this check's A/A") for m, o in aa.overall.items()
+    moved = {m: (compare.drift_share(o.ratio), "this check's A/A") for m, o in aa.overall.items()
              if o.ratio == o.ratio and o.ratio > 0}
     held = compare.compare(compare.side(run_a2, db), compare.side(run_held, db), drift=moved)
     now = results.now_iso()
@@ -74,8 +74,7 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
 
 def table(db=None) -> pd.DataFrame:
     """The stored power rows (newest first), empty where none was measured."""
-    have = results.read_sql("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'power'", (), db)
-    if have.empty:
+    if not results.has_table("power", db):
         return pd.DataFrame()
     return results.read_sql("SELECT * FROM power ORDER BY measured DESC", (), db)
 
