@@ -68,8 +68,8 @@ ARTICLE = Article(ID, "—", "two runs of a notebook, point by point", (
            why="a point only one run has is listed apart, never compared"),
     Detail("noise band", "—", lambda r: "each run's (max − min) / mean from its repeats, else its "
            "machine's stored spread for the scenario's family, measured over the windows nearest the "
-           "point's, combined as sqrt(a² + b²); else the comparison's own points: the scatter of their "
-           "ratios, adjusted for the cores' speed each run probed beside its windows",
+           "point's, combined as sqrt(a² + b²); else the comparison's own points: the robust scatter of "
+           "their ratios",
            expect=NOT_STATED, why="the band is measured within minutes; runs hours apart on a VM can "
                                   "differ by more and still be the machine"),
     Detail("machine", "—", "col:machine", expect=NOT_STATED, why=MACHINE_WHY),
