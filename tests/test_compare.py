@@ -413,3 +413,16 @@ def test_a_run_wide_move_counts_only_beyond_the_machines_drift_between_two_runs(
     assert "the machine's drift ±5 %: the largest of 1 A/A check(s) stored here (03 at quick)" in known.words("rps")
     assert compare.overall(compare.compare(compare.side("a", db), compare.side("b", db)).table, "rps", +1,
                            (0.01, "given")).verdict == "faster"
+
+
+def test_the_comparison_figure_says_where_its_bands_came_from(tmp_path):
+    """Bands drawn from the comparison's own points are named so in the legend, not as the runs'
+    spread."""
+    db = tmp_path / "results.db"
+    store(db, "a", rps={u: [r] for u, r in RATES.items()})
+    store(db, "b", rps={u: [r * k] for (u, r), k in zip(RATES.items(), SCATTER)})
+    c = compare.compare(compare.side("a", db), compare.side("b", db))
+    fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", studies(), caption="a test")
+    keys = [t.get_text() for t in fig.legends[0].get_texts()] if fig.legends else \
+        [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert "noise band (the points' own scatter)" in keys and "noise band (both runs' spread)" not in keys

@@ -78,7 +78,17 @@ def comparison_chart(table: pd.DataFrame, title: str, studies: dict[str, ModuleT
             seen.add(h.get_label())
             unique.append(h)
     banded = np.isfinite(table[[f"{m}_band" for m in METRIC_TITLES]].to_numpy(float)).any()
-    unique.append(Patch(color=BAND_COLOUR, label="noise band (both runs' spread)") if banded else
+    unique.append(Patch(color=BAND_COLOUR, label=_band_words(table)) if banded else
                   Patch(color="none", label="no noise band: neither run's spread was measured"))
     panel_legend(key, unique)
     return fit_legends(fig)
+
+
+def _band_words(table: pd.DataFrame) -> str:
+    """What the shaded bands are, in the legend: the runs' own spread (repeats or the machine's
+    stored one), the comparison's own points' scatter (compare.own_band), or either."""
+    sources = {v for m in METRIC_TITLES for v in table.get(f"{m}_spread_from_a", pd.Series(dtype=object)).dropna()}
+    own = {v for v in sources if v.startswith("the comparison's own")}
+    if own and own == sources:
+        return "noise band (the points' own scatter)"
+    return "noise band (both runs' spread, or the points' own scatter)" if own else "noise band (both runs' spread)"
