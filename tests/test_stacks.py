@@ -249,22 +249,23 @@ def test_none_is_every_bundled_stack_in_their_order():
     assert servers.chosen(("rust-axum",)) == ["rust-axum"]
 
 
-def test_the_quick_scale_leaves_out_a_stack_that_says_so_unless_a_notebook_names_it(tmp_path, monkeypatch):
-    slow = [name for name in BUNDLED if not manifest(name).get("quick", True)]
+@pytest.mark.parametrize("scale, other", [("quick", "seed"), ("seed", "quick")])
+def test_a_scale_leaves_out_a_stack_that_says_so_unless_a_notebook_names_it(scale, other, tmp_path, monkeypatch):
+    out = [name for name in BUNDLED if not manifest(name).get(scale, True)]
     every = servers.chosen(None)
-    assert servers.chosen(None, scale="quick") == [s for s in every if s not in slow]
-    assert servers.chosen(None, scale="seed") == every
-    for name in slow:  # named (01's article_server): kept, in its place
-        assert servers.chosen(None, scale="quick", named=[name]) == [s for s in every if s not in slow or s == name]
-    assert servers.chosen(["ruby-rails"], scale="quick") == ["ruby-rails"]  # a list is what it says
-    root = tmp_path / "servers"  # a new folder that says quick = false: out of quick, in seed
+    assert servers.chosen(None, scale=scale) == [s for s in every if s not in out]
+    for name in out:  # named (01's article_server): kept, in its place
+        assert servers.chosen(None, scale=scale, named=[name]) == [s for s in every if s not in out or s == name]
+    assert servers.chosen(["ruby-rails"], scale=scale) == ["ruby-rails"]  # a list is what it says
+    root = tmp_path / "servers"  # a new folder that sits out this scale: out of it, in the other
     for name in BUNDLED:
         stack_folder(root / name, (SERVERS / name / servers.MANIFEST).read_text())
     text = (SERVERS / "go-nethttp" / "stack.toml").read_text().replace("order = 3", "order = 9")
-    stack_folder(root / "zig-zap", text.replace("\nmultiprocess =", "\nquick = false\nmultiprocess =", 1))
+    stack_folder(root / "zig-zap", text.replace("\nmultiprocess =", f"\n{scale} = false\nmultiprocess =", 1))
     monkeypatch.setattr(servers, "STACKS", servers.bundled_stacks(root))
-    assert "zig-zap" in servers.chosen(None) and "zig-zap" not in servers.chosen(None, scale="quick")
-    assert servers.chosen(None, scale="quick", named=["zig-zap"])[-1] == "zig-zap"
+    assert "zig-zap" in servers.chosen(None) and "zig-zap" in servers.chosen(None, scale=other)
+    assert "zig-zap" not in servers.chosen(None, scale=scale)
+    assert servers.chosen(None, scale=scale, named=["zig-zap"])[-1] == "zig-zap"
 
 
 @pytest.mark.parametrize("value, says", [

@@ -44,6 +44,7 @@ MANIFEST_KEYS: dict[str, tuple[type, object]] = {
     "compiled": (bool, False),      # a native build: a bundled one is a calibration target (load.calibrate)
     "multiprocess": (bool, False),  # runs LAB_PROCESSES worker processes (follow_cpus)
     "quick": (bool, True),          # false: the quick scale sweeps it only where a notebook names it (chosen)
+    "seed": (bool, True),           # false: so does the seed scale
     "build_outputs": (list, []),    # what its build writes inside the folder (make distclean, .gitignore)
     "knobs": (dict, {}),            # knobs only this stack takes: [knobs.<name>], as shared.toml's (KNOB_KEYS)
 }
@@ -149,13 +150,13 @@ def chosen(stacks: "list[str] | tuple[str, ...] | None", *, name: str = "servers
     """The stacks a notebook's `servers` (or `name`) parameter means, the one place it is
     resolved: None is every stack the lab bundles, in their stack.toml `order` (bundled(): a new
     folder servers/<stack>/ joins it; an extra stack, LAB_EXTRA_STACKS, runs when named) — at
-    the quick `scale` without a stack whose stack.toml says `quick = false` unless the notebook
-    names it in `named` (01's and 02's article_server): quick's fifteen minutes hold every stack
-    but one whose start and stalls cost minutes of them; a list
+    a `scale` without a stack whose stack.toml says `<scale> = false` (`quick`, `seed`) unless the
+    notebook names it in `named` (01's and 02's article_server): a scale's time budget holds
+    every stack but one whose start and stalls cost minutes of it; a list
     is kept in its order, each a known stack (STACKS) and none twice. Anything else is refused
     in one line naming `name` and what it accepts."""
     if stacks is None:
-        return [s for s in bundled() if scale != "quick" or STACKS[s]["quick"] or s in named]
+        return [s for s in bundled() if scale not in ("quick", "seed") or STACKS[s][scale] or s in named]
     accepts = (f"{name}: a list of stacks (servers/<stack>), or None: every stack the lab bundles "
                f"({', '.join(bundled())})")
     if isinstance(stacks, str) or not isinstance(stacks, (list, tuple)) or not stacks:
