@@ -37,6 +37,43 @@ def test_rounds_shuffle_stacks_and_levels_anew_each_round_from_a_seed_that_gives
     assert drawn.record()["order_seed"] == drawn.order_seed and drawn.record()["rounds"] == 2
 
 
+def test_a_stack_of_its_own_levels_runs_those_in_every_round_and_the_rest_the_sweeps():
+    s = sweep.spec(notebook="t", servers=STACKS, levels=[8], rounds=3, order_seed=1,
+                   server_levels={"rust-axum": [32, 64]})
+    for r in s.order():
+        assert {stack: sorted(levels) for stack, _, levels in r} == {
+            "go-nethttp": [8], "python-fastapi": [8], "rust-axum": [32, 64]}
+    assert s.record()["server_levels"] == {"rust-axum": [32, 64]}
+    with pytest.raises(ValueError, match=r"^server_levels\['rust-axum'\] must be a non-empty list of integers >= 1"):
+        sweep.spec(notebook="t", servers=STACKS, server_levels={"rust-axum": [0]})
+    with pytest.raises(ValueError, match=r"^unknown servers \['cobol'\]"):
+        sweep.spec(notebook="t", servers=STACKS, server_levels={"cobol": [1]})
+
+
+def _runs(*rates, users=8, server="rust-axum"):
+    return [{"scenario": "mix", "server": server, "profile": "p", "users": users, "rate": None,
+             "rps": r, "headline": True} for r in rates]
+
+
+def test_rounds_stop_early_only_once_every_levels_interval_is_within_the_target():
+    assert sweep.settled(_runs(1000, 1010, 990), 0.05)              # ±2.5 %: within ±5 %
+    assert not sweep.settled(_runs(1000, 1400, 700), 0.05)          # far wider
+    assert not sweep.settled(_runs(1000), 0.05), "one run has no interval"
+    assert not sweep.settled(_runs(1000, 1010) + _runs(500, 900, users=32), 0.05), "every level, not most"
+    assert not sweep.settled(_runs(0, 0), 0.05), "a stalled level (mean 0) never settles"
+    assert not sweep.settled(_runs(1000, float("nan")), 0.05)
+    assert not sweep.settled([], 0.05)
+    replaced = _runs(100, 900) + [{**q, "headline": True} for q in _runs(1000, 1002)]
+    replaced[0]["headline"] = replaced[1]["headline"] = False       # measured again: the new ones count
+    assert sweep.settled(replaced, 0.05)
+    s = sweep.spec(notebook="t", servers=STACKS, rounds=5, until_half_width=0.05)
+    assert s.record()["until_half_width"] == 0.05
+    with pytest.raises(ValueError, match="^until_half_width stops rounds early: give rounds >= 3"):
+        sweep.spec(notebook="t", servers=STACKS, rounds=2, until_half_width=0.05)
+    with pytest.raises(ValueError, match=r"^until_half_width must be a share of the mean, 0 < share < 1"):
+        sweep.spec(notebook="t", servers=STACKS, rounds=5, until_half_width=5)
+
+
 @pytest.mark.parametrize("name,value,says", [
     ("rounds", 0, "rounds must be an integer >= 1 (rounds of the whole sweep), not 0"),
     ("order_seed", -1, "order_seed must be an integer >= 0 (the rounds' shuffle), not -1"),

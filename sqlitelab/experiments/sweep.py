@@ -51,7 +51,7 @@ from pathlib import Path
 import pandas as pd
 
 from sqlitelab.load import calibrate, commands, crosscheck as crosschecks, driver as load, scenarios, verdicts
-from sqlitelab.core import config, layout, machine, probe, results, schema
+from sqlitelab.core import config, intervals, layout, machine, probe, results, schema
 from sqlitelab.infra import databases, hosts, link, operations, postgres
 from sqlitelab.studies import scales
 from sqlitelab.infra import servers as stacks
@@ -118,6 +118,14 @@ class Settings:
                            "order given", "rounds")
     order_seed: int | None = _setting(None, "the seed of the rounds' shuffle (None: a new one, stored "
                                       "with the run)", "order_seed")
+    until_half_width: float | None = _setting(None, "rounds stop early once every level's rate has a 95 % "
+                                              "interval (intervals.mean_interval over its runs) whose "
+                                              "half-width is within this share of its mean, from the "
+                                              "second round on (the runs row's sweep says which stopped "
+                                              "them: `stopped_by`); None: every round runs", "half_width")
+    server_levels: dict[str, list[int]] | None = _setting(None, "levels per stack where they differ from "
+                                                          "`levels` (e.g. each stack's own peak, measured "
+                                                          "again in rounds)")
     server_cpu_cap: float | None = _setting(config.SERVER_CPU_CAP, "the share of its CPUs every server "
                                             "is held to (a cgroup's CPU quota, processes.cap_command): "
                                             "the lab's injected slowdown; default LAB_SERVER_CPU_CAP "
@@ -359,6 +367,8 @@ class Spec:
     server_repeats: dict
     rounds: int
     order_seed: int | None  # the rounds' shuffle (None: one round, the order given)
+    until_half_width: float | None  # rounds stop once every level's interval is this narrow
+    server_levels: dict     # stack -> its levels, where they differ from `levels`
     cpu_cap: float | None   # the share of its CPUs every server is held to (None: not held)
     duration: float
     warmup: float
@@ -401,6 +411,12 @@ class Spec:
         profile_list = list(s.profiles or ["rails71"])
         _check_args(server_list, profile_list, s.scenario)
         server_repeats = dict(s.server_repeats or {})
+        server_levels = {stack: tuple(v) for stack, v in (s.server_levels or {}).items()}
+        for stack, v in server_levels.items():
+            _check_args([stack], profile_list, s.scenario)
+            scales.refuse(f"server_levels[{stack!r}]", list(v), "levels")
+        if s.until_half_width is not None and s.rounds < 3:
+            raise ValueError("until_half_width stops rounds early: give rounds >= 3 (the most it may run)")
         for stack, n in server_repeats.items():
             _check_args([stack], profile_list, s.scenario)
             scales.refuse(f"server_repeats[{stack!r}]", n, "repeats")
@@ -448,6 +464,7 @@ class Spec:
             levels=tuple(s.levels), repeats=s.repeats, server_repeats=server_repeats,
             rounds=s.rounds, order_seed=(None if s.rounds == 1 else s.order_seed if s.order_seed is not None
                                          else random.SystemRandom().randrange(2**31)),
+            until_half_width=s.until_half_width, server_levels=server_levels,
             cpu_cap=s.server_cpu_cap,
             # None: the default (a count's sweep needs none)
             duration=DURATION if s.duration is None else s.duration, warmup=s.warmup,
@@ -515,14 +532,18 @@ class Spec:
         levels) from `order_seed`, the same order again from the same seed."""
         pairs = [(stack, profile) for stack in self.servers for profile in self.profiles]
         if self.rounds == 1:
-            return [[(stack, profile, self.levels) for stack, profile in pairs]]
+            return [[(stack, profile, self.levels_of(stack)) for stack, profile in pairs]]
         rng = random.Random(self.order_seed)
         out = []
         for _ in range(self.rounds):
             pairs = rng.sample(pairs, len(pairs))
-            out.append([(stack, profile, tuple(rng.sample(self.levels, len(self.levels))))
+            out.append([(stack, profile, tuple(rng.sample(self.levels_of(stack), len(self.levels_of(stack)))))
                         for stack, profile in pairs])
         return out
+
+    def levels_of(self, stack: str) -> tuple[int, ...]:
+        """A stack's levels: its own (`server_levels`) or the sweep's."""
+        return tuple(self.server_levels.get(stack, self.levels))
 
     def knobs_for(self, stack: str) -> dict:
         return {**self.knobs, **self.server_knobs.get(stack, {})}
@@ -531,7 +552,9 @@ class Spec:
         """The sweep's arguments as its runs row stores them (`sweep`)."""
         return {"servers": list(self.servers), "profiles": list(self.profiles),
                 "levels": list(self.levels), "repeats": self.repeats, "rounds": self.rounds,
-                "order_seed": self.order_seed, "server_cpu_cap": self.cpu_cap,
+                "order_seed": self.order_seed, "until_half_width": self.until_half_width,
+                "server_levels": {k: list(v) for k, v in self.server_levels.items()},
+                "server_cpu_cap": self.cpu_cap,
                 "server_repeats": self.server_repeats, "duration": self.duration,
                 "warmup": self.warmup, "requests": self.requests, "processes": self.processes,
                 "layout_note": self.layout_note, "server_host": str(self.server_host),
@@ -600,9 +623,10 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
                   "seed_cached": seed_cached, "calibration_seconds": 0.0, "seed_seconds": 0.0})
     first.update({"calibration_seconds": calibration_s, "seed_seconds": seed_s})
 
-    total = (spec.rounds * len(spec.profiles) * len(spec.scenarios) * len(spec.levels)
-             * len(spec.rates or [None]) * sum(spec.repeats_of(s) for s in spec.servers))
+    total = (spec.rounds * len(spec.profiles) * len(spec.scenarios) * len(spec.rates or [None])
+             * sum(spec.repeats_of(s) * len(spec.levels_of(s)) for s in spec.servers))
     bar = tqdm(total=total, desc=spec.notebook, disable=not spec.progress, mininterval=0.5)
+    stopped = {"rounds_run": 0, "stopped_by": "rounds"}
     try:
         for number, order in enumerate(spec.order(), start=1):
             for stack, profile, levels in order:
@@ -611,6 +635,11 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
                 points += got
                 checks += check
                 timing += st
+            stopped["rounds_run"] = number
+            if spec.until_half_width is not None and number >= 2 and number < spec.rounds \
+                    and settled(points, spec.until_half_width):
+                stopped["stopped_by"] = "half-width"
+                break
         slowed(points)
     finally:
         bar.close()
@@ -624,6 +653,7 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
                 p.update(described[name])
             per_second = [{**row, **{k: p[k] for k in SECOND_KEYS}}
                           for p in mine for row in p.get("seconds") or ()]
+            r["sweep"].update(stopped)
             r.update({"finished": results.now_iso(), "points": len(mine),
                       "server_timing": [row for row in timing if row["scenario"] == name]})
             # a sweep of several scenarios: each row its own servers' time, the first one the rest
@@ -651,6 +681,21 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
             f"acknowledged, {c['unknown_outcomes']} unknown, integrity {c['integrity']}" for c in bad),
             AuditWarning, stacklevel=3)
     return every[every["headline"]].reset_index(drop=True) if len(every) else every
+
+
+def settled(points: list[dict], target: float) -> bool:
+    """Whether every level measured so far (stack, profile, scenario, users and rate, headline
+    points) has a rate whose 95 % interval over its runs (intervals.mean_interval) is within
+    `target` of its mean: what stops a sweep's rounds early (Spec.until_half_width). A level of
+    one run, or whose mean is 0, is not."""
+    runs: dict = {}
+    for p in points:
+        if p.get("headline", True):
+            key = (p["scenario"], p["server"], p["profile"], p["users"], p.get("rate"))
+            runs.setdefault(key, []).append(p["rps"])
+    finite = all(isinstance(r, (int, float)) and math.isfinite(r) for v in runs.values() for r in v)
+    return bool(runs) and finite and all(
+        len(v) >= 2 and intervals.mean_interval(v).relative() <= target for v in runs.values())
 
 
 def slowed(points: list[dict]) -> None:
@@ -1011,7 +1056,7 @@ def _confirm(on: _OnServer, out: list[dict]) -> int:
     levels were measured again."""
     spec = on.spec
     repeats = spec.repeats_of(on.stack)
-    flagged = [u for u in spec.levels
+    flagged = [u for u in on.rnd.levels
                if any(p["generator_bound"] or p["generator_influenced"] for p in out if p["users"] == u)]
     on.bar.total += len(flagged) * repeats
     for users in flagged:

@@ -71,7 +71,7 @@ def _integers(least: int, empty: bool = False):
 # error gives (one line: "<name> must be <words>, not <value>").
 ACCEPTS: dict[str, tuple] = {
     **{k: (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]")
-       for k in ("levels", "article_levels")},
+       for k in ("levels", "article_levels", "synchronous_levels")},
     "fine_levels": (_integers(1, empty=True), "a list of integers >= 1 (concurrent users; []: none)"),
     "worker_levels": (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]"),
     "worker_counts": (_integers(1, empty=True), "a list of integers >= 1 (Puma workers; []: no sweep)"),
@@ -84,6 +84,9 @@ ACCEPTS: dict[str, tuple] = {
        for k in ("repeats", "beyond_repeats")},
     "rounds": (lambda v: _integer(v) and v >= 1, "an integer >= 1 (rounds of the whole sweep)"),
     "order_seed": (lambda v: _integer(v) and v >= 0, "an integer >= 0 (the rounds' shuffle)"),
+    **{k: (lambda v: _number(v) and 0 < v < 1, "a share of the mean, 0 < share < 1 (e.g. 0.05: "
+                   "a 95 % interval within ±5 %)") for k in ("half_width", "peak_half_width")},
+    "peak_rounds": (lambda v: _integer(v) and v >= 3, "an integer >= 3 (the most rounds of the peaks sweep)"),
     "cpu_cap": (lambda v: _number(v) and 0 < v <= 1, "a share of the server's CPUs, 0 < share <= 1 "
                 "(e.g. 0.8: held to 80 %)"),
     **{k: (lambda v: _integer(v) and v >= 1, "an integer >= 1 (concurrent users)")
