@@ -2,6 +2,7 @@
 import pandas as pd
 import pytest
 
+from sqlitelab.core import intervals
 from sqlitelab.report import analysis, claims
 from sqlitelab.notebooks import sqlite_as_buffer
 
@@ -65,3 +66,23 @@ def test_buffer_says_no_change_brings_back_the_collapse_only_when_none_does():
     one = sqlite_as_buffer.buffer(_variants(0.05), ref)
     assert "No single change" not in one
     assert "Changes that bring the 10-row rate below 50% of the 25-row rate: one_connection." in one
+
+
+def _iv(low, estimate, high, n=3):
+    return intervals.Interval(estimate, low, high, n, "test")
+
+
+def test_a_ratio_with_its_interval_is_the_articles_only_when_the_whole_interval_says_so():
+    inside = claims.ratio_interval_words(_iv(5.6, 6.0, 6.4), 6.0)
+    assert ": the article's ratio (6.0×, ±25 %: the whole interval within)" in inside
+    assert inside.startswith("6.00× (95 % interval 5.60–6.40×, 3 runs)")  # its precision: the interval's
+    assert ": not the article's ratio" in claims.ratio_interval_words(_iv(2.0, 2.5, 3.0), 6.0)
+    assert ": not the article's ratio" in claims.ratio_interval_words(_iv(8.0, 9.0, 10.0), 6.0)
+    wide = claims.ratio_interval_words(_iv(3.0, 5.9, 8.8), 6.0)  # the estimate alone would pass
+    assert claims.same_ratio(5.9, 6.0) and "too wide to tell whether it is the article's ratio" in wide
+    assert "too wide to tell" in claims.ratio_interval_words(_iv(1.0, 5.9, float("inf")), 6.0)
+    edge = 6.0 * (1 - claims.SAME_RATIO)
+    assert "the whole interval within" in claims.ratio_interval_words(_iv(edge, 6.0, 6.2), 6.0)
+    assert "too wide" in claims.ratio_interval_words(_iv(edge * 0.999, 6.0, 6.2), 6.0)
+    one = claims.ratio_interval_words(_iv(float("nan"), 5.9, float("nan"), n=1), 6.0)
+    assert one == claims.ratio_words(5.9, 6.0)

@@ -107,7 +107,12 @@ def cases(shape: dict) -> dict:
     shapes = pd.concat([df[df["server"] == "ruby-puma"].assign(server_processes=1),
                         df[df["server"] == "go-nethttp"].assign(server="ruby-puma", server_processes=2)],
                        ignore_index=True).assign(server_threads=3)
+    # 03's peaks sweep: the article's two stacks at the highest level, in three rounds
+    top = df[df["users"] == df["users"].max()]
+    again = pd.concat([top.assign(server=top["server"].map({"ruby-puma": "python-fastapi", "go-nethttp": "rust-axum"}),
+                                  round=r) for r in (1, 2, 3)], ignore_index=True)
     return {
+        "peaks_text": lambda: read_write_mix.peaks_text(read_write_mix.peaks_again(again, 3, 0.05), 6.0),
         "linear_writes": lambda: linear_writes.linear_writes(seed),
         "napkin": lambda: linear_writes.napkin(linear_writes.peak(seed)["peak_rps"].min()),
         "workers_finding": lambda: linear_writes.workers_finding(linear_writes.workers_peaks(shapes), "0"),
@@ -170,7 +175,7 @@ def test_a_stalled_level_is_said_in_words(name, shape):
 # Where each shape's stall is in what the function reports (a function that reports a stack's best
 # level or its peak does not show a stall at another level).
 SAYS_IT = {"one level of several": {"network", "comparison"},
-           "the only level": {"linear_writes", "napkin", "workers_finding", "stack_ratios", "ceiling", "beyond", "network",
+           "the only level": {"peaks_text", "linear_writes", "napkin", "workers_finding", "stack_ratios", "ceiling", "beyond", "network",
                               "versus", "your_app", "capacity_findings", "comparison"}}
 
 

@@ -212,6 +212,58 @@ def test_stack_ratios_mark_generator_bound_peaks_as_lower_bounds():
     assert "≥" not in read_write_mix.stack_ratios(read_write_mix.mix_table(df))
 
 
+def _peaks(fastapi, axum):
+    rows = [{"server": s, "users": u, "round": r, "rps": v, "notebook": read_write_mix.ID,
+             "experiment": "peaks", "headline": True}
+            for s, u, rates in (("python-fastapi", 4, fastapi), ("rust-axum", 8, axum))
+            for r, v in enumerate(rates, start=1)]
+    return pd.DataFrame(rows)
+
+
+def test_the_article_peaks_run_again_at_each_stacks_best_level_and_their_ratio_carries_its_interval():
+    df = synthetic_points()  # python peaks at 4 users, rust-axum at 4 too (its 8 has errors but more)
+    df.loc[df.server == "rust-axum", "rps"] *= [1, 1, 1, 1, 1, 1, 2, 2]
+    assert read_write_mix.peak_levels(df) == {"python-fastapi": [4], "rust-axum": [8]}
+    assert read_write_mix.peak_levels(df[df.server == "rust-axum"]) == {}, "both stacks, or none"
+    assert read_write_mix.peak_levels(df.assign(rps=0.0)) == {}, "a stack that never answered has no peak"
+    settled = read_write_mix.peaks_again(_peaks([300, 302, 298], [1800, 1810, 1790]), 6, 0.05)
+    assert settled["rounds"] == 3 and settled["stopped_by"] == "half-width"
+    assert settled["ratio"].estimate == pytest.approx(6.0) and settled["ratio"].low < 6.0 < settled["ratio"].high
+    text = read_write_mix.peaks_text(settled, 6.0)
+    assert "3 interleaved rounds (stopped there: every interval within ±5 %)" in text
+    assert "Rust · Axum ÷ Python · FastAPI: 6.0" in text and "the article's ratio" in text
+    assert "not the article's ratio" in read_write_mix.peaks_text(settled, 2.0)
+    wide = read_write_mix.peaks_again(_peaks([300, 200, 400], [1800, 900, 2700]), 3, 0.05)
+    assert wide["stopped_by"] == "rounds"
+    assert "all it may run; an interval was still wider than ±5 %" in read_write_mix.peaks_text(wide, 6.0)
+    assert "too wide to tell" in read_write_mix.peaks_text(wide, 6.0)
+    assert read_write_mix.peaks_again(pd.DataFrame(), 6, 0.05) == {}
+    assert "not measured again" in read_write_mix.peaks_text({}, 6.0)
+
+
+def test_the_readme_row_gives_the_ratio_with_its_interval_where_the_peaks_ran_again_and_says_one_run_where_not():
+    article = synthetic_points().assign(notebook=read_write_mix.ID, experiment="article", window_s=10.0)
+    runs = pd.DataFrame([{"notebook": read_write_mix.ID,
+                          "parameters": json.dumps({"peak_rounds": 6, "peak_half_width": 0.05})}])
+    again = _peaks([300, 302, 298], [1800, 1810, 1790])
+    _, here = read_write_mix.summary(read_write_mix, {"points": pd.concat([article, again]), "runs": runs})
+    assert "; the peaks again, 3 interleaved rounds (stopped there: every interval within ±5 %): Axum 6.0" in here
+    assert "95 % interval" in here and "one run each" not in here
+    _, alone = read_write_mix.summary(read_write_mix, {"points": article, "runs": runs})
+    assert "(one run each: no interval)" in alone and "interleaved" not in alone
+
+
+def test_the_share_line_takes_the_articles_share_from_its_sweep_only_where_the_share_sweep_lacks_it():
+    df = synthetic_points()
+    shares = pd.concat([df[df.users == 4].assign(write_share=w, rps=r) for w, r in ((0.0, 900.0), (1.0, 100.0))])
+    line = read_write_mix.share_line(shares, df, 0.1, 4)
+    assert sorted(line["write_share"].unique()) == [0.0, 0.1, 1.0]
+    assert len(line) == len(shares) + len(df[df.users == 4])
+    assert line[line.write_share == 0.1]["rps"].tolist() == df[df.users == 4].sort_values("server", kind="stable")["rps"].tolist()
+    ran = pd.concat([shares, df[df.users == 4].assign(write_share=0.1, rps=5.0)])
+    assert read_write_mix.share_line(ran, df, 0.1, 4) is ran, "a share the sweep ran is its own"
+
+
 def test_write_path_and_ceiling_and_single_machine_findings():
     paths = pd.DataFrame([{"server": "go-nethttp", "write_path": w, "rps": r, "window_s": 2.0,
                            "writer_transactions": tx, "writer_jobs": jobs, "writer_sizes": sizes}

@@ -6,8 +6,9 @@ warm-up (its tool counted every request after its 1,000 rows); the 16 `fine_leve
 did not run (scales.FINE_LEVELS) only on request. Quick shows the curves' shape in windows of
 seconds (SCALES says why).
 
-Its code: the mix table per stack and level, active users at a think time, the stacks' ratios and
-the write paths in words, and its row of the README.
+Its code: the mix table per stack and level, the article's two peaks measured again in
+interleaved rounds and their ratio with its interval, active users at a think time, the stacks'
+ratios and the write paths in words, and its row of the README.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from types import ModuleType
 
 import pandas as pd
 
+from sqlitelab.core import intervals
 from sqlitelab.infra import servers
 from sqlitelab.infra.servers import knob_value_title
 from sqlitelab.load.verdicts import writer_batches
@@ -42,17 +44,24 @@ SCALES: dict[str, dict] = {
     # at every quick level of Go, Rust and Ruby (the quick run of 2026-11-26 at 3e90405), each then
     # measured again with loadgen. A 0.3-s warm-up, as the other quick notebooks': 0.5 s put it at
     # 150 s and over (2026-11-26). The sweeps beyond the article (shares, paths) take the same
-    # window; quick's shares are none, half and all writes, the article's 10 % being the main
-    # sweep's 32-user point (03's quick run of 2026-11-28 took 147 s with four shares). wrk's cross-check counts whole seconds after a warm-up of at least one: 1 s of it is
-    # the least.
+    # window; quick's shares are none and all writes, the article's 10 % being the main sweep's
+    # 32-user point (share_line), and its synchronous=NORMAL sweep runs the upper two levels: the peaks sweep
+    # took 15.1 s of 151.7 with a half-writes share and all three levels (2026-11-28; 147 s with
+    # four shares). wrk's cross-check counts whole seconds after a warm-up of at least one: 1 s of
+    # it is the least.
+    # The peaks sweep: the article's two stacks at their peak levels again, interleaved, in rounds
+    # until the rate's 95 % interval is within ±5 % or the rounds run out (the README's ratio).
     "quick": {"levels": [8, 32, 128], "requests": None, "duration": 1.5, "warmup": 0.3, "repeats": 1,
-              "fine_levels": [], "write_shares": [0.0, 0.5, 1.0], "share_users": 32,
+              "peak_rounds": 3, "peak_half_width": 0.05,
+              "fine_levels": [], "write_shares": [0.0, 1.0], "share_users": 32,
+              "synchronous_levels": [32, 128],
               "paths_users": 64, "beyond_requests": None, "crosscheck_users": 32,
               "crosscheck_seconds": 1.0, "ceiling_seconds": 1.0, "generator": "loadgen"},
     "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "duration": None, "warmup": 0.0,
-             "repeats": 1,
+             "repeats": 1, "peak_rounds": 6, "peak_half_width": 0.05,
              "fine_levels": [],
              "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 64, "paths_users": 128,
+             "synchronous_levels": [8, 32, 64, 128, 256],
              "beyond_requests": 20_000, "crosscheck_users": 64, "crosscheck_seconds": 10.0,
              "ceiling_seconds": 2.0, "generator": "locust"},
 }
@@ -88,7 +97,8 @@ SMOKE: dict = {"servers": ["python-fastapi", "rust-axum"],
                "paths_users": 4,
                "beyond_requests": 200,
                "crosscheck_users": 4,
-               "crosscheck_seconds": 0.5}
+               "crosscheck_seconds": 0.5,
+               "peak_rounds": 3}
 STORES: str | None = "points"
 
 READING: dict[str, str] = {
@@ -112,6 +122,10 @@ READING: dict[str, str] = {
         "among the writes that queued, so it should lead when every request writes.",
 }
 
+# The article's two stacks, base first: its ratio is the second's peak over the first's.
+ARTICLE_STACKS = ("python-fastapi", "rust-axum")
+
+
 def _statistic(run) -> str:
     """What the run's rates and percentiles are taken over: a count's N requests, or a window's."""
     run.col("p99_ms")  # recorded at all
@@ -127,7 +141,7 @@ ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
            "few CPUs to give the server 4 and the generator the rest (sqlitelab.core.layout)"),
     Detail("generator CPUs", "16 (the rest)", "cpus:generator_pinning", expect=16, why=PIN_WHY),
     Detail("stacks", "FastAPI + stdlib sqlite3; Axum + rusqlite", "col:server",
-           expect=["python-fastapi", "rust-axum"], compare="superset",
+           expect=list(ARTICLE_STACKS), compare="superset",
            why="the run lacks one of the article's stacks"),
     Detail("write path", "every write through one dedicated writer thread; reads in parallel",
            "knob:write_path", expect="writer", why="another write path"),
@@ -218,6 +232,81 @@ def write_path(paths: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def article_ratio() -> float:
+    """The article's ratio: its second stack's peak over its first's (its published table)."""
+    ref, _ = analysis.reference("seed002_read_write_mix")
+    peaks = ref.groupby("stack")["rps"].max()
+    return float(peaks[ARTICLE_STACKS[1]] / peaks[ARTICLE_STACKS[0]])
+
+
+def peak_levels(df: pd.DataFrame) -> dict[str, list[int]]:
+    """Each of the article's stacks' best level in the article's sweep (its mean rate over
+    repeats): the level the peaks sweep measures again. {} unless both stacks ran and answered."""
+    table = mix_table(df) if len(df) else pd.DataFrame(columns=["server", "users", "rps"])
+    out = {}
+    for stack in ARTICLE_STACKS:
+        t = table[table["server"] == stack]
+        if len(t) and findings.finished(t["rps"].max()):
+            out[stack] = [int(t.loc[t["rps"].idxmax(), "users"])]
+    return out if len(out) == len(ARTICLE_STACKS) else {}
+
+
+def peaks_again(points: pd.DataFrame, most_rounds: int, target: float) -> dict:
+    """The peaks sweep's points: each article stack's rate at its level with its 95 % interval
+    over the rounds (Student's t), the ratio of the second stack's over the first's (Fieller's),
+    the rounds run and what stopped them (the target half-width, or the rounds running out)."""
+    if len(points) == 0:
+        return {}
+    rates = {s: points.loc[points["server"] == s, "rps"].tolist() for s in ARTICLE_STACKS}
+    if not all(len(v) for v in rates.values()):
+        return {}
+    rounds = int(points["round"].max()) if "round" in points else 1
+    each = {s: intervals.mean_interval(v) for s, v in rates.items()}
+    stalled = [s for s, v in rates.items() if not any(findings.finished(r) for r in v)]
+    return {"rates": each, "users": {s: int(points.loc[points["server"] == s, "users"].iloc[0]) for s in rates},
+            "ratio": None if stalled else intervals.ratio_interval(rates[ARTICLE_STACKS[1]], rates[ARTICLE_STACKS[0]]),
+            "stalled": stalled, "rounds": rounds, "most_rounds": most_rounds, "target": target,
+            "stopped_by": "half-width" if rounds < most_rounds else "rounds"}
+
+
+def rounds_words(again: dict) -> str:
+    """How many rounds ran and why they stopped, in words."""
+    target = f"±{again['target']:.0%}".replace("%", " %")
+    if again["stopped_by"] == "half-width":
+        return f"{again['rounds']} interleaved rounds (stopped there: every interval within {target})"
+    return (f"{again['rounds']} interleaved rounds (all it may run; an interval was still wider than "
+            f"{target})")
+
+
+def peaks_text(again: dict, article_ratio: float | None = None) -> str:
+    """The peaks sweep in a paragraph: each stack's rate with its interval, the ratio with its
+    and, given the article's ratio, the verdict its interval allows (claims.ratio_interval_words)."""
+    if not again:
+        return "The peaks were not measured again (the article's two stacks did not both answer)."
+    base, other = ARTICLE_STACKS
+    rates = "; ".join(f"{servers.stack_title(s)} " + (f"at {again['users'][s]} users: {findings.STALLED}, in every "
+                                                      "round" if s in again["stalled"] else
+                                                      f"{intervals.shown(iv, ' rps')} at {again['users'][s]} users")
+                      for s, iv in again["rates"].items())
+    if again["ratio"] is None:
+        return f"The article's peaks measured again in {rounds_words(again)}: {rates}. No ratio."
+    ratio = (claims.ratio_interval_words(again["ratio"], article_ratio) if article_ratio
+             else intervals.shown(again["ratio"], "×"))
+    return (f"The article's peaks measured again in {rounds_words(again)}: {rates}. "
+            f"{servers.stack_title(other)} ÷ {servers.stack_title(base)}: {ratio}.")
+
+
+def share_line(shares: pd.DataFrame, df: pd.DataFrame, write_share: float, users: int) -> pd.DataFrame:
+    """The share sweep's points, with the article's sweep's own point at the same users and its
+    write share (the article's 10 %) where the share sweep did not run that share: one more point
+    of the line, measured under the same profile and scenario."""
+    if len(shares) and (shares["write_share"] == write_share).any():
+        return shares
+    own = df[df["users"] == users].assign(write_share=write_share)
+    return pd.concat([shares, own], ignore_index=True).sort_values(["server", "write_share"], kind="stable",
+                                                                   ignore_index=True)
+
+
 def active_users_table(table: pd.DataFrame, seconds_between_requests: float = 10) -> pd.DataFrame:
     best = table.loc[table.groupby("server")["rps"].idxmax()].copy()
     best["active_users"] = [capacity.active_users(r, seconds_between_requests) for r in best["rps"]]
@@ -229,7 +318,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     """Seed 002: FastAPI against Axum under a 90/10 mix, the ratio of their peaks."""
     ref, meta = analysis.reference("seed002_read_write_mix")
     peaks = ref.loc[ref.groupby("stack")["rps"].idxmax()].set_index("stack")
-    art_ratio = peaks.loc["rust-axum", "rps"] / peaks.loc["python-fastapi", "rps"]
+    art_ratio = article_ratio()
     article = (f"{meta['hardware'].split(';')[0]}, 4 server cores: FastAPI peaks at "
                f"{peaks.loc['python-fastapi', 'rps']:,.0f} rps ({int(peaks.loc['python-fastapi', 'users'])} users), "
                f"Axum at {peaks.loc['rust-axum', 'rps']:,.0f} ({int(peaks.loc['rust-axum', 'users'])}): "
@@ -242,7 +331,15 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     parts = [f"{s} {r.rps:,.0f} rps ({int(r.users)} users, p99 {r.p99_ms:,.0f} ms){summaries.limit(r)}"
              for s, r in best.iterrows()]
     here = f"One server core, {summaries.run_shape(pts)}: " + ", ".join(parts)
-    if {"rust-axum", "python-fastapi"} <= set(best.index):
+    again = peaks_again(summaries.experiment_points(study, x, "peaks"),
+                        summaries.parameter(study, x, "peak_rounds", 1),
+                        summaries.parameter(study, x, "peak_half_width", 0.0))
+    if again and again["ratio"] is not None:
+        here += f"; the peaks again, {rounds_words(again)}: Axum {claims.ratio_interval_words(again['ratio'], art_ratio)}"
+    elif again:
+        here += f"; the peaks again, {rounds_words(again)}: " + ", ".join(
+            f"{s} {findings.STALLED}, in every round" for s in again["stalled"])
+    elif {"rust-axum", "python-fastapi"} <= set(best.index):
         ratio = best.loc["rust-axum", "rps"] / best.loc["python-fastapi", "rps"]
-        here += f"; Axum {claims.ratio_words(ratio, art_ratio)}"
+        here += f"; Axum {claims.ratio_words(ratio, art_ratio)} (one run each: no interval)"
     return article, here + "."

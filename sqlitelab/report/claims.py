@@ -5,11 +5,14 @@ when they do not.
 
     claims.same_ratio(6.1, 6.5)          # True: within SAME_RATIO of the article's
     claims.collapse_level(curve)         # the first level after the peak below COLLAPSE of it
+    claims.ratio_interval_words(iv, 6.0) # the article's ratio only when its whole interval says so
 """
 from __future__ import annotations
 
 import math
 from typing import Mapping
+
+from sqlitelab.core import intervals
 
 # A ratio measured here is "the article's ratio" when it is within this share of the article's.
 SAME_RATIO = 0.25
@@ -34,6 +37,22 @@ def ratio_words(measured: float, article: float, band: float = SAME_RATIO) -> st
     if same_ratio(measured, article, band):
         return f"{measured:.1f}×, the article's ratio ({article:.1f}×, within ±{band:.0%})"
     return f"{measured:.1f}× (the article: {article:.1f}×)"
+
+
+def ratio_interval_words(interval: intervals.Interval, article: float, band: float = SAME_RATIO) -> str:
+    """A ratio with its interval (intervals.ratio_interval) against the article's: "the article's
+    ratio" only when the whole interval lies within ±`band` of it, "not the article's ratio" when
+    the whole interval lies beyond; otherwise the interval reaches both sides and the words say the
+    runs cannot tell. A ratio of one run (no interval) keeps ratio_words' verdict."""
+    _finite(measured=interval.estimate, article=article)
+    if math.isnan(interval.low):
+        return ratio_words(interval.estimate, article, band)
+    said, near = intervals.shown(interval, "×"), f"{article:.1f}×, ±{band:.0%}".replace("%", " %")
+    if article * (1 - band) <= interval.low and interval.high <= article * (1 + band):
+        return f"{said}: the article's ratio ({near}: the whole interval within)"
+    if interval.high < article * (1 - band) or interval.low > article * (1 + band):
+        return f"{said}: not the article's ratio ({near}: the whole interval beyond)"
+    return f"{said}: too wide to tell whether it is the article's ratio ({near})"
 
 
 def collapse_level(curve: Mapping[float, float], share: float = COLLAPSE) -> float | None:

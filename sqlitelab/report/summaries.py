@@ -29,6 +29,17 @@ def points(study: ModuleType, x: Tables) -> pd.DataFrame:
     return pts.reset_index(drop=True)
 
 
+def experiment_points(study: ModuleType, x: Tables, experiment: str) -> pd.DataFrame:
+    """The headline points of one experiment of the notebook's run in the export (empty: none)."""
+    pts = x["points"]
+    if pts.empty:
+        return pts
+    pts = pts[(pts["notebook"] == study.ID) & (pts["experiment"].fillna("") == experiment)]
+    if "headline" in pts:
+        pts = pts[pts["headline"].fillna(1).astype(bool)]
+    return pts.reset_index(drop=True)
+
+
 def parameter(study: ModuleType, x: Tables, name: str, default=None):
     """A parameter the notebook's run stored (its `params`), or `default` where the run has none."""
     runs = x.get("runs", pd.DataFrame())
