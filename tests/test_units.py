@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import subprocess
 
@@ -262,6 +263,21 @@ def test_the_share_line_takes_the_articles_share_from_its_sweep_only_where_the_s
     assert line[line.write_share == 0.1]["rps"].tolist() == df[df.users == 4].sort_values("server", kind="stable")["rps"].tolist()
     ran = pd.concat([shares, df[df.users == 4].assign(write_share=0.1, rps=5.0)])
     assert read_write_mix.share_line(ran, df, 0.1, 4) is ran, "a share the sweep ran is its own"
+
+
+def test_a_tables_mean_rate_carries_its_interval_where_levels_repeat_and_no_columns_where_none_does():
+    df = synthetic_points()  # every level twice
+    t = analysis.over_repeats(df, ["server", "users"], ["rps", "p99_ms"])
+    assert list(t.columns[:5]) == ["server", "users", "rps", "rps_low", "rps_high"]
+    row = t[(t.server == "python-fastapi") & (t.users == 4)].iloc[0]
+    iv = intervals.mean_interval(df[(df.server == "python-fastapi") & (df.users == 4)]["rps"].tolist())
+    assert (row["rps_low"], row["rps_high"]) == pytest.approx((iv.low, iv.high)) and row["rps_low"] < row["rps"]
+    once = analysis.over_repeats(df[df.repeat == 1], ["server", "users"], ["rps"])
+    assert "rps_low" not in once and "rps_high" not in once
+    mixed = analysis.over_repeats(df[(df.repeat == 1) | (df.users == 4)], ["server", "users"], ["rps"])
+    assert mixed["rps_low"].notna().sum() == 2, "a level of one run has no interval beside those that repeat"
+    assert "rps_low" not in analysis.over_repeats(df, ["server", "users"], ["rps"], rps="max")
+    assert math.isnan(analysis.rate_interval([]).estimate) and math.isnan(analysis.rate_interval([5.0]).low)
 
 
 def test_write_path_and_ceiling_and_single_machine_findings():

@@ -5,12 +5,13 @@ numbers as reference data with their source. A notebook's own tables are in its 
 from __future__ import annotations
 
 import io
+import math
 import json
 from importlib import resources
 
 import pandas as pd
 
-from sqlitelab.core import results
+from sqlitelab.core import intervals, results
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.core.vocabulary import COUNTED_AS
 from sqlitelab.core.vocabulary import SYNCHRONOUS
@@ -83,10 +84,13 @@ def over_repeats(df: pd.DataFrame, keys, columns, **how) -> pd.DataFrame:
     """One row per level (a group of `keys`): each of `columns` combined over the level's
     repeats by its OVER_REPEATS rule, or by `how` — a rule (`p99_ms="max"`), a function, or
     `(source column, rule)` for a column made from another — then `repeats`, the generator
-    flags (generator_cols) and `audit_ok` (every repeat audited ok) where the points have it."""
+    flags (generator_cols) and `audit_ok` (every repeat audited ok) where the points have it.
+    A mean rate of levels some of which ran twice or more is followed by its 95 % interval over
+    them, `rps_low` and `rps_high` (rate_interval; empty for a level of one run)."""
     keys = list(keys)
     g = df.groupby(keys, sort=True)
     out = {}
+    repeated = bool(len(df)) and int(g.size().max()) >= 2
     for name in columns:
         src, rule = name, how.get(name, OVER_REPEATS.get(name))
         if isinstance(rule, tuple):
@@ -94,11 +98,24 @@ def over_repeats(df: pd.DataFrame, keys, columns, **how) -> pd.DataFrame:
         if rule is None:
             raise ValueError(f"no rule for combining {name!r} over repeats (OVER_REPEATS or how=)")
         out[name] = g[src].agg(rule)
+        if name == "rps" and src == "rps" and rule == "mean" and repeated:
+            ivs = g["rps"].agg(lambda v: rate_interval(v.tolist()))
+            out["rps_low"], out["rps_high"] = ivs.map(lambda iv: iv.low), ivs.map(lambda iv: iv.high)
     out["repeats"] = g.size()
     out.update(generator_cols(df, keys))
     if "audit_ok" in df:
         out["audit_ok"] = g["audit_ok"].all()
     return pd.DataFrame(out).reset_index()
+
+
+def rate_interval(values: list) -> intervals.Interval:
+    """A level's rate over its runs with its 95 % interval (intervals.mean_interval, Student's t)
+    over those that are numbers; fewer than two such runs have none (NaN ends), and no run at all
+    no estimate either."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not finite:
+        return intervals.Interval(math.nan, math.nan, math.nan, 0, "no run: no interval")
+    return intervals.mean_interval(finite)
 
 
 def _true(v) -> bool:

@@ -3,7 +3,6 @@ x (line_chart, and hockey_stick_chart on it), the generators' calibration agains
 wrk, and each operation's window second by second (timeline_chart)."""
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import matplotlib.ticker
@@ -11,9 +10,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from sqlitelab.core import intervals
 from sqlitelab.core.vocabulary import OPERATION_TITLES
-from sqlitelab.report.analysis import flagged, rate_points
+from sqlitelab.report.analysis import flagged, rate_interval, rate_points
 from sqlitelab.report.plots.figure import (_titled, finish_legend, new_figure, new_panels, panel_grid,
                                            panel_title, panel_values)
 from sqlitelab.report.plots.legends import _extra_handles, fit_legends, panel_legend
@@ -50,12 +48,8 @@ def level_intervals(s: pd.DataFrame, runs: Callable[[str, str, int], list[float]
     interval), n and level, on `s`'s index."""
     rows = {}
     for i, r in s.iterrows():
-        values = [float(v) for v in runs(r["server"], r["profile"], r["users"])
-                  if v is not None and math.isfinite(float(v))]
-        iv = intervals.mean_interval(values) if values else None
-        rows[i] = ({"estimate": iv.estimate, "low": iv.low, "high": iv.high, "n": iv.n, "level": iv.level}
-                   if iv else {"estimate": math.nan, "low": math.nan, "high": math.nan, "n": 0,
-                               "level": intervals.LEVEL})
+        iv = rate_interval(runs(r["server"], r["profile"], r["users"]))
+        rows[i] = {"estimate": iv.estimate, "low": iv.low, "high": iv.high, "n": iv.n, "level": iv.level}
     return pd.DataFrame.from_dict(rows, orient="index",
                                   columns=["estimate", "low", "high", "n", "level"]).reindex(s.index)
 
