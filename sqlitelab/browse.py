@@ -303,6 +303,8 @@ def _compare_runs(schema: dict) -> str:
         up, down = ("faster", "slower") if better > 0 else ("slower", "faster")
         return f"""CASE WHEN a.{metric} = 0 THEN '{report_compare.NONE_FINISHED["a"]}'
        WHEN b.{metric} = 0 THEN '{report_compare.NONE_FINISHED["b"]}'
+       WHEN a.outlasted = 1 THEN '{report_compare.OUTLASTED["a"]}'
+       WHEN b.outlasted = 1 THEN '{report_compare.OUTLASTED["b"]}'
        WHEN a.{metric} IS NULL OR b.{metric} IS NULL THEN 'not measured'
        WHEN a.{metric}_spread IS NULL OR b.{metric}_spread IS NULL THEN 'no noise band'
        WHEN ({r} - 1) * ({r} - 1) <= {b2} THEN 'within noise'
@@ -312,26 +314,29 @@ WITH fam(scenario, family) AS (VALUES {families}),
 pts AS (
   SELECT p.notebook_run AS run, p.notebook, coalesce(p.experiment, '') AS experiment, p.server,
          coalesce(p.profile, '') AS profile, p.scenario, coalesce(p.database, '') AS database, p.users,
-         coalesce(CAST(p.rate AS TEXT), '') AS rate, p.rps, p.p99_ms, p.machine, p.window_s AS window_s
+         coalesce(CAST(p.rate AS TEXT), '') AS rate, p.rps, p.p99_ms, p.machine, p.window_s AS window_s,
+         p.outlasted AS outlasted
   FROM points p WHERE coalesce(p.headline, 1) = 1 AND p.notebook_run IN (:a, :b)
 ),
 lv AS (
   SELECT run, notebook, experiment, server, profile, scenario, database, users, rate, max(machine) AS machine,
-         avg(window_s) AS window_s, avg(rps) AS rps, CASE WHEN count(*) > 1 THEN (max(rps) - min(rps)) / avg(rps) END AS rps_spread,
+         avg(window_s) AS window_s, max(coalesce(outlasted, 0)) AS outlasted, avg(rps) AS rps, CASE WHEN count(*) > 1 THEN (max(rps) - min(rps)) / avg(rps) END AS rps_spread,
          avg(p99_ms) AS p99_ms,
          CASE WHEN count(*) > 1 THEN (max(p99_ms) - min(p99_ms)) / avg(p99_ms) END AS p99_ms_spread
   FROM pts GROUP BY run, notebook, experiment, server, profile, scenario, database, users, rate
 ),
 side AS (
   SELECT lv.run, lv.notebook, lv.experiment, lv.server, lv.profile, lv.scenario, lv.database, lv.users,
-         lv.rate, lv.rps, lv.p99_ms, {band("rps")}, {band("p99_ms")}
+         lv.rate, lv.rps, lv.p99_ms, lv.outlasted, {band("rps")}, {band("p99_ms")}
   FROM lv
 )
 SELECT a.notebook, a.experiment, a.server, a.profile, a.scenario, a.database, a.users, a.rate,
-       a.rps AS rps_a, b.rps AS rps_b, CASE WHEN a.rps <> 0 AND b.rps <> 0 THEN b.rps / a.rps END AS rps_ratio,
+       a.rps AS rps_a, b.rps AS rps_b,
+       CASE WHEN a.rps <> 0 AND b.rps <> 0 AND a.outlasted = 0 AND b.outlasted = 0 THEN b.rps / a.rps END AS rps_ratio,
        {verdict("rps", +1)},
        a.p99_ms AS p99_ms_a, b.p99_ms AS p99_ms_b,
-       CASE WHEN a.p99_ms <> 0 AND b.p99_ms <> 0 THEN b.p99_ms / a.p99_ms END AS p99_ms_ratio,
+       CASE WHEN a.p99_ms <> 0 AND b.p99_ms <> 0 AND a.outlasted = 0 AND b.outlasted = 0
+            THEN b.p99_ms / a.p99_ms END AS p99_ms_ratio,
        {verdict("p99_ms", -1)}
 FROM side a JOIN side b ON {on}
 WHERE a.run = :a AND b.run = :b

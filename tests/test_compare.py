@@ -22,9 +22,10 @@ MACHINE = "2 cores (test), 1 GiB"
 
 def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, p99: dict | None = None,
           commit: str = "aaaa", machine: str = MACHINE, window: dict | None = None,
-          parameters: dict | None = None, stacks=("go-nethttp",), probe: dict | None = None) -> None:
+          parameters: dict | None = None, stacks=("go-nethttp",), probe: dict | None = None,
+          outlasted: tuple = ()) -> None:
     """A notebook run of one stack (or of each of `stacks`, alike): `rps` maps users to a list of
-    repeats' rates."""
+    repeats' rates; at the levels of `outlasted` a request outlasted the window."""
     points = []
     for (users, rates), stack in ((u, st) for u in rps.items() for st in stacks):
         for rep, r in enumerate(rates, 1):
@@ -32,6 +33,7 @@ def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, 
                            "scenario": "mix", "database": "sqlite", "users": users, "rate": None,
                            "repeat": rep, "rps": r, "p99_ms": (p99 or {}).get(users, 10.0),
                            "generator": "loadgen", "headline": True, "audit_ok": True,
+                           "outlasted": users in outlasted,
                            **({"window_s": window[users]} if window else {}),
                            **({"probe_server_before_ms": probe[users], "probe_server_after_ms": probe[users]}
                               if probe else {})})
@@ -156,8 +158,11 @@ def test_the_canned_query_gives_the_same_verdicts_as_compare(tmp_path):
     with repeats, with the machine's stored spread and without either."""
     db = tmp_path / "results.db"
     # 16 and 128 users: a side where no request finished (rate 0, a stall) has no ratio
-    store(db, "run-a", rps={8: [1000, 1050, 1100], 16: [0], 32: [2000], 64: [500], 128: [700]}, p99={32: 10.0})
-    store(db, "run-b", rps={8: [1500, 1550, 1600], 16: [900], 32: [2100], 64: [520], 128: [0]}, p99={32: 30.0})
+    # and 256 users: a request outlasted b's window (a stall; its rate is no throughput): no ratio either
+    store(db, "run-a", rps={8: [1000, 1050, 1100], 16: [0], 32: [2000], 64: [500], 128: [700], 256: [600]},
+          p99={32: 10.0})
+    store(db, "run-b", rps={8: [1500, 1550, 1600], 16: [900], 32: [2100], 64: [520], 128: [0], 256: [5000]},
+          p99={32: 30.0}, outlasted=(256,))
     for with_noise in (False, True):
         if with_noise:
             results.store_rows("noise", [{"machine": MACHINE, "family": "mix", "metric": "rps",
@@ -174,8 +179,8 @@ def test_the_canned_query_gives_the_same_verdicts_as_compare(tmp_path):
         for r, w in zip(got, want.to_dict("records")):
             assert (r["rps_ratio"] is None) if w["rps_ratio"] != w["rps_ratio"] else r["rps_ratio"] == pytest.approx(w["rps_ratio"])
             assert (r["rps_verdict"], r["p99_ms_verdict"]) == (w["rps_verdict"], w["p99_ms_verdict"]), (with_noise, r)
-        assert [w["rps_verdict"] for w in want.to_dict("records") if w["users"] in (16, 128)] == \
-            [compare.NONE_FINISHED["a"], compare.NONE_FINISHED["b"]]
+        assert [w["rps_verdict"] for w in want.to_dict("records") if w["users"] in (16, 128, 256)] == \
+            [compare.NONE_FINISHED["a"], compare.NONE_FINISHED["b"], compare.OUTLASTED["b"]]
 
 
 def test_the_band_is_the_spread_measured_over_the_windows_nearest_the_points(tmp_path, capsys):

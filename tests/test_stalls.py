@@ -192,6 +192,28 @@ def test_a_side_that_finished_nothing_has_no_ratio_and_its_own_verdict():
     assert vs.set_index("server").loc["go-nethttp", "rps_ratio"] == pytest.approx(1.0)
 
 
+def test_a_point_that_outlasted_its_window_has_no_ratio_and_says_so_and_the_rest_are_judged_without_it():
+    runs = pd.DataFrame([{"run_id": "r", "machine": "test box", "git_commit": "abc1234", "scale": "quick",
+                          "started": "2026-11-27T00:00:00", "parameters": "{}"}])
+    a = curves(set()).assign(outlasted=False)
+    b = a.assign(rps=a["rps"] * 1.01)
+    b.loc[(b["server"] == "ruby-puma") & (b["users"] == 4), ["rps", "outlasted"]] = (9_000.0, True)
+    both = [pd.concat([d, d.assign(repeat=2, rps=d["rps"] * 1.02)], ignore_index=True) for d in (a, b)]
+    c = compare.compare(compare.Side("a", both[0], runs), compare.Side("b", both[1], runs))
+    row = c.table.set_index(["server", "users"]).loc[("ruby-puma", "4")]
+    assert row["rps_verdict"] == compare.OUTLASTED["b"] and math.isnan(row["rps_ratio"]) and math.isnan(row["rps_low"])
+    assert row["rps_a"] > 0 and row["rps_b"] == pytest.approx(9_000 * 1.01), "both rates are still shown"
+    rest = c.table[~((c.table["server"] == "ruby-puma") & (c.table["users"] == "4"))]
+    assert set(rest["rps_verdict"]) == {"within noise"}
+    assert c.overall["rps"].ratio == pytest.approx(1.01), "the run as a whole leaves the outlasted point out"
+    flipped = compare.compare(compare.Side("b", both[1], runs), compare.Side("a", both[0], runs))
+    assert flipped.table.set_index(["server", "users"]).loc[("ruby-puma", "4"), "rps_verdict"] == compare.OUTLASTED["a"]
+    plain = compare.compare(compare.Side("a", both[0].drop(columns="outlasted"), runs),
+                            compare.Side("b", both[1].drop(columns="outlasted"), runs))
+    assert plain.table.set_index(["server", "users"]).loc[("ruby-puma", "4"), "rps_verdict"] == "faster", \
+        "runs stored before the flag are judged on their rates"
+
+
 @pytest.mark.parametrize("stalled", [{4}, {1, 2, 4, 8}], ids=["one level", "every level"])
 def test_the_curves_are_drawn_with_a_stalled_level(stalled):
     """A stalled level has no latency: a gap in its latency line; a stack that stalled at every

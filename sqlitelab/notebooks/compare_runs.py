@@ -15,7 +15,7 @@ from types import ModuleType
 
 from sqlitelab.infra import servers
 from sqlitelab.report import findings, power
-from sqlitelab.report.compare import NONE_FINISHED, OWN_POINTS
+from sqlitelab.report.compare import NONE_FINISHED, OUTLASTED, OWN_POINTS
 from sqlitelab.studies.declarations import experiment_title
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED
 
@@ -94,8 +94,10 @@ def comparison(c, studies: dict[str, ModuleType]) -> str:
     for metric, words in (("rps", "throughput"), ("p99_ms", "p99 latency")):
         v = c.table[f"{metric}_verdict"]
         moved = c.table[v.isin(["faster", "slower"])]
-        stalls = "; ".join(f"{int((v == word).sum())} where {findings.STALLED.replace('its window', 'the window of run ' + s)}"
-                           for s, word in NONE_FINISHED.items() if (v == word).any())
+        stalls = "; ".join([f"{int((v == word).sum())} where {findings.STALLED.replace('its window', 'the window of run ' + s)}"
+                            for s, word in NONE_FINISHED.items() if (v == word).any()]
+                           + [f"{int((v == word).sum())} where {word} (a stall: no ratio)"
+                              for word in OUTLASTED.values() if (v == word).any()])
         lines.append(f"- {words.capitalize()}: {int((v == 'faster').sum())} of {len(v)} points faster, "
                      f"{int((v == 'slower').sum())} slower, {int((v == 'within noise').sum())} within "
                      f"noise, {int((v == 'no noise band').sum())} without a noise band"

@@ -65,6 +65,10 @@ SAME_RUN = ("run_id", "run_a", "run_b")
 
 # the verdict of a point where one side finished no request in its window (its rate 0: a stall)
 NONE_FINISHED = {"a": "none finished in a", "b": "none finished in b"}
+# A point where a request outlasted its window in a run (sweep's `outlasted`: a stall or a queue
+# longer than the window) has a rate of what got through, not a throughput: no ratio, and these
+# words instead of a verdict; the run as a whole and the comparison's own band leave it out.
+OUTLASTED = {"a": "a request outlasted the window in a", "b": "a request outlasted the window in b"}
 
 
 class CompareError(ValueError):
@@ -234,6 +238,8 @@ def _levels(s: Side) -> pd.DataFrame:
         agg[f"{m}_spread"] = (m, lambda v: (v.max() - v.min()) / v.mean() if len(v) > 1 and v.mean() else math.nan)
         agg[f"{m}_runs"] = (m, lambda v: [float(x) for x in v if x == x])
     agg["repeats"] = ("rps", "size")
+    agg["outlasted"] = (("outlasted", lambda v: bool(v.fillna(False).astype(bool).any())) if "outlasted" in pts
+                        else ("rps", lambda v: False))
     agg["probe_ms"] = ("_probe", "mean")
     agg["window_s"] = ("window_s", "mean") if "window_s" in pts else ("rps", lambda v: math.nan)
     out = pts.groupby(list(KEYS), sort=True).agg(**agg).reset_index()
@@ -293,11 +299,13 @@ def compare(a: Side, b: Side, drift: dict | None = None) -> Comparison:
     # how fast b's server core ran against a's beside the same point (>1: b's faster), from probes
     both["core_speed"] = both["probe_ms_a"] / both["probe_ms_b"]
     for m, better in METRICS.items():
-        # a side at 0 (no request finished in its window: a stall) has no ratio; the verdict names it
-        ran = (both[f"{m}_a"] != 0) & (both[f"{m}_b"] != 0)
+        # a side at 0 (no request finished in its window: a stall) has no ratio, nor one where a
+        # request outlasted the window (OUTLASTED); the verdict names it
+        ran = (both[f"{m}_a"] != 0) & (both[f"{m}_b"] != 0) & ~both["outlasted_a"] & ~both["outlasted_b"]
         both[f"{m}_ratio"] = (both[f"{m}_b"] / both[f"{m}_a"]).where(ran)
         both[f"{m}_band"] = (both[f"{m}_spread_a"] ** 2 + both[f"{m}_spread_b"] ** 2) ** 0.5
-        ratio_iv = [_ratio_interval(x, y) for x, y in zip(both[f"{m}_runs_a"], both[f"{m}_runs_b"])]
+        ratio_iv = [_ratio_interval(x, y) if ok else None
+                    for x, y, ok in zip(both[f"{m}_runs_a"], both[f"{m}_runs_b"], ran)]
         both[f"{m}_low"] = [iv.low if iv else math.nan for iv in ratio_iv]
         both[f"{m}_high"] = [iv.high if iv else math.nan for iv in ratio_iv]
         own = own_band(both, m)
@@ -306,9 +314,10 @@ def compare(a: Side, b: Side, drift: dict | None = None) -> Comparison:
             both.loc[none, f"{m}_band"] = own[0]
             for side in ("a", "b"):
                 both.loc[none, f"{m}_spread_from_{side}"] = own[1]
-        both[f"{m}_verdict"] = [NONE_FINISHED["a"] if x == 0 else NONE_FINISHED["b"] if y == 0 else verdict(r, n, better)
-                                for x, y, r, n in zip(both[f"{m}_a"], both[f"{m}_b"], both[f"{m}_ratio"],
-                                                      both[f"{m}_band"])]
+        both[f"{m}_verdict"] = [NONE_FINISHED["a"] if x == 0 else NONE_FINISHED["b"] if y == 0 else
+                                OUTLASTED["a"] if la_ else OUTLASTED["b"] if lb_ else verdict(r, n, better)
+                                for x, y, la_, lb_, r, n in zip(both[f"{m}_a"], both[f"{m}_b"], both["outlasted_a"],
+                                                                both["outlasted_b"], both[f"{m}_ratio"], both[f"{m}_band"])]
     order = list(KEYS[:-2]) + ["_users", "_rate"]
     both = (both.assign(_users=pd.to_numeric(both["users"], errors="coerce"),
                         _rate=pd.to_numeric(both["rate"], errors="coerce"))
