@@ -33,7 +33,7 @@ SCALE ?= quick  # make report: the scale whose newest runs it reports
 # namespaces, openssh-client for the ssh runner; openssh-server: see $(STAMP)/sshd; PostgreSQL 15
 # and Ruby's pg gem for the Postgres backend of issue 15).
 APT_PACKAGES := ruby puma ruby-sqlite3 ruby-rack ruby-rails util-linux strace wrk chromium iproute2 \
-                openssh-client postgresql ruby-pg
+                openssh-client postgresql ruby-pg fuse3
 
 # What the lab keeps for this machine rather than for one clone (sqlitelab/core/config.py says
 # where): oha's build below, cargo's build directory of rust-axum, the generators' calibrations.

@@ -29,7 +29,13 @@ def conda_deps() -> dict[str, str]:
     env = yaml.safe_load((config.PROJ_ROOT / "environment.yml").read_text())
     out = {}
     for dep in env["dependencies"]:
-        if not isinstance(dep, str) or dep.split("=")[0] in ("python", "pip"):
+        if isinstance(dep, dict):  # pip's own: a package conda-forge does not carry, name==major.minor
+            for line in dep.get("pip", []):
+                if not line.startswith("-"):
+                    name, _, version = line.partition("==")
+                    out[name.lower()] = version
+            continue
+        if dep.split("=")[0] in ("python", "pip"):
             continue
         name, _, version = dep.partition("=")
         out[CONDA_NAMES.get(name, name).lower()] = version
