@@ -71,7 +71,7 @@ def _integers(least: int, empty: bool = False):
 # error gives (one line: "<name> must be <words>, not <value>").
 ACCEPTS: dict[str, tuple] = {
     **{k: (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]")
-       for k in ("levels", "article_levels", "synchronous_levels")},
+       for k in ("levels", "article_levels", "synchronous_levels", "beyond_levels")},
     "fine_levels": (_integers(1, empty=True), "a list of integers >= 1 (concurrent users; []: none)"),
     "worker_levels": (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]"),
     "worker_counts": (_integers(1, empty=True), "a list of integers >= 1 (Puma workers; []: no sweep)"),
