@@ -508,6 +508,24 @@ def test_a_series_hidden_under_another_over_part_of_its_length_is_named_with_whe
     assert notes == ["one line from 8 to 64:\nRuby · Puma\nGo · net/http"], notes
 
 
+def test_a_note_with_no_clear_spot_on_its_panel_joins_the_caption_and_the_check_passes():
+    """04's seed peak-memory: the note naming the lines drawn as one had no clear spot in its
+    panel; it leaves the panel for the caption (its words on one line), and the figure check
+    takes it there as it takes a note on the panel."""
+    plots.use_style()
+    fig, ax = plots.new_figure(caption="machine words")
+    for k in range(61):  # data over the whole panel, a line every 2 % of its height: nothing is clear
+        ax.plot([1, 10], [k * 2, k * 2], color="#dddddd", label=f"_f{k}")
+    for stack in ("rust-axum", "go-nethttp"):
+        ax.plot([1, 5, 10], [61, 61, 61], label="_" + servers.stack_title(stack), **plots.style_for(stack))
+    plots.label_coincident(ax)
+    plots.lay_out(fig)
+    caption = next(t for t in fig.texts if t.get_gid() == "caption").get_text()
+    assert caption.startswith("machine words\nOne line: Rust · Axum; Go · net/http"), caption
+    assert not [t for t in ax.texts if "one line" in t.get_text()], "the note left the panel"
+    assert not [p for p in plots.problems(fig) if "no direct label" in p]
+
+
 def test_the_machines_limits_are_drawn_in_view_or_named_above_the_chart():
     """A limit near the data is a dotted line named in the margin, within the y axis; one far
     above it (CEILING_STRETCH) is named in a band at the top instead of flattening the curves;

@@ -154,13 +154,15 @@ def bars_on_log_axes(fig) -> list[str]:
 
 def hidden_series(fig) -> list[str]:
     """Series lines drawn under another, over their whole length or part of it, with no direct
-    label saying so (marks.label_coincident)."""
+    label saying so (marks.label_coincident), on the panel or, where it had no clear spot, in the
+    caption (marks.settle_notes)."""
     found = []
+    captions = {t.get_text() for t in fig.texts if t.get_gid() == "caption"}
     for ax in fig.axes:
-        labelled = {t.get_text() for t in ax.texts if t.get_gid() == DIRECT_LABEL}
+        labelled = {t.get_text() for t in ax.texts if t.get_gid() == DIRECT_LABEL} | captions
         for names, head in coincidence_notes(ax):
             # any note naming them: the label's looser tolerance may see a longer stretch
-            if not any(t.startswith("one line") and all(textwrap.shorten(n, 44) in t for n in names)
+            if not any("one line" in t.lower() and all(textwrap.shorten(n, 44) in t for n in names)
                        for t in labelled):
                 found.append(f"{' and '.join(names)} drawn on one line ({head.rstrip(':')}) with no direct label")
     return found

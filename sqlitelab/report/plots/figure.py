@@ -4,6 +4,8 @@ byte-for-byte reproducible PNG and SVG, refused when a legend is clipped and sho
 with its notebook's sentence (reading)."""
 from __future__ import annotations
 
+import math
+
 import os
 import re
 import textwrap
@@ -100,15 +102,22 @@ def finish_legend(fig, axes, key, handles, title, below=False):
     return fit_legends(fig)
 
 
+CAPTION = "caption"  # the caption's gid: a note with no clear spot on its panel joins it (settle_notes)
+
+
 def set_caption(fig, text: str) -> None:
+    fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True, gid=CAPTION)
     caption_room(fig)
-    fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True)
 
 
 def caption_room(fig) -> None:
-    """The caption's room at the foot of the canvas, about half an inch for two lines, at the
-    figure's height now (a chart that makes its figure taller asks again)."""
-    room = min(0.3, 0.5 / fig.get_figheight())
+    """The caption's room at the foot of the canvas, about half an inch for two lines and a
+    sixth of an inch for each line more, at the figure's height now (a chart that makes its
+    figure taller asks again; so does a caption that grows)."""
+    caption = next((t for t in fig.texts if t.get_gid() == CAPTION), None)
+    per_line = fig.get_figwidth() * 72 / (0.55 * 7.5)  # characters of a 7.5-pt line across the canvas
+    lines = sum(max(1, math.ceil(len(part) / per_line)) for part in caption.get_text().split("\n")) if caption else 2
+    room = min(0.45, max(0.5, 0.17 * (lines + 1)) / fig.get_figheight())
     fig.get_layout_engine().set(rect=(0, room, 1, 1 - room))
 
 
@@ -221,6 +230,8 @@ def lay_out(fig):
     and notes on hidden series placed where they are clear. Returns `fig` (tests check what a
     saved figure would be: plots.problems(lay_out(fig)))."""
     wrap_axis_labels(fig)
+    if settle_notes(fig):  # a note moved to the caption: its room, and the legends, again
+        caption_room(fig)
     fit_legends(fig)
     thin_tick_labels(fig)
     settle_notes(fig)

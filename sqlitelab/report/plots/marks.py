@@ -296,15 +296,42 @@ def label_coincident(ax) -> None:
     note_clear(ax, "\n".join(sorted(sections, key=lambda t: not t.startswith("one line:"))), gid=DIRECT_LABEL)
 
 
-def settle_notes(fig) -> None:
+def settle_notes(fig) -> bool:
     """label_coincident's and note_clear's notes placed again once the figure is laid out (the
     panels at their final size, a note's text not scaled with them), each at the first spot
-    where it is clear, as when it was first placed (place_clear)."""
+    where it is clear, as when it was first placed (place_clear). A note with no clear spot on
+    its panel leaves it for the figure's caption (its words on one line, the panel's title
+    before them where the figure has several): no note over data. True when one moved."""
+    moved = False
     for ax in fig.axes:
-        for text in ax.texts:
+        for text in list(ax.texts):
             if text.get_gid() == PANEL_NOTE or (text.get_gid() == DIRECT_LABEL
                                                 and text.get_text().startswith("one line")):
-                place_clear(ax, text, CORNERS + INSIDE)
+                if not place_clear(ax, text, CORNERS + INSIDE):
+                    moved = _to_caption(fig, ax, text) or moved
+    return moved
+
+
+def _to_caption(fig, ax, text) -> bool:
+    """A panel's note added to the figure's caption (figure.CAPTION's gid), and gone from the
+    panel; False where the figure has no caption."""
+    caption = next((t for t in fig.texts if t.get_gid() == "caption"), None)
+    if caption is None:
+        return False
+    sections, words = [], text.get_text().split("\n")
+    for line in words:
+        if line.endswith(":") or not sections:
+            sections.append([line])
+        else:
+            sections[-1].append(line)
+    flat = " · ".join(f"{s[0]} {'; '.join(s[1:])}" if len(s) > 1 else s[0] for s in sections)
+    title = next((t for t in (ax.get_title(loc) for loc in ("center", "left", "right")) if t), "")
+    line = f"{title}: {flat}" if title and sum(a.axison for a in fig.axes) > 1 else flat
+    line = line[0:1].upper() + line[1:]
+    if line not in caption.get_text().split("\n"):
+        caption.set_text(f"{caption.get_text()}\n{line}")
+    text.remove()
+    return True
 
 
 def note_clear(ax, words: str, gid: str = PANEL_NOTE) -> None:
