@@ -82,6 +82,7 @@ HEADLINE_EXPERIMENTS: set[str] | None = {"article"}
 
 # Its experiments in plain words, by id or pattern (sqlitelab.studies.declarations.experiment_title).
 EXPERIMENT_TITLES: dict = {"article": "the article's levels", "fine": "the fine levels",
+                           "peaks": "the article's peaks again, in rounds",
                            r"synchronous-(\w+)": lambda value: f"synchronous={value.upper()}",
                            r"share-(\d+)": "{}% writes",
                            r"path-(\w+)": lambda path: knob_value_title("write_path", path)}
