@@ -4,8 +4,6 @@ byte-for-byte reproducible PNG and SVG, refused when a legend is clipped and sho
 with its notebook's sentence (reading)."""
 from __future__ import annotations
 
-import math
-
 import os
 import re
 import textwrap
@@ -87,8 +85,13 @@ def panel_grid(n: int, caption, title, figsize=None, sharey=True):
 
 
 def panel_title(ax, column: str, value, width: int = 30, fontsize: float = 9.5) -> None:
-    """A panel's title: its value of `column` in plain words (value_title), wrapped."""
-    ax.set_title(textwrap.fill(value_title(column, value), width), fontsize=fontsize)
+    """A panel's title: its value of `column` in plain words (value_title), wrapped at `width`
+    characters or fewer where the panel is narrower (four panels across: 09's link delays), so
+    that two titles side by side never meet (check: panel titles printed over each other)."""
+    inches = ax.get_position().width * ax.figure.get_figwidth()
+    fits = max(10, int(0.8 * inches * 72 / (0.6 * fontsize)))  # bold characters across 80 % of the panel
+    ax.set_title(textwrap.fill(value_title(column, value), min(width, fits), break_long_words=False),
+                 fontsize=fontsize)
 
 
 def finish_legend(fig, axes, key, handles, title, below=False):
@@ -106,18 +109,15 @@ CAPTION = "caption"  # the caption's gid: a note with no clear spot on its panel
 
 
 def set_caption(fig, text: str) -> None:
-    fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True, gid=CAPTION)
     caption_room(fig)
+    fig.text(0.01, 0.012, text, fontsize=7.5, color="#555555", ha="left", va="bottom", wrap=True, gid=CAPTION)
 
 
-def caption_room(fig) -> None:
-    """The caption's room at the foot of the canvas, about half an inch for two lines and a
-    sixth of an inch for each line more, at the figure's height now (a chart that makes its
-    figure taller asks again; so does a caption that grows)."""
-    caption = next((t for t in fig.texts if t.get_gid() == CAPTION), None)
-    per_line = fig.get_figwidth() * 72 / (0.55 * 7.5)  # characters of a 7.5-pt line across the canvas
-    lines = sum(max(1, math.ceil(len(part) / per_line)) for part in caption.get_text().split("\n")) if caption else 2
-    room = min(0.45, max(0.5, 0.17 * (lines + 1)) / fig.get_figheight())
+def caption_room(fig, extra_lines: int = 0) -> None:
+    """The caption's room at the foot of the canvas, about half an inch for two lines (and a
+    sixth of an inch for each of `extra_lines`: notes that joined it, settle_notes), at the
+    figure's height now (a chart that makes its figure taller asks again)."""
+    room = min(0.3 + 0.05 * extra_lines, (0.5 + 0.17 * extra_lines) / fig.get_figheight())
     fig.get_layout_engine().set(rect=(0, room, 1, 1 - room))
 
 
@@ -230,8 +230,8 @@ def lay_out(fig):
     and notes on hidden series placed where they are clear. Returns `fig` (tests check what a
     saved figure would be: plots.problems(lay_out(fig)))."""
     wrap_axis_labels(fig)
-    if settle_notes(fig):  # a note moved to the caption: its room, and the legends, again
-        caption_room(fig)
+    if added := settle_notes(fig):  # notes moved to the caption: its room, then the legends
+        caption_room(fig, added)
     fit_legends(fig)
     thin_tick_labels(fig)
     settle_notes(fig)

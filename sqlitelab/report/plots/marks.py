@@ -4,6 +4,7 @@ reference values named in the margin, rings and hatches where the generator was 
 data lies on screen (drawn_data, data_under), so that words are put where none is (place_clear)."""
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 
@@ -296,28 +297,29 @@ def label_coincident(ax) -> None:
     note_clear(ax, "\n".join(sorted(sections, key=lambda t: not t.startswith("one line:"))), gid=DIRECT_LABEL)
 
 
-def settle_notes(fig) -> bool:
+def settle_notes(fig) -> int:
     """label_coincident's and note_clear's notes placed again once the figure is laid out (the
     panels at their final size, a note's text not scaled with them), each at the first spot
     where it is clear, as when it was first placed (place_clear). A note with no clear spot on
     its panel leaves it for the figure's caption (its words on one line, the panel's title
-    before them where the figure has several): no note over data. True when one moved."""
-    moved = False
+    before them where the figure has several): no note over data. Returns the caption's lines
+    those notes added (about: a line of the canvas's width each)."""
+    added = 0
     for ax in fig.axes:
         for text in list(ax.texts):
             if text.get_gid() == PANEL_NOTE or (text.get_gid() == DIRECT_LABEL
                                                 and text.get_text().startswith("one line")):
                 if not place_clear(ax, text, CORNERS + INSIDE):
-                    moved = _to_caption(fig, ax, text) or moved
-    return moved
+                    added += _to_caption(fig, ax, text)
+    return added
 
 
-def _to_caption(fig, ax, text) -> bool:
+def _to_caption(fig, ax, text) -> int:
     """A panel's note added to the figure's caption (figure.CAPTION's gid), and gone from the
-    panel; False where the figure has no caption."""
+    panel; the caption's lines it added (0: the figure has no caption, or says it already)."""
     caption = next((t for t in fig.texts if t.get_gid() == "caption"), None)
     if caption is None:
-        return False
+        return 0
     sections, words = [], text.get_text().split("\n")
     for line in words:
         if line.endswith(":") or not sections:
@@ -328,10 +330,11 @@ def _to_caption(fig, ax, text) -> bool:
     title = next((t for t in (ax.get_title(loc) for loc in ("center", "left", "right")) if t), "")
     line = f"{title}: {flat}" if title and sum(a.axison for a in fig.axes) > 1 else flat
     line = line[0:1].upper() + line[1:]
-    if line not in caption.get_text().split("\n"):
-        caption.set_text(f"{caption.get_text()}\n{line}")
     text.remove()
-    return True
+    if line in caption.get_text().split("\n"):
+        return 0
+    caption.set_text(f"{caption.get_text()}\n{line}")
+    return math.ceil(len(line) / (fig.get_figwidth() * 72 / (0.55 * 7.5)))  # 7.5-pt characters a line
 
 
 def note_clear(ax, words: str, gid: str = PANEL_NOTE) -> None:
