@@ -208,7 +208,7 @@ class Overlay:
         self._alive()
         self.pending.append(("created", path))
 
-    def unlink(self, path: str, *, directory: bool = False) -> None:
+    def unlink(self, path: str) -> None:
         """Remove `path`: into the trash until its directory's fsync (a cut puts it back)."""
         self._alive()
         self._trashed += 1
@@ -220,7 +220,7 @@ class Overlay:
     def rename(self, old: str, new: str) -> None:
         self._alive()
         if self.real(new).exists() or self.real(new).is_symlink():
-            self.unlink(new, directory=self.real(new).is_dir())
+            self.unlink(new)
         os.rename(self.real(old), self.real(new))
         if old in self.files:
             self.files[new] = self.files.pop(old)
@@ -371,7 +371,7 @@ class _Ops:
         return 0
 
     def rmdir(self, path):
-        self.model.unlink(_rel(path), directory=True)
+        self.model.unlink(_rel(path))
         return 0
 
     def chmod(self, path, mode):
@@ -409,9 +409,7 @@ class Mount:
 
     def __init__(self, backing: Path | str, mountpoint: Path | str, *, writeback: float = 0.0, seed: int = 0,
                  torn: bool = False, ignore_fsync: bool = False, timeout: float = 10.0) -> None:
-        Overlay(backing)  # the same refusals, before anything starts
-        if not (isinstance(writeback, (int, float)) and 0.0 <= writeback <= 1.0):
-            raise ValueError(f"writeback must be a share from 0 to 1, not {writeback!r}")
+        Overlay(backing, writeback=writeback)  # the daemon's refusals, before anything starts
         self.backing, self.mountpoint = Path(backing), Path(mountpoint)
         self.args = ["--writeback", str(writeback), "--seed", str(seed)] + (["--torn"] if torn else []) + (
             ["--ignore-fsync"] if ignore_fsync else [])
