@@ -10,6 +10,7 @@ import pytest
 
 from sqlitelab.core import intervals
 from sqlitelab.core.intervals import Interval, mean_interval, ratio_interval, shown, t_quantile
+from sqlitelab.report import summaries
 
 
 @pytest.mark.parametrize("p, df, t", [  # published two-sided 95 % and 90 % critical values
@@ -76,6 +77,12 @@ def test_one_run_has_no_interval_and_says_so():
     assert one.estimate == 1894.0 and math.isnan(one.low) and math.isnan(one.high) and not one.bounded
     assert shown(one) == "1,890 (one run: no interval)"
     assert math.isnan(ratio_interval([2.0, 3.0], [1.0]).low)
+    assert summaries.once(951411.0) == "951,000" and summaries.once(2.9187, " ms") == "2.92 ms"
+
+
+def test_an_interval_names_what_its_n_counts():
+    pairs = intervals.median_interval([0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 0.7])
+    assert shown(pairs, "×", of="pairs").endswith(", 8 pairs)") and shown(pairs, "×").endswith(", 8 runs)")
 
 
 def test_a_ratio_whose_denominator_reaches_zero_is_unbounded():

@@ -131,6 +131,7 @@ def test_versus_ratios_compare_each_ones_best_level():
     table = sqlite_vs_postgres.versus_table(one, slo_p99_ms=100.0)
     text = sqlite_vs_postgres.versus(sqlite_vs_postgres.versus_ratios(table), table)
     assert "at the one level measured (8 users)" in text and "best" not in text
+    assert "Median SQLite/Postgres throughput ratio over every workload and stack: 1.29× (1 value: too few " in text
 
 
 # ---------------------------------------------------------------------------- a real Postgres

@@ -287,7 +287,12 @@ def test_write_path_and_ceiling_and_single_machine_findings():
                                                         ("writer", 200.0, 40, 40, '{"1": 40}'),
                                                         ("batch", 500.0, 250, 1000, '{"1": 10, "4": 200, "25": 40}'))])
     text = read_write_mix.write_path(paths)
-    assert "**Go · net/http**: group commit 2.5× the single writer, 5.0× the pool" in text
+    assert ("**Go · net/http**: group commit 2.50× the single writer, 5.00× the pool (500 vs 200 vs 100 req/s; "
+            "one run each: no interval)") in text
+    repeated = pd.concat([paths, paths.assign(rps=paths["rps"] * [1.1, 0.9, 1.0])], ignore_index=True)
+    said = read_write_mix.write_path(repeated)
+    iv = intervals.ratio_interval([500.0, 500.0], [200.0, 180.0])
+    assert f"group commit {intervals.shown(iv, '×')} the single writer" in said and "no interval" not in said
     assert "its transactions held 4.0 writes on average, 25 at most, 125 commits/s" in text
     t = linear_writes.seed_table(synthetic_points())
     raw = {"commits_per_s": 1000.0, "reads_per_s": 5000.0}

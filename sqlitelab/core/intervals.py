@@ -189,7 +189,7 @@ def median_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
             break
         tail, k = more, k + 1
     if k == 0:
-        return Interval(median, float("nan"), float("nan"), n, f"{n} values: too few for an interval")
+        return Interval(median, float("nan"), float("nan"), n, f"{n} value{'' if n == 1 else 's'}: too few for an interval")
     return Interval(median, xs[k - 1], xs[n - k], n, f"order statistics {k} and {n - k + 1} of {n}")
 
 
@@ -230,15 +230,15 @@ def rounded(interval: Interval, unit: str = "") -> str:
     return _fmt(interval.estimate, decimals(interval)) + unit
 
 
-def shown(interval: Interval, unit: str = "") -> str:
+def shown(interval: Interval, unit: str = "", of: str = "runs") -> str:
     """The estimate at the precision its interval supports, with the interval in words:
     "3,700 (95 % interval 340–7,100, 3 runs)"; "1,900 (one run: no interval)"; an unbounded ratio
-    says so."""
+    says so. `of`: what the interval's n counts (a median over pairs: "pairs")."""
     places = decimals(interval)
     est = _fmt(interval.estimate, places) + unit
     if interval.bounded:
         return (f"{est} ({interval.level:.0%} interval {_fmt(interval.low, places)}–{_fmt(interval.high, places)}{unit}, "
-                f"{interval.n} runs)").replace("%", " %")
+                f"{interval.n} {of})").replace("%", " %")
     if math.isnan(interval.low):
         return f"{est} ({interval.method})"
     return f"{est} ({interval.level:.0%} interval unbounded: the denominator's runs reach zero)".replace("%", " %")

@@ -400,15 +400,19 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     if len(hey):
         lab = pts[pts["server"] == stack].groupby("users")["hey_rps"].mean()
         parts.append(f"hey itself on {name} (the article's tool, here): " + ", ".join(
-            f"{r.rps:,.0f}/s at {r.users} user{'s' if r.users != 1 else ''}" + (f" (the lab's generator, counted as hey counts: "
-                                                   f"{lab[r.users]:,.0f}/s)" if r.users in lab else "")
+            f"{summaries.once(r.rps, '/s')} at {r.users} user{'s' if r.users != 1 else ''}" + (
+                f" (the lab's generator, counted as hey counts: {summaries.once(lab[r.users], '/s')})"
+                if r.users in lab else "")
             for r in hey.sort_values("users").itertuples()))
     others = peak(table[table["server"] != stack])
     if len(others):
+        runs = [level_runs(pts, r.server, r.profile, r.peak_users) for r in others.itertuples()]
         parts.append("Peaks in the exact window: " + ", ".join(
-            f"{r.server} {r.peak_rps:,.0f}/s ({r.peak_users} users)" for r in others.itertuples()))
+            f"{r.server} {intervals.shown(intervals.mean_interval(n), '/s') if len(n) > 1 else summaries.once(r.peak_rps, '/s')}"
+            f" ({r.peak_users} users)" for r, n in zip(others.itertuples(), runs))
+            + (" (one run per level: no interval)" if max(map(len, runs)) < 2 else ""))
     c = summaries.ceiling(study, x)
     if c:
-        parts.append(f"raw SQLite on the server's core: {c['commits_per_s']:,.0f} one-row commits/s "
+        parts.append(f"raw SQLite on the server's core: {summaries.once(c['commits_per_s'])} one-row commits/s "
                      f"(synchronous={c.get('synchronous', 'normal')})")
     return article, summaries.sentences(parts)

@@ -226,9 +226,14 @@ def write_path(paths: pd.DataFrame) -> str:
     lines = []
     for s, r in pv.iterrows():
         if {"batch", "writer", "pool"} <= set(r.index) and r["writer"] > 0 and r["pool"] > 0:
-            line = (f"- **{servers.stack_title(s)}**: group commit {r['batch'] / r['writer']:.1f}× the single "
-                    f"writer, {r['batch'] / r['pool']:.1f}× the pool ({r['batch']:,.0f} vs "
-                    f"{r['writer']:,.0f} vs {r['pool']:,.0f} req/s)")
+            runs = {p: paths.loc[(paths["server"] == s) & (paths["write_path"] == p), "rps"].tolist()
+                    for p in ("batch", "writer", "pool")}
+            ivs = [intervals.ratio_interval(runs["batch"], runs[p]) for p in ("writer", "pool")]
+            once = min(map(len, runs.values())) < 2
+            said = [intervals.rounded(iv, "×") if once else intervals.shown(iv, "×") for iv in ivs]
+            line = (f"- **{servers.stack_title(s)}**: group commit {said[0]} the single writer, {said[1]} the pool "
+                    f"({' vs '.join(intervals.rounded(intervals.mean_interval(runs[p])) for p in runs)} req/s"
+                    + ("; one run each: no interval)" if once else ")"))
             counted = writer_batches(paths[(paths["server"] == s) & (paths["write_path"] == "batch")])
             if counted["mean_batch"] is not None:
                 line += (f"; its transactions held {counted['mean_batch']:.1f} writes on average, "
@@ -333,7 +338,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         return article, summaries.NOT_IN_RUN
     table = mix_table(pts)
     best = table.loc[table.groupby("server")["rps"].idxmax()].set_index("server")
-    parts = [f"{s} {r.rps:,.0f} rps ({int(r.users)} users, p99 {r.p99_ms:,.0f} ms){summaries.limit(r)}"
+    parts = [f"{s} {summaries.once(r.rps, ' rps')} ({int(r.users)} users, p99 {summaries.once(r.p99_ms, ' ms')}){summaries.limit(r)}"
              for s, r in best.iterrows()]
     here = f"One server core, {summaries.run_shape(pts)}: " + ", ".join(parts)
     again = peaks_again(summaries.experiment_points(study, x, "peaks"),

@@ -249,17 +249,19 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         go = table[(table["server"] == "go-nethttp") & (table["profile"] == prof)].set_index("scenario")
         pool = _pool(go_pts.loc[go_pts["profile"] == prof, "knobs"].iloc[0])
         label = "Go on one server core" + (f", {pool}" if prof == profile else f", beyond the article: {pool}")
+        if prof == order[0]:
+            label += f" ({summaries.run_shape(go_pts)}" + ("" if summaries.repeats(go_pts) > 1 else ": no interval") + ")"
         parts.append(label + ": " + ", ".join(
-            f"{s} {r.rps:,.0f}{summaries.limit(r)} ({claims.share_of(r.rps, art.loc[s, 'rps'])}"
+            f"{s} {summaries.once(r.rps)}{summaries.limit(r)} ({claims.share_of(r.rps, art.loc[s, 'rps'])}"
             f"{f'; {r.error_pct:.1f} % failed' if r.error_pct > 0 else ''})"
             for s, r in go.iterrows() if s in art.index))
     if profile is not None:
         table = table[table["profile"] == profile]
     best = table.loc[table.groupby("scenario")["rps"].idxmax()]
-    parts.append("best per endpoint: " + ", ".join(f"{r.scenario} {r.server} {r.rps:,.0f}{summaries.limit(r)}"
+    parts.append("best per endpoint: " + ", ".join(f"{r.scenario} {r.server} {summaries.once(r.rps)}{summaries.limit(r)}"
                                                   for r in best.itertuples()))
     c = summaries.ceiling(study, x)
     if c:
-        parts.append(f"raw SQLite on the server's core: {c['reads_per_s']:,.0f} point reads/s, "
-                     f"{c['commits_per_s']:,.0f} one-row commits/s")
+        parts.append(f"raw SQLite on the server's core: {summaries.once(c['reads_per_s'])} point reads/s, "
+                     f"{summaries.once(c['commits_per_s'])} one-row commits/s")
     return article, summaries.sentences(parts)

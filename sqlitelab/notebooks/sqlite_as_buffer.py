@@ -401,7 +401,8 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     if len(pub):
         g = pub.groupby(["rows_per_txn", "total"])["records_per_s"].median()
         (rpt, total), best = g.idxmax(), g.max()
-        parts.append(f"The author's method peaks at {best:,.0f} records/s ({rpt} rows, {total:,} records), "
+        parts.append(f"The author's method peaks at {summaries.once(best)} records/s ({rpt} rows, {total:,} records; "
+                     f"one run: no interval), "
                      f"{best / a.records_per_s:.2f}× the article's peak")
         w = pub.pivot_table(index="total", columns="rows_per_txn", values="records_per_s", aggfunc="median")
         if {10, 25} <= set(w.columns):
@@ -413,6 +414,6 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
                             if collapsed else "the article's 10-row collapse does not reproduce"))
     tuned = done[done["method"] == "tuned"]
     if len(tuned):
-        parts.append(f"the lab's writer: up to {tuned['records_per_s'].max():,.0f} records/s, "
+        parts.append(f"the lab's writer: up to {summaries.once(tuned['records_per_s'].max())} records/s, "
                      f"{int(tuned['total'].max()):,} records with {tuned['peak_rss_mib'].max():,.0f} MiB at its peak")
     return article, summaries.sentences(parts)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from sqlitelab.core import intervals
 from sqlitelab.core.vocabulary import store_label, store_title
 from sqlitelab.experiments.sweep import Spec, spec
 from sqlitelab.infra import servers as stacks
@@ -335,7 +336,9 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
     unmeasured = (f" (no ratio for {int(stalled.sum())} pair(s): on one side no request finished in any window)"
                   if stalled.any() else "")
     lines.append(f"- Median SQLite/Postgres throughput ratio over every workload and stack: "
-                 f"{measured.median():.2f} (range {measured.min():.2f}–{measured.max():.2f}){unmeasured}."
+                 f"{intervals.shown(intervals.median_interval(measured), '×', of='pairs')}, range "
+                 f"{measured.min():.2f}–{measured.max():.2f}× (each pair one window per level: its ratio has no "
+                 f"interval of its own){unmeasured}."
                  if len(measured) else f"- No SQLite/Postgres throughput ratio{unmeasured}.")
     linked = table[table["store"].str.contains("link", na=False)]
     for r in linked.itertuples():

@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pandas as pd
 
+from sqlitelab.core import intervals
 from sqlitelab.report import analysis
 
 Tables = dict  # reference_tables.load(): table name -> DataFrame
@@ -58,15 +59,26 @@ def ceiling(study: ModuleType, x: Tables) -> dict | None:
     return c.iloc[0].to_dict() if len(c) else None
 
 
+def repeats(pts: pd.DataFrame) -> int:
+    """The most runs any level of `pts` had (1 where no point says)."""
+    return int(pts["repeat"].max()) if "repeat" in pts and len(pts) else 1
+
+
 def run_shape(pts: pd.DataFrame) -> str:
     """"3 × 10 s per level", "one 10-s window per level", or the windows' range where a level
     ran until a count of requests (its window then varies)."""
-    reps = int(pts["repeat"].max()) if "repeat" in pts and len(pts) else 1
+    reps = repeats(pts)
     w = pts["window_s"] if "window_s" in pts and len(pts) else pd.Series([float("nan")])
     if w.max() > 1.05 * w.min():
         window = f"{w.min():.1f}–{w.max():.1f}-s windows"
         return f"{reps} × {window} per level" if reps > 1 else f"{window}, one per level"
     return f"{reps} × {w.median():g} s per level" if reps > 1 else f"one {w.median():g}-s window per level"
+
+
+def once(value: float, unit: str = "") -> str:
+    """A number measured in one window (no repeats, so no interval): at the three significant
+    figures such a number keeps (intervals.decimals), not every digit the window happened to give."""
+    return intervals.rounded(intervals.mean_interval([value]), unit)
 
 
 def sentences(parts: list[str]) -> str:
