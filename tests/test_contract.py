@@ -87,6 +87,9 @@ def test_health(srv, http):
     h = r.json()
     assert h["server"] == srv.stack
     assert re.fullmatch(r"3\.\d+\.\d+", h["sqlite_version"])
+    options = h["sqlite_compile_options"]  # PRAGMA compile_options: every build names its THREADSAFE
+    assert isinstance(options, list) and all(isinstance(o, str) for o in options)
+    assert any(re.fullmatch(r"THREADSAFE=[012]", o) for o in options), options
     assert isinstance(h["pid"], int) and isinstance(h["versions"], dict) and h["versions"]
     knobs = h["knobs"]
     assert h["database"] == knobs["database"] == srv.database

@@ -71,10 +71,20 @@ def test_table_reads_the_run_and_judges_each_detail():
     rows = t.set_index("aspect")
     # the software row as printed: the article's versions beside this run's, read from /health
     assert rows.loc["software", "article"] == "Ruby 3.2.2, Rails 7.1.2, sqlite3-ruby gem 1.6.9, SQLite 3.44.2"
-    assert rows.loc["software", "this run"] == \
-        "ruby 3.1.2, rails 6.1.7.10, puma 5.6.5, sqlite3-ruby 1.4.2, SQLite 3.40.1"
+    # SQLite 3.40.1 (Debian's) is inside the WAL-reset bug's range: flagged, with what triggers it
+    said = rows.loc["software", "this run"]
+    assert said.startswith("ruby 3.1.2, rails 6.1.7.10, puma 5.6.5, sqlite3-ruby 1.4.2, SQLite 3.40.1 ⚠ inside "
+                           "the WAL-reset bug's range (3.7.0–3.51.2, fixed in 3.51.3, and in 3.44.6 and 3.50.7; ")
+    assert "two or more connections to one database" in said
     assert rows.loc["the article's tool, here", "this run"] == "hey at 1, 4, 16 users"
     assert methods.unrecorded(t) == []
+    # a fixed SQLite is not flagged; the compile options that bear on durability are named
+    options = json.dumps(["COMPILER=gcc-12.2.0", "DEFAULT_WAL_SYNCHRONOUS=1", "ENABLE_FTS5", "THREADSAFE=1"])
+    fixed = methods.table(study("01-linear-writes").ARTICLE,
+                          points(sqlite_version="3.51.3", sqlite_options=options), PARAMS)
+    assert fixed.set_index("aspect").loc["software", "this run"] == (
+        "ruby 3.1.2, rails 6.1.7.10, puma 5.6.5, sqlite3-ruby 1.4.2, SQLite 3.51.3 "
+        "(THREADSAFE=1, DEFAULT_WAL_SYNCHRONOUS=1)")
 
 
 def test_yjit_off_is_a_named_difference():

@@ -992,7 +992,8 @@ type Service struct {
 	pragmas   map[string]string // read back at start-up (SQLite)
 	versions  map[string]string
 	sqliteVer string
-	dbVersion string // /health's database_version
+	sqliteOpt []string // PRAGMA compile_options of the linked SQLite
+	dbVersion string   // /health's database_version
 
 	getRequest, getItem, getUser *sql.Stmt
 
@@ -1088,6 +1089,9 @@ func newService(c *config) (*Service, error) {
 	}
 
 	s.sqliteVer, _, _ = sqlite3.Version()
+	if s.sqliteOpt, err = compileOptions(); err != nil {
+		return nil, fmt.Errorf("reading SQLite's compile options: %v", err)
+	}
 	if s.dbVersion, err = d.version(s.db); err != nil {
 		return nil, fmt.Errorf("%s: reading the server's version: %v", d.where(), err)
 	}
@@ -1348,17 +1352,42 @@ func (s *Service) health(w http.ResponseWriter, r *http.Request) {
 		writer = s.counts.snapshot()
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"server":           "go-nethttp",
-		"versions":         s.versions,
-		"sqlite_version":   s.sqliteVer,
-		"database":         s.cfg.database,
-		"database_version": s.dbVersion,
-		"pid":              os.Getpid(),
-		"knobs":            knobs,
-		"emulated":         emulated,
-		"requests_handled": s.handled.Load(),
-		"writer":           writer,
+		"server":                 "go-nethttp",
+		"versions":               s.versions,
+		"sqlite_version":         s.sqliteVer,
+		"sqlite_compile_options": s.sqliteOpt,
+		"database":               s.cfg.database,
+		"database_version":       s.dbVersion,
+		"pid":                    os.Getpid(),
+		"knobs":                  knobs,
+		"emulated":               emulated,
+		"requests_handled":       s.handled.Load(),
+		"writer":                 writer,
 	})
+}
+
+// compileOptions: PRAGMA compile_options of the SQLite this binary links, read on an in-memory
+// database (also with LAB_DATABASE=postgres).
+func compileOptions() ([]string, error) {
+	memory, err := sql.Open("sqlite3", ":memory:")
+	if err != nil {
+		return nil, err
+	}
+	defer memory.Close()
+	rows, err := memory.Query("PRAGMA compile_options")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var option string
+		if err := rows.Scan(&option); err != nil {
+			return nil, err
+		}
+		out = append(out, option)
+	}
+	return out, rows.Err()
 }
 
 func hello(w http.ResponseWriter, r *http.Request) {

@@ -908,12 +908,26 @@ def versions() -> dict[str, str]:
     return out
 
 
+def compile_options() -> list[str]:
+    """PRAGMA compile_options of the SQLite library this process links (an in-memory database:
+    also with LAB_DATABASE=postgres)."""
+    memory = sqlite3.connect(":memory:")
+    try:
+        return [row[0] for row in memory.execute("PRAGMA compile_options")]
+    finally:
+        memory.close()
+
+
+SQLITE_OPTIONS = compile_options()
+
+
 @app.get("/health")
 def health():
     return {
         "server": SERVER,
         "versions": versions(),
         "sqlite_version": sqlite3.sqlite_version,
+        "sqlite_compile_options": SQLITE_OPTIONS,
         "database": CFG["database"],
         "database_version": DB.version,
         "pid": os.getpid(),

@@ -743,6 +743,14 @@ module Lab
       memory&.close
     end
 
+    # PRAGMA compile_options of the SQLite library this process links (an in-memory database).
+    def self.linked_sqlite_options
+      memory = SQLite3::Database.new(":memory:")
+      memory.execute("PRAGMA compile_options").map(&:first)
+    ensure
+      memory&.close
+    end
+
     # Puma's configuration (dsl: the puma.rb being evaluated) for a server already validated.
     def self.configure(dsl, server)
       config = server.config
@@ -850,6 +858,7 @@ module Lab
       @database_version = @db.check
       # The SQLite library this process links (also with postgres, where no file is opened).
       @sqlite_version = config.postgres? ? PumaServer.linked_sqlite_version : @database_version
+      @sqlite_options = PumaServer.linked_sqlite_options
       @counter = PumaServer.counter(config, "ruby-puma")
       @versions = {
         "ruby" => RUBY_VERSION,
@@ -946,6 +955,7 @@ module Lab
         server: "ruby-puma",
         versions: @versions,
         sqlite_version: @sqlite_version,
+        sqlite_compile_options: @sqlite_options,
         database: @db.name,
         database_version: @database_version,
         pid: Process.pid,

@@ -336,6 +336,8 @@ TABLES: dict[str, dict] = {
             "emulated": "Knobs emulated in application code where the driver lacks a native hook "
                         "(JSON: knob → how; {} when none).",
             "server_versions": "The server's language, framework and driver versions (JSON, /health).",
+            "sqlite_options": "The SQLite library's `PRAGMA compile_options` as the server's /health "
+                              "reported them (JSON list); empty where a server does not report them.",
             "server_processes": "Server processes (from /health knobs).",
             "server_threads": "Threads per server process (from /health knobs).",
             "write_path": "How the server writes: pool, writer (a single writer thread) or batch "

@@ -923,6 +923,8 @@ class _OnServer:
             "emulated": json.dumps(health.get("emulated", {}), sort_keys=True),
             "server_versions": json.dumps(health.get("versions", {}), sort_keys=True),
             "sqlite_version": health.get("sqlite_version"),
+            "sqlite_options": (json.dumps(health["sqlite_compile_options"])
+                               if isinstance(health.get("sqlite_compile_options"), list) else None),
             "database": health.get("database", "sqlite"),
             "database_version": health.get("database_version", health.get("sqlite_version")),
             "server_processes": self.knobs.get("processes"), "server_threads": self.knobs.get("threads"),

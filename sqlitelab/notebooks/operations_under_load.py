@@ -58,7 +58,7 @@ SCALES: dict[str, dict] = {
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget).
-BUDGET_SECONDS: dict[str, float] = {"quick": 120, "seed": 540}
+BUDGET_SECONDS: dict[str, float] = {"quick": 120, "seed": 570}  # seed: 540 s (make seed of 2026-11-28 at 0f6a81e, fresh clone)
 
 SERVER_SPLIT: int | None = None
 

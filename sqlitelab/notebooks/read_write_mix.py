@@ -21,7 +21,8 @@ from sqlitelab.infra import servers
 from sqlitelab.infra.servers import knob_value_title
 from sqlitelab.load.verdicts import writer_batches
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
-from sqlitelab.studies.method import Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, window
+from sqlitelab.studies.method import (
+    Article, Detail, GEN_WHY, MACHINE_WHY, NOT_STATED, PIN_WHY, software, window)
 
 
 # What each constant means: sqlitelab.studies.declarations.
@@ -70,10 +71,10 @@ SCALES: dict[str, dict] = {
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
-# names a run over it with where its time went (sqlitelab.studies.scales.budget). Seed: 696-905 s
-# (2026-11-26/27) and 1,170 s (2026-11-28, with the peaks sweep's 100 s), while Locust drove it
-# and loadgen measured most levels again; loadgen alone has not been timed at seed yet.
-BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 980}
+# names a run over it with where its time went (sqlitelab.studies.scales.budget). Seed: 468 s
+# (make seed of 2026-11-28 at 0f6a81e, fresh clone), loadgen at every level, the peaks sweep stopped after 2 of its 6 rounds; each
+# further round costs about 20 s (FastAPI's 50,000 requests at ~3,300/s, Axum's), so 4 more: ~550 s.
+BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 560}
 
 SERVER_SPLIT: int | None = 4
 
@@ -148,6 +149,10 @@ ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
     Detail("stacks", "FastAPI + stdlib sqlite3; Axum + rusqlite", "col:server",
            expect=list(ARTICLE_STACKS), compare="superset",
            why="the run lacks one of the article's stacks"),
+    Detail("software (FastAPI)", "not stated", software("python-fastapi", ("python", "fastapi", "uvicorn")),
+           expect=NOT_STATED),
+    Detail("software (Axum)", "not stated", software("rust-axum", ("rust", "axum", "rusqlite")),
+           expect=NOT_STATED),
     Detail("write path", "every write through one dedicated writer thread; reads in parallel",
            "knob:write_path", expect="writer", why="another write path"),
     Detail("journal mode", "WAL", "pragma:journal_mode", expect="wal", why="another journal mode"),

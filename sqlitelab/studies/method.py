@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from sqlitelab.core import layout
+from sqlitelab.core import layout, sqlite_bugs
 from sqlitelab.core.vocabulary import SYNCHRONOUS, link_label, link_title, store_label
 from sqlitelab.infra import servers
 
@@ -180,16 +180,24 @@ def puma_shape(stack: str) -> Callable:
 
 def software(stack: str, keys: tuple[str, ...]) -> Callable:
     """A stack's software as its /health reported it: the `keys` of its versions, each as
-    `name version`, then SQLite's (the library the server's driver runs)."""
+    `name version`, then SQLite's (the library the server's driver runs) with its compile options
+    that bear on durability and concurrency (sqlite_bugs.SALIENT) and every published data-loss
+    bug whose range holds it (sqlite_bugs.flags: ⚠ and the condition that triggers it)."""
     def get(run: RunView) -> list[str]:
         r = run.where(server=stack).points
         if "server_versions" not in r or r["server_versions"].isna().all():
             raise NotRecorded("col:server_versions")
         out = set()
-        for versions, sqlite in zip(r["server_versions"], r.get("sqlite_version", [None] * len(r))):
+        none = [None] * len(r)
+        for versions, sqlite, options in zip(r["server_versions"], r.get("sqlite_version", none),
+                                             r.get("sqlite_options", none)):
             v = json.loads(versions) if isinstance(versions, str) else {}
             parts = [f"{k} {v[k]}" for k in keys if k in v]
-            out.add(", ".join(parts + ([f"SQLite {sqlite}"] if sqlite else [])))
+            if isinstance(sqlite, str) and sqlite:
+                said = sqlite_bugs.salient(json.loads(options)) if isinstance(options, str) else []
+                parts.append(f"SQLite {sqlite}" + (f" ({', '.join(said)})" if said else "")
+                             + "".join(f" ⚠ {f}" for f in sqlite_bugs.flags(sqlite)))
+            out.add(", ".join(parts))
         return sorted(out)
     return get
 

@@ -509,6 +509,19 @@ const SCHEMA: [(&str, &[&str]); 4] = [
     ),
 ];
 
+/// PRAGMA compile_options of the SQLite this binary links, read on an in-memory database (also
+/// with LAB_DATABASE=postgres).
+fn compile_options() -> Result<Vec<String>, String> {
+    let memory = Connection::open_in_memory().map_err(|e| format!("SQLite's compile options: {e}"))?;
+    let mut stmt = memory
+        .prepare("PRAGMA compile_options")
+        .map_err(|e| format!("SQLite's compile options: {e}"))?;
+    let rows = stmt
+        .query_map([], |row| row.get::<_, String>(0))
+        .map_err(|e| format!("SQLite's compile options: {e}"))?;
+    rows.collect::<Result<Vec<String>, _>>().map_err(|e| format!("SQLite's compile options: {e}"))
+}
+
 fn check_schema(conn: &Connection, db: &Path) -> Result<(), String> {
     let mut missing = Vec::new();
     for (table, columns) in SCHEMA {
@@ -2205,6 +2218,7 @@ fn run() -> Result<(), String> {
         "server": "rust-axum",
         "versions": versions,
         "sqlite_version": rusqlite::version(),
+        "sqlite_compile_options": compile_options()?,
         "database": database,
         "database_version": opened.version,
         "pid": std::process::id(),

@@ -8,6 +8,7 @@ class HealthController < ApplicationController
       server: "ruby-rails",
       versions: Lab::RailsServer.versions,
       sqlite_version: Lab::RailsServer.sqlite_version,
+      sqlite_compile_options: Lab::RailsServer.sqlite_options,
       database: Lab.database.name,
       database_version: Lab::RailsServer.database_version,
       pid: Process.pid,

@@ -8,7 +8,7 @@ module Lab
     extend PumaServer
 
     class << self
-      attr_reader :writer, :versions, :database_version, :sqlite_version
+      attr_reader :writer, :versions, :database_version, :sqlite_version, :sqlite_options
 
       def config = Lab.config
       def counter = Edge.counter
@@ -18,6 +18,7 @@ module Lab
       def boot
         @database_version = Lab.database.check
         @sqlite_version = config.postgres? ? PumaServer.linked_sqlite_version : @database_version
+        @sqlite_options = PumaServer.linked_sqlite_options
         Edge.counter = PumaServer.counter(config, "ruby-rails")
         Rails.application.initialize!
         [Request, Metric, Item, User].each { |model| [model.columns_hash, model.primary_key] }
