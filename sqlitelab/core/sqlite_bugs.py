@@ -21,7 +21,7 @@ class Bug:
     first: Version                    # the first release it affects
     last: Version                     # the last release of the line it affects
     fixed: Version                    # the release that fixed it
-    backports: tuple[Version, ...]    # releases inside [first, last] that carry the fix (their x.y line from there on)
+    backports: tuple[Version, ...]    # releases inside [first, last] carrying the fix (their x.y line on)
     condition: str                    # what triggers it, in plain words
     source: str
 

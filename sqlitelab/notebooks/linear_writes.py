@@ -410,11 +410,14 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
             for r in hey.sort_values("users").itertuples()))
     others = peak(table[table["server"] != stack])
     if len(others):
-        runs = [level_runs(pts, r.server, r.profile, r.peak_users) for r in others.itertuples()]
-        parts.append("Peaks in the exact window: " + ", ".join(
-            f"{r.server} {intervals.shown(intervals.mean_interval(n), '/s') if len(n) > 1 else summaries.once(r.peak_rps, '/s')}"
-            f" ({r.peak_users} user{'s' if r.peak_users != 1 else ''})" for r, n in zip(others.itertuples(), runs))
-            + (" (one run per level: no interval)" if max(map(len, runs)) < 2 else ""))
+        said, repeated = [], False
+        for r in others.itertuples():
+            at_peak = intervals.mean_interval(level_runs(pts, r.server, r.profile, r.peak_users))
+            repeated |= at_peak.n > 1
+            rate = intervals.shown(at_peak, "/s") if at_peak.n > 1 else summaries.once(r.peak_rps, "/s")
+            said.append(f"{r.server} {rate} ({r.peak_users} user{'s' if r.peak_users != 1 else ''})")
+        parts.append("Peaks in the exact window: " + ", ".join(said)
+                     + ("" if repeated else " (one run per level: no interval)"))
     c = summaries.ceiling(study, x)
     if c:
         parts.append(f"raw SQLite on the server's core: {summaries.once(c['commits_per_s'])} one-row commits/s "
