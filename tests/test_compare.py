@@ -23,9 +23,10 @@ MACHINE = "2 cores (test), 1 GiB"
 def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, p99: dict | None = None,
           commit: str = "aaaa", machine: str = MACHINE, window: dict | None = None,
           parameters: dict | None = None, stacks=("go-nethttp",), probe: dict | None = None,
-          outlasted: tuple = ()) -> None:
+          outlasted: tuple = (), cpu: dict | None = None) -> None:
     """A notebook run of one stack (or of each of `stacks`, alike): `rps` maps users to a list of
-    repeats' rates; at the levels of `outlasted` a request outlasted the window."""
+    repeats' rates; at the levels of `outlasted` a request outlasted the window; `cpu` maps users to
+    the server's CPU %."""
     points = []
     for (users, rates), stack in ((u, st) for u in rps.items() for st in stacks):
         for rep, r in enumerate(rates, 1):
@@ -34,6 +35,7 @@ def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, 
                            "repeat": rep, "rps": r, "p99_ms": (p99 or {}).get(users, 10.0),
                            "generator": "loadgen", "headline": True, "audit_ok": True,
                            "outlasted": users in outlasted,
+                           **({"server_cpu_pct": cpu[users]} if cpu else {}),
                            **({"window_s": window[users]} if window else {}),
                            **({"probe_server_before_ms": probe[users], "probe_server_after_ms": probe[users]}
                               if probe else {})})
@@ -385,21 +387,69 @@ def test_repeats_give_the_ratio_its_interval(tmp_path):
 
 
 def test_the_power_rows_count_what_compare_got_right(tmp_path):
+    """A/A: every point within the band of its own scatter. Held: of the points whose server was
+    busy enough to be held (CPU 99 % of one core against a cap of 80 %), every one flagged slower;
+    the one that was not (50 %) counted apart, within noise."""
+    from sqlitelab.report import power
+    db = tmp_path / "results.db"
+    busy = {u: 50.0 if u == 1 else 99.0 for u in RATES}
+    store(db, "a", rps={u: [r] for u, r in RATES.items()}, cpu=busy)
+    store(db, "a2", rps={u: [r * k] for (u, r), k in zip(RATES.items(), SCATTER)}, cpu=busy)
+    # held back: every point but one a fifth slower (one was not busy enough to meet the quota)
+    store(db, "held", rps={u: [r * k * (1 if u == 1 else 0.8)] for (u, r), k in zip(RATES.items(), SCATTER)},
+          cpu={u: min(c, 80.0) for u, c in busy.items()})
+    rows = {(r["check"], r["metric"]): r for r in power.rows("03-read-write-mix", "quick", 0.8, "a", "a2", "held", db=db)}
+    aa, held = rows[("aa", "rps")], rows[("held", "rps")]
+    assert aa["hits"] == 10 and aa["share"] == 1.0 and 0 < aa["band"] < 0.1
+    assert held["points"] == 9 and held["hits"] == 9 and held["others"] == 1 and held["others_within"] == 1
+    assert held["band"] == aa["band"]
+    assert ("held to 80 % of its CPUs: flagged slower (a point's band ±"
+            in power.said(held))
+    assert ("9 of 9 points the hold slows (100 %), goal 90 %; of the other 1 (their servers not busy enough "
+            "to be held), 1 within noise; the run as a whole 0.80× (95 % interval 0.80–0.80×): slower, "
+            "beyond the A/A drift") in power.said(held)
+    assert held["run_right"] and aa["run_verdict"] == "the machine's drift"
+    assert "10 of 10 points (100 %)" in power.said(aa)
+    assert "the run as a whole moved 1.00× (95 % interval 0.97–1.03×): the machine's drift" in power.said(aa)
+    unmoved = {**held, "run_verdict": "within noise"}  # a hold the servers never met
+    assert power.said(unmoved).endswith(": within noise (within the A/A drift or its points' scatter)")
+
+
+def test_a_point_counts_as_slowed_when_its_server_would_lose_half_the_injected_share():
+    """At a cap of 0.8 of one CPU: 99 % busy loses a fifth (slowed), 89 % loses 10 % (slowed, just),
+    85 % loses 6 % (not), an unmeasured CPU is not counted; on two CPUs the cap leaves 160 %."""
+    from sqlitelab.report import power
+    t = pd.DataFrame({"server_cpu_pct_a": [99.0, 89.0, 85.0, float("nan"), 170.0, 190.0]})
+    assert power.slowed_points(t.head(4), 0.8, 1).tolist() == [True, True, False, False]
+    assert power.slowed_points(t.tail(2), 0.8, 2).tolist() == [False, True]
+    assert power.slowed_points(t.iloc[0:0], 0.8, 1).empty
+
+
+def test_a_change_that_moves_some_points_is_judged_by_the_same_code_twice(tmp_path):
+    """Half the points a quarter slower, half unmoved: against the comparison's own scatter (which
+    that very change widens) the slowed points hide within noise; against the band the same code
+    twice gave on this machine, notebook and scale (a stored A/A check), every slowed point is
+    flagged and every unmoved one is not; another scale's A/A is not used."""
     from sqlitelab.report import power
     db = tmp_path / "results.db"
     store(db, "a", rps={u: [r] for u, r in RATES.items()})
-    store(db, "a2", rps={u: [r * k] for (u, r), k in zip(RATES.items(), SCATTER)})
-    # held back: every point but one a fifth slower (one was not busy enough to meet the quota)
-    store(db, "held", rps={u: [r * k * (1 if u == 1 else 0.8)] for (u, r), k in zip(RATES.items(), SCATTER)})
-    rows = {(r["check"], r["metric"]): r for r in power.rows("03-read-write-mix", "quick", 0.8, "a", "a2", "held", db=db)}
-    assert rows[("aa", "rps")]["hits"] == 10 and rows[("aa", "rps")]["share"] == 1.0
-    assert rows[("held", "rps")]["points"] == 10 and rows[("held", "rps")]["hits"] == 9
-    assert ("held to 80 % of its CPUs: flagged slower: 9 of 10 points (90 %), goal 90 %; the run as a whole "
-            "0.80× (95 % interval 0.80–0.80×): slower, beyond the A/A drift") in power.said(rows[("held", "rps")])
-    assert rows[("held", "rps")]["run_right"] and rows[("aa", "rps")]["run_verdict"] == "the machine's drift"
-    assert "the run as a whole moved 1.00× (95 % interval 0.97–1.03×): the machine's drift" in power.said(rows[("aa", "rps")])
-    unmoved = {**rows[("held", "rps")], "run_verdict": "within noise"}  # a hold the servers never met
-    assert power.said(unmoved).endswith(": within noise (within the A/A drift or its points' scatter)")
+    store(db, "b", rps={u: [r * k * (0.75 if u % 2 else 1)] for (u, r), k in zip(RATES.items(), SCATTER)})
+    own = compare.compare(compare.side("a", db), compare.side("b", db)).table
+    assert (own["rps_verdict"] == "slower").sum() < 5
+    assert own["rps_spread_from_a"].iloc[0].startswith("the comparison's own")
+    results.store_rows("power", [{"machine": MACHINE, "notebook": "03-read-write-mix", "scale": "seed",
+                                  "check": "aa", "metric": "rps", "band": 0.08, "measured": "x"}], db)
+    assert compare.compare(compare.side("a", db), compare.side("b", db)).table["rps_spread_from_a"].iloc[0] \
+        .startswith("the comparison's own")  # the stored A/A is of another scale
+    results.store_rows("power", [{"machine": MACHINE, "notebook": "03-read-write-mix", "scale": "quick",
+                                  "check": "aa", "metric": "rps", "band": 0.08, "measured": "x"}], db)
+    t = compare.compare(compare.side("a", db), compare.side("b", db)).table.set_index("users")
+    odd = [str(u) for u in RATES if u % 2]
+    assert set(t.loc[odd, "rps_verdict"]) == {"slower"}
+    assert set(t.drop(odd)["rps_verdict"]) == {"within noise"}
+    assert (t["rps_band"] == 0.08).all()
+    assert t["rps_spread_from_a"].iloc[0] == "the same code twice here (1 A/A check(s) of 03 at quick: their points' scatter)"
+    assert power.table(db)["band"].notna().all()
 
 
 def test_a_run_wide_move_counts_only_beyond_the_machines_drift_between_two_runs(tmp_path):
@@ -431,3 +481,16 @@ def test_the_comparison_figure_says_where_its_bands_came_from(tmp_path):
     keys = [t.get_text() for t in fig.legends[0].get_texts()] if fig.legends else \
         [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     assert "noise band (the points' own scatter)" in keys and "noise band (both runs' spread)" not in keys
+
+
+def test_the_comparison_figure_names_the_same_code_twice_as_its_band(tmp_path):
+    db = tmp_path / "results.db"
+    store(db, "a", rps={u: [r] for u, r in RATES.items()})
+    store(db, "b", rps={u: [r * k] for (u, r), k in zip(RATES.items(), SCATTER)})
+    results.store_rows("power", [{"machine": MACHINE, "notebook": "03-read-write-mix", "scale": "quick",
+                                  "check": "aa", "metric": m, "band": 0.08, "measured": "x"} for m in compare.METRICS], db)
+    c = compare.compare(compare.side("a", db), compare.side("b", db))
+    fig = plots.comparison_chart(c.table, "Two runs of the read/write mix", studies(), caption="a test")
+    keys = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()] + \
+        [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "noise band (the same code run twice)" in keys

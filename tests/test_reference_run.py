@@ -59,3 +59,44 @@ def test_nothing_to_export_or_load_is_a_clear_error(tmp_path, capsys):
     assert reference_run.main(["--scale", "seed", "--runs-dir", str(tmp_path / "none"),
                                "--db", str(tmp_path / "none.db"), "--out", str(tmp_path / "x")]) == 2
     assert "make seed" in capsys.readouterr().err
+
+
+def test_the_power_checks_of_the_runs_machine_go_beside_them_and_into_the_readme(tmp_path):
+    """The export carries the machine's power checks judged with a band (the newest judgement of
+    each pair, another machine's left out); the README's block prints those at the run's scale and
+    counts the others; notebook 11 shows them where this machine stored none."""
+    from sqlitelab import readme
+    from sqlitelab.core import machine
+    from sqlitelab.notebooks import compare_runs
+    import pandas as pd
+    db, runs_dir = _store(tmp_path)
+    here = machine.machine_label()
+    row = {"notebook": "03-read-write-mix", "metric": "rps", "points": 10, "wanted": "within noise",
+           "hits": 9, "share": 0.9, "goal": 0.95, "band": 0.1, "run_ratio": 1.0, "run_low": 0.98,
+           "run_high": 1.02, "run_verdict": "the machine's drift", "run_a": "a", "run_b": "a2"}
+    held = {**row, "check": "held", "cap": 0.8, "wanted": "slower", "hits": 7, "share": 0.7, "goal": 0.9,
+            "others": 3, "others_within": 2, "run_ratio": 0.85, "run_verdict": "slower", "run_a": "a2", "run_b": "h"}
+    results.store_rows("power", [
+        {**row, "machine": here, "scale": "quick", "check": "aa", "hits": 5, "measured": "2026-11-25T09"},
+        {**row, "machine": here, "scale": "quick", "check": "aa", "measured": "2026-11-25T10"},  # judged again
+        {**held, "machine": here, "scale": "quick", "measured": "2026-11-25T10"},
+        {**row, "machine": here, "scale": "seed", "check": "aa", "run_a": "s", "run_b": "s2", "measured": "2026-11-25T11"},
+        {**row, "machine": "another machine", "scale": "quick", "check": "aa", "measured": "2026-11-25T12"},
+        {**row, "machine": here, "scale": "quick", "check": "aa", "band": None, "run_a": "old", "measured": "2026-11-24"},
+    ], db)
+    out = tmp_path / "export"
+    reference_run.export(publish.newest("quick", runs_dir=runs_dir, db=db), out, db, runs_dir)
+    x = reference_tables.load(out)
+    power = x["power"]
+    assert list(zip(power["scale"], power["check"], power["hits"])) == [("quick", "aa", 9), ("quick", "held", 7),
+                                                                         ("seed", "aa", 9)]
+    assert "| `power.csv` | 3 |" in (out / "README.md").read_text()
+    block = "\n".join(readme.lab_power(x))
+    assert "1 check at seed among them" in block
+    assert ("- notebook 03 at quick · throughput · held to 80 % of its CPUs: flagged slower (a point's band ±10 %: "
+            "the A/A points' scatter): 7 of 10 points the hold slows (70 %), goal 90 %; of the other 3") in block
+    assert block.count("\n- notebook 03") == 2
+    shown = compare_runs.lab_power(pd.DataFrame(), out)
+    assert "No power check is stored on this machine" in shown and "On the reference machine" in shown
+    assert shown.count("\n- notebook 03") == 3
+    assert "On the reference machine" not in compare_runs.lab_power(pd.DataFrame(), tmp_path / "nothing")

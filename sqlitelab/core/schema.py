@@ -64,7 +64,7 @@ TYPES: dict[str, type] = {
     # the cores' speed beside a window (sqlitelab.core.probe; NaN where not pinned) and a cap
     "probe_server_before_ms": float, "probe_server_after_ms": float,
     "probe_generator_before_ms": float, "probe_generator_after_ms": float, "core_slowdown": float,
-    "server_cpu_cap": float, "round": int, "run_right": bool,
+    "server_cpu_cap": float, "round": int, "run_right": bool, "band": float, "others": int, "others_within": int,
 }
 
 
@@ -469,13 +469,20 @@ TABLES: dict[str, dict] = {
                      "run's servers held to `cap` of their CPUs: every point should be slower).",
             "metric": "rps or p99_ms.",
             "cap": "held: the share of its CPUs every server of the second run was held to.",
-            "points": "Points both runs have.",
+            "points": "aa: points both runs have; held: those of them the hold slows (the unheld "
+                      "server used more CPU than the cap leaves, by enough to lose half the injected "
+                      "share: report.power.slowed_points).",
             "wanted": "The verdict each point should get.",
             "hits": "Points that got it.",
             "share": "hits / points.",
             "goal": "The share the lab aims for: 95 % within noise, 90 % flagged.",
             "verdicts": "Every verdict and its count (JSON).",
+            "band": "The band of a point with no spread of its own: the A/A pair's points' scatter "
+                    "(compare.own_band; the held pair is judged against it, and so is any comparison "
+                    "on this machine, notebook and scale: compare.aa_band_of).",
             "band_from": "Where the noise bands came from, and how many points each (JSON).",
+            "others": "held: the points the hold does not slow (their servers not busy enough to meet it).",
+            "others_within": "held: how many of those compare judged within noise.",
             "run_ratio": "The run as a whole: the median of the points' ratios (b / a).",
             "run_low": "Its 95 % interval's low end (order statistics: intervals.median_interval).",
             "run_high": "Its high end.",

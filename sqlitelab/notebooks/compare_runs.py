@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from types import ModuleType
 
+import pandas as pd
+
 from sqlitelab.infra import servers
-from sqlitelab.report import findings, power
+from sqlitelab.report import findings, power, reference_tables
 from sqlitelab.report.compare import NONE_FINISHED, OUTLASTED, OWN_POINTS
 from sqlitelab.studies.declarations import experiment_title
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED
@@ -115,12 +117,22 @@ def comparison(c, studies: dict[str, ModuleType]) -> str:
     return "\n".join(lines)
 
 
-def lab_power(table) -> str:
+def lab_power(table, reference_dir=None) -> str:
     """What the lab's power checks on this machine found (report.power's stored rows, newest of
-    each notebook, scale, check and metric), in lines; how to measure it where none is stored."""
+    each notebook, scale, check and metric), in lines; where none is stored, the reference
+    machine's (the committed export's power rows, from `reference_dir`: default
+    data/reference-run/) and how to measure this one's."""
     if table.empty:
-        return ("No power check is stored on this machine: `python -m sqlitelab.compare --power 03` runs "
-                "notebook 03 twice as it is and once with its servers held to 80 % of their CPUs, and "
-                "stores how many points compare judged as it should.")
+        how = ("No power check is stored on this machine: `python -m sqlitelab.compare --power 03` runs "
+               "notebook 03 twice as it is and once with its servers held to 80 % of their CPUs, and "
+               "stores how many points compare judged as it should.")
+        try:
+            reference = reference_tables.load(reference_dir).get(reference_tables.POWER, pd.DataFrame())
+        except FileNotFoundError:
+            reference = pd.DataFrame()
+        if reference.empty:
+            return how
+        return "\n".join([how, "", "On the reference machine (`data/reference-run/power.csv`):", ""]
+                         + [f"- {power.said(r)}" for r in reference.to_dict("records")])
     newest = table.drop_duplicates(["notebook", "scale", "check", "metric"])
     return "\n".join(f"- {power.said(r)}" for r in newest.to_dict("records"))

@@ -17,9 +17,10 @@ and its scenario's family (`noise` rows of results.db, measured by `python -m sq
 --noise`: sqlitelab.experiments.noise) — its own stack's where that stack was measured (a stack can
 spread more than the machine does), else the machine's (NOISE_STACK's) — over the windows nearest
 the point's own (the table's `<metric>_spread_from_a/_b` says which). Where neither is known, the
-comparison's own points are the band (own_band): a point within OWN_Z robust standard deviations
-of the points' scatter of 1 is within noise — so a machine that never measured its noise still
-gets a verdict, and what moved every point alike stays a change. With fewer than OWN_POINTS
+band is the scatter of the same code run twice on b's machine at the notebook and scale (a power
+check's A/A pair: aa_band_of), else the comparison's own points' (own_band): a point within OWN_Z
+robust standard deviations of that scatter of 1 is within noise — so a machine that never
+measured its noise still gets a verdict, and what moved every point alike stays a change. With fewer than OWN_POINTS
 points the verdict is `no noise band` and says nothing about the direction. The run as a whole
 is judged too (`overall`): the median of its points' ratios with its distribution-free interval.
 `core_speed` is how fast b's server core ran against a's beside each point (the probes each run
@@ -241,6 +242,7 @@ def _levels(s: Side) -> pd.DataFrame:
     agg["outlasted"] = (("outlasted", lambda v: bool(v.fillna(False).astype(bool).any())) if "outlasted" in pts
                         else ("rps", lambda v: False))
     agg["probe_ms"] = ("_probe", "mean")
+    agg["server_cpu_pct"] = ("server_cpu_pct", "mean") if "server_cpu_pct" in pts else ("rps", lambda v: math.nan)
     agg["window_s"] = ("window_s", "mean") if "window_s" in pts else ("rps", lambda v: math.nan)
     out = pts.groupby(list(KEYS), sort=True).agg(**agg).reset_index()
     for m in METRICS:
@@ -286,11 +288,13 @@ class Comparison:
     overall: dict = field(default_factory=dict)  # metric -> Overall: the run as a whole
 
 
-def compare(a: Side, b: Side, drift: dict | None = None) -> Comparison:
+def compare(a: Side, b: Side, drift: dict | None = None, band: dict | None = None) -> Comparison:
     """Align two sides of the same notebook and give each common point's ratios and verdicts, and
     the run as a whole its own; `drift`: {metric: (the machine's run-to-run drift, its words)} for
     that verdict (None: the A/A checks stored for b's machine in the results.db b was read from,
-    drift_of)."""
+    drift_of); `band`: {metric: (a point's band, its words)} for the points neither side's spread
+    covers (None: the A/A checks stored for b's machine, notebook and scale, aa_band_of; a metric
+    without one: the comparison's own points, own_band)."""
     if a.notebook != b.notebook:
         raise CompareError(f"{a.label} is notebook {a.notebook} and {b.label} is {b.notebook}: "
                            f"compare runs of one notebook")
@@ -308,8 +312,12 @@ def compare(a: Side, b: Side, drift: dict | None = None) -> Comparison:
                     for x, y, ok in zip(both[f"{m}_runs_a"], both[f"{m}_runs_b"], ran)]
         both[f"{m}_low"] = [iv.low if iv else math.nan for iv in ratio_iv]
         both[f"{m}_high"] = [iv.high if iv else math.nan for iv in ratio_iv]
-        own = own_band(both, m)
-        if own is not None:  # where neither side's spread is known: the comparison's own points
+        # where neither side's spread is known: the A/A check's (the same code twice on this machine,
+        # notebook and scale), else the comparison's own points
+        own = ((band or {}).get(m) if band is not None
+               else aa_band_of(_one(b.points, "machine"), a.notebook, _one(b.runs, "scale"), m, b.db))
+        own = own or own_band(both, m)
+        if own is not None:
             none = both[f"{m}_band"].isna() & both[f"{m}_ratio"].notna()
             both.loc[none, f"{m}_band"] = own[0]
             for side in ("a", "b"):
@@ -418,6 +426,24 @@ def drift_of(machine_label: str | None, metric: str, path=None) -> tuple[float, 
     worst = rows.assign(move=[drift_share(r) for r in rows["run_ratio"]]).sort_values("move").iloc[-1]
     return (float(worst["move"]), f"the largest of {len(rows)} A/A check(s) stored here "
                                   f"({worst['notebook'][:2]} at {worst['scale']})")
+
+
+def aa_band_of(machine_label: str | None, notebook: str, scale: str, metric: str,
+               path=None) -> tuple[float, str] | None:
+    """The band of a point from the same code run twice on `machine_label`, at `notebook` and
+    `scale`: the widest `band` of the power checks' A/A rows stored in results.db (their points'
+    own scatter, own_band), and where it came from; None where none is stored. A comparison of
+    two changes takes it before its own points' scatter: what a change moves unevenly (a server
+    held back slows its busy points only) widens that scatter, not the machine's noise."""
+    if not machine_label or not results.has_table("power", path):
+        return None
+    rows = results.read_sql("SELECT * FROM power WHERE machine = ? AND notebook = ? AND scale = ? "
+                            "AND metric = ? AND \"check\" = 'aa'", [machine_label, notebook, scale, metric], path)
+    rows = rows[pd.to_numeric(rows["band"], errors="coerce") > 0] if "band" in rows else rows.iloc[0:0]
+    if rows.empty:  # none stored, or only rows from before checks stored their band
+        return None
+    return (float(rows["band"].max()), f"the same code twice here ({len(rows)} A/A check(s) of "
+                                       f"{notebook[:2]} at {scale}: their points' scatter)")
 
 
 def provenance(a: Side, b: Side) -> pd.DataFrame:

@@ -12,10 +12,18 @@ against A again, and A again against C (the two neighbours in time), point by po
 
 - **A/A, within noise**: the share of the points whose throughput (and p99) `compare` calls
   "within noise" — what it should call every point of the same code (goal: 95 %);
-- **held back, flagged**: the share of C's points whose throughput it calls "slower" (p99:
-  "slower" too) — what it should call every point whose server lost a fifth of its CPU (goal:
-  90 %). A point whose server was not busy enough to meet the quota does not slow down: such
-  points count against the power, as they would in any comparison.
+- **held back, flagged**: of the points the hold slows, the share whose throughput `compare`
+  calls "slower" (p99: "slower" too) — what it should call every one of them (goal: 90 %). A
+  point is slowed when its server, in the unheld run, used more CPU than the cap leaves it by
+  enough to lose at least half the injected share (expected ratio cap × its CPUs ÷ its CPU use
+  ≤ 1 − (1 − cap) / 2: 0.9 at a cap of 0.8); a point waiting on its disk or on the generator
+  does not slow down, and is counted apart, as one more the same code: it should stay within
+  noise (`others`, `others_within`).
+
+The held pair is judged against the A/A pair's band (the A/A points' own scatter): a hold slows
+a run's busy points and not its idle ones, which widens the held pair's own scatter and would
+hide the very move it is to show (compare.aa_band_of: every comparison on this machine, notebook
+and scale takes that band where its points have none of their own).
 
 And for the run as a whole (compare's `overall`: the median of the points' ratios and its
 interval): the A/A pair's is the machine's drift between two runs (stored, it is the floor of
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sqlitelab.core import machine, results
+from sqlitelab.core import layout, machine, results
 from sqlitelab.report import compare
 
 CAP = 0.8  # the injected slowdown: every server held to 80 % of its CPUs
@@ -37,39 +45,69 @@ CAP = 0.8  # the injected slowdown: every server held to 80 % of its CPUs
 WANTED = {"aa": {"rps": ("within noise",), "p99_ms": ("within noise",)},
           "held": {"rps": ("slower",), "p99_ms": ("slower",)}}
 GOALS = {"aa": 0.95, "held": 0.90}
+METRIC_WORDS = {"rps": "throughput", "p99_ms": "p99 latency"}
 
 
 def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_held: str,
          db=None) -> list[dict]:
     """The `power` rows of three stored runs (A, A again, A held back by `cap`) in `db`: per check
     and metric, the points compared, how many got the wanted verdict, their share and the goal."""
-    # the A/A pair measures the machine's drift between two runs (no drift assumed); the held run
-    # is judged against that drift, as any comparison on this machine then is (compare.drift_of)
-    aa = compare.compare(compare.side(run_a, db), compare.side(run_a2, db), drift={})
+    # the A/A pair measures the machine's drift between two runs and a point's band (its points'
+    # own scatter; no stored band or drift assumed); the held pair is judged against both, as any
+    # comparison on this machine then is (compare.drift_of, compare.aa_band_of)
+    aa = compare.compare(compare.side(run_a, db), compare.side(run_a2, db), drift={}, band={})
     moved = {m: (compare.drift_share(o.ratio), "this check's A/A") for m, o in aa.overall.items()
              if o.ratio == o.ratio and o.ratio > 0}
-    held = compare.compare(compare.side(run_a2, db), compare.side(run_held, db), drift=moved)
+    bands = {m: (b[0], f"this check's A/A ({b[1]})") for m in compare.METRICS
+             if (b := compare.own_band(aa.table, m)) is not None}
+    a2 = compare.side(run_a2, db)
+    held = compare.compare(a2, compare.side(run_held, db), drift=moved, band=bands)
+    slowed = slowed_points(held.table, cap, _server_cpus(a2.runs))
     now = results.now_iso()
     out = []
     for check, c in (("aa", aa), ("held", held)):
+        table = c.table if check == "aa" or not len(c.table) else c.table[slowed]
+        others = c.table.iloc[0:0] if check == "aa" or not len(c.table) else c.table[~slowed]
         for metric, wanted in WANTED[check].items():
-            verdicts = c.table[f"{metric}_verdict"] if len(c.table) else pd.Series(dtype=object)
+            verdicts = table[f"{metric}_verdict"] if len(table) else pd.Series(dtype=object)
             hit = int(verdicts.isin(wanted).sum())
             sources = c.table[f"{metric}_spread_from_a"].value_counts() if len(c.table) else pd.Series(dtype=int)
             whole = c.overall[metric]
+            band = bands.get(metric)
             out.append({
                 "machine": machine.machine_label(), "notebook": notebook, "scale": scale, "check": check,
                 "metric": metric, "cap": cap if check == "held" else None, "points": len(verdicts),
                 "wanted": " or ".join(wanted), "hits": hit,
                 "share": hit / len(verdicts) if len(verdicts) else None, "goal": GOALS[check],
                 "verdicts": verdicts.value_counts().to_json(),
+                "band": band[0] if band else None,
                 "band_from": sources.to_json(),
+                "others": len(others) if check == "held" else None,
+                "others_within": int((others[f"{metric}_verdict"] == "within noise").sum()) if check == "held" else None,
                 "run_ratio": whole.ratio, "run_low": whole.low, "run_high": whole.high,
                 "run_verdict": whole.verdict if check == "held" else "the machine's drift",
                 "run_right": whole.verdict in wanted if check == "held" else None,
                 "run_a": run_a if check == "aa" else run_a2, "run_b": run_a2 if check == "aa" else run_held,
                 "measured": now})
     return out
+
+
+def slowed_points(table: pd.DataFrame, cap: float, cpus: int) -> pd.Series:
+    """Which points of a held comparison (a: unheld, b: held to `cap`) the hold slows: where a's
+    server used more CPU than `cap` of its `cpus` leaves it, enough to lose at least half the
+    injected share (cap × cpus × 100 ÷ its CPU % ≤ 1 − (1 − cap) / 2). A point whose CPU was not
+    measured is not counted as slowed."""
+    if not len(table):
+        return pd.Series(dtype=bool)
+    used = pd.to_numeric(table.get("server_cpu_pct_a", pd.Series(index=table.index, dtype=float)), errors="coerce")
+    expected = (cap * cpus * 100 / used).where(used > 0)
+    return (expected <= 1 - (1 - cap) / 2).fillna(False)
+
+
+def _server_cpus(runs: pd.DataFrame) -> int:
+    """The CPUs a run's servers could use: their pinned set (runs' `server_cpus`), else every CPU."""
+    pinned = [str(v) for v in runs.get("server_cpus", pd.Series(dtype=object)).dropna() if str(v).strip()]
+    return len(layout.parse_cpus(pinned[0])) if pinned else len(layout.available_cpus())
 
 
 def table(db=None) -> pd.DataFrame:
@@ -82,14 +120,22 @@ def table(db=None) -> pd.DataFrame:
 def said(r: dict) -> str:
     """One stored row in a line: the check, its share against its goal."""
     pct = lambda v: f"{100 * v:.0f} %"  # noqa: E731
-    what = ("A/A (the same code twice): within noise" if r["check"] == "aa"
-            else f"held to {pct(r['cap'])} of its CPUs: flagged slower")
-    share = "no point compared" if not r["points"] else f"{r['hits']} of {r['points']} points ({pct(r['share'])})"
+    known = lambda v: v is not None and v == v  # noqa: E731
+    band = f" (a point's band ±{pct(r['band'])}: the A/A points' scatter)" if known(r.get("band")) else ""
+    what = (f"A/A (the same code twice): within noise{band}" if r["check"] == "aa"
+            else f"held to {pct(r['cap'])} of its CPUs: flagged slower{band}")
+    of = "points" if r["check"] == "aa" or not known(r.get("others")) else "points the hold slows"
+    share = f"no {of} compared" if not r["points"] else f"{r['hits']} of {r['points']} {of} ({pct(r['share'])})"
+    rest = ""
+    if r["check"] == "held" and known(r.get("others")) and r["others"]:
+        rest = (f"; of the other {int(r['others'])} (their servers not busy enough to be held), "
+                f"{int(r['others_within'])} within noise")
     ratio = (f" {r['run_ratio']:.2f}× (95 % interval {r['run_low']:.2f}–{r['run_high']:.2f}×)"
-             if r.get("run_low") is not None and r["run_low"] == r["run_low"] else "")
+             if known(r.get("run_low")) else "")
     whole = (f"the run as a whole moved{ratio}: the machine's drift between two runs, the floor of a "
              f"run-wide verdict here" if r["check"] == "aa" else
              f"the run as a whole{ratio}: {r['run_verdict']}" + (
                  ", beyond the A/A drift" if r["run_verdict"] in ("faster", "slower") else
                  " (within the A/A drift or its points' scatter)" if r["run_verdict"] == "within noise" else ""))
-    return f"{r['notebook']} {r['scale']} · {r['metric']} · {what}: {share}, goal {pct(r['goal'])}; {whole}"
+    return (f"notebook {r['notebook'][:2]} at {r['scale']} · {METRIC_WORDS.get(r['metric'], r['metric'])} · "
+            f"{what}: {share}, goal {pct(r['goal'])}{rest}; {whole}")

@@ -45,6 +45,23 @@ def _rows(con: sqlite3.Connection, table: str, notebook_runs: list[str]) -> pd.D
     return df.sort_values(order, kind="mergesort").reset_index(drop=True) if order else df
 
 
+def _power(con: sqlite3.Connection, machines: list[str]) -> pd.DataFrame:
+    """The power checks stored for `machines` (report.power's rows) that carry the band they
+    judged by: one row per pair of runs, check and metric (the newest judgement of it), oldest
+    check first."""
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='power'").fetchone():
+        return pd.DataFrame()
+    marks = ", ".join("?" * len(machines))
+    df = pd.read_sql_query(f"SELECT * FROM power WHERE machine IN ({marks})", con, params=machines)
+    if "band" not in df or df.empty:
+        return pd.DataFrame()
+    df = df[df["band"].notna()].sort_values("measured", kind="mergesort")
+    df = df.drop_duplicates(["run_a", "run_b", "check", "metric"], keep="last")
+    # a judgement's rows share their `measured`: A/A before held, throughput before p99
+    return df.sort_values(["measured", "check", "metric"], ascending=[True, True, False],
+                          kind="mergesort").reset_index(drop=True)
+
+
 def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None = None,
            runs_dir: Path | None = None) -> dict[str, Path]:
     """Write `runs` (publish.newest) into `out_dir`: one CSV per table, `methods/<notebook>.csv`,
@@ -69,6 +86,13 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
                 continue
             df.to_csv(path, index=False)
             written[table] = path
+        machines = sorted({str(r.provenance.get("machine")) for r in runs})
+        df = _power(con, machines)
+        path = out / f"{reference_tables.POWER}.csv"
+        path.unlink(missing_ok=True)
+        if len(df):
+            df.to_csv(path, index=False)
+            written[reference_tables.POWER] = path
     finally:
         con.close()
     for r in runs:

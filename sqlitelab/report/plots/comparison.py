@@ -86,9 +86,12 @@ def comparison_chart(table: pd.DataFrame, title: str, studies: dict[str, ModuleT
 
 def _band_words(table: pd.DataFrame) -> str:
     """What the shaded bands are, in the legend: the runs' own spread (repeats or the machine's
-    stored one), the comparison's own points' scatter (compare.own_band), or either."""
-    sources = {v for m in METRIC_TITLES for v in table.get(f"{m}_spread_from_a", pd.Series(dtype=object)).dropna()}
-    own = {v for v in sources if v.startswith("the comparison's own")}
-    if own and own == sources:
-        return "noise band (the points' own scatter)"
-    return "noise band (both runs' spread, or the points' own scatter)" if own else "noise band (both runs' spread)"
+    stored one), the same code run twice (a power check's A/A: compare.aa_band_of), the
+    comparison's own points' scatter (compare.own_band), or which of them."""
+    sources = {v for m in METRIC_TITLES for v in table.get(f"{m}_spread_from_a", pd.Series(dtype=object)).dropna()
+               if v != "none"}
+    kinds = {"the comparison's own": "the points' own scatter", "the same code twice": "the same code run twice"}
+    named = [words for start, words in kinds.items() if any(v.startswith(start) for v in sources)]
+    if any(not any(v.startswith(start) for start in kinds) for v in sources) or not named:
+        named.insert(0, "both runs' spread")
+    return f"noise band ({', or '.join(named)})"
