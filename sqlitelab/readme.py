@@ -51,11 +51,13 @@ def health(x: dict) -> str:
     bf = x.get("buffer_points", pd.DataFrame())
     n = len(pts)
     bound = int(pts["generator_bound"].fillna(0).astype(bool).sum()) if "generator_bound" in pts else 0
+    influenced = int(pts["generator_influenced"].fillna(0).astype(bool).sum()) if "generator_influenced" in pts else 0
     again = int(pts["replaced_generator"].notna().sum()) if "replaced_generator" in pts else 0
     audited = pd.concat([pts.get("audit_ok", pd.Series(dtype=float)), bf.get("audit_ok", pd.Series(dtype=float))])
     audited = audited.dropna()
     failed = int((audited.astype(int) == 0).sum())
-    return (f"{n:,} headline points and {len(bf):,} buffer points; {bound} generator-bound; {again} measured "
+    return (f"{n:,} headline points and {len(bf):,} buffer points; {bound} generator-bound and {influenced} "
+            f"generator-influenced (the generator may have set the pace: the rate a lower bound); {again} measured "
             f"again with another generator where the first was the limit or set the pace (those rows quote the "
             f"second); audits: {len(audited) - failed:,} of {len(audited):,} ok"
             + ("." if failed == 0 else f" — **{failed} FAILED**."))

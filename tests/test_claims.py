@@ -34,11 +34,40 @@ def test_the_articles_shape_only_when_both_its_parts_hold():
     article = {1: 750, 2: 1080, 4: 1889, 8: 2572, 10: 2730, 16: 633}
     assert claims.rises(article) and not claims.rises({1: 2000, 2: 1000})
     same = claims.shape_words({1: 10, 4: 30, 8: 40, 16: 5}, article)
-    assert same == "the article's shape (a rise to a peak and a collapse after it)"
+    assert same == "the article's shape (a rise to a peak and a collapse after it; the peak at 8 users (the article's 10))"
     first = claims.shape_words({1: 2000, 2: 1000, 8: 500, 16: 300}, article)  # 01's seed run here
     assert first.startswith("not the article's shape: no rise") and "a collapse after the peak, as in" in first
     flat = claims.shape_words({1: 10, 4: 30, 8: 40, 16: 39}, article)
     assert flat == "not the article's shape: no collapse, where the article's collapsed"
+
+
+def test_the_articles_shape_needs_its_peak_and_its_errors_within_one_level():
+    """A rise and a collapse are not enough: the peak at 2 users where the article's was at 10
+    (three of its levels away), or busy errors from 2 users where the article's began at 16, is
+    another shape, said with both numbers; one level away either way is the article's."""
+    article = {1: 750, 2: 1080, 4: 1889, 8: 2572, 10: 2730, 16: 633}
+    early = claims.shape_words({1: 300, 2: 400, 4: 150, 8: 100, 16: 50}, article)
+    assert early == "not the article's shape: the peak at 2 users, the article's at 10 users; a collapse after the peak, as in the article"
+    for peak in (8, 16):
+        curve = {1: 10, 4: 30, 8: 40, 16: 45, 32: 5} if peak == 16 else {1: 10, 4: 30, 8: 40, 16: 5}
+        assert claims.shape_words(curve, article).startswith("the article's shape")
+    near = {1: 10, 4: 30, 8: 40, 16: 5}
+    assert claims.shape_words(near, article, errors_here=16, errors_article=16).endswith(
+        "errors from 16 users (the article's 16))")
+    assert claims.shape_words(near, article, errors_here=10, errors_article=16).startswith("the article's shape")
+    assert claims.shape_words(near, article, errors_here=8, errors_article=16).startswith("not the article's shape")
+    soon = claims.shape_words(near, article, errors_here=2, errors_article=16)
+    assert soon == ("not the article's shape: errors from 2 users, the article's from 16 users; "
+                    "a collapse after the peak, as in the article")
+    assert claims.shape_words(near, article, errors_here=None, errors_article=16) == \
+        "not the article's shape: no errors, where the article's began at 16 users; a collapse after the peak, as in the article"
+    assert claims.shape_words(near, article, errors_here=4, errors_article=None) == \
+        "not the article's shape: errors from 4 users, where the article's had none; a collapse after the peak, as in the article"
+    assert claims.near_level(8, 10, article) and claims.near_level(16, 10, article)
+    assert not claims.near_level(4, 10, article) and not claims.near_level(2, 16, article)
+    assert claims.near_level(12, 10, article) and claims.near_level(64, 16, article)  # off the grid: nearest
+    with pytest.raises(ValueError):
+        claims.near_level(0, 10, article)
 
 
 def test_halves_and_bad_numbers():

@@ -97,6 +97,17 @@ def test_influence_past_the_calibrated_onset():
     assert verdicts.influence(point(gen_cpu_pct=120.0, gen_cpus=2), onset=0.67) is None
 
 
+def test_a_generator_sets_the_pace_only_when_it_is_busy():
+    """A cross-check's gap blames the generator only where it was busy (half its CPUs or more):
+    at 0–15 % of its CPU it waited on the server (Rails' stalls in 01), and the gap is the
+    clients' difference."""
+    assert verdicts.generator_busy(point(gen_cpu_pct=50.0)) and verdicts.generator_busy(point(gen_cpu_pct=83.0))
+    for idle in (0.0, 0.6, 15.0, 49.9):
+        assert not verdicts.generator_busy(point(gen_cpu_pct=idle))
+    assert not verdicts.generator_busy(point(gen_cpu_pct=90.0, gen_cpus=2))  # 45 % of two CPUs
+    assert not verdicts.generator_busy(point(gen_cpu_pct=None))
+
+
 def test_window_and_server_counts_agree_within_the_edges_and_the_late_mark():
     def counted(requests, late_ms, server=2000, users=8, rps=650.0):
         return {"requests": requests, "server_requests": server, "users": users, "rps": rps,

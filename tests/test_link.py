@@ -99,7 +99,7 @@ def test_the_network_table_puts_each_path_against_littles_law():
     r = t[(t.link == "link 500 µs") & (t.users == 1)].iloc[0]
     assert r["added_rtt_ms"] == pytest.approx(1.02) and r["service_ms"] == pytest.approx(1.0)
     text = network_delay.network(t)
-    assert "go-nethttp, 1 users" in text and "proxy, 500 µs each way: 495 req/s (50% of direct)" in text
+    assert "Go · net/http, 1 users" in text and "proxy, 500 µs each way: 495 req/s (50% of direct)" in text
     assert "within 0.0%" in text
 
 

@@ -120,7 +120,7 @@ def test_cost_table_compares_the_seconds_before_with_the_worst_while_it_ran():
     assert cost["p99_cost_x"] == pytest.approx(15.0) and cost["errors_during"] == 1
     assert cost["wal_peak_mib"] == pytest.approx(2.0) and cost["audit_ok"]
     text = operations_under_load.operations(capacity.three_ways(POINTS, 100.0), operations_under_load.cost_table(OP_POINTS, SECONDS))
-    assert "Hurt most**: backup on go-nethttp" in text and "×15.0" in text
+    assert "Hurt most**: backup on Go · net/http" in text and "×15.0" in text
     assert "open-loop capacity 4,000 req/s" in text and "closed-loop capacity 6,000" in text
     # an operation started within the window's first second: no second before it to compare
     early = operations_under_load.cost_table(OP_POINTS.assign(operation_started_s=0.5), SECONDS)

@@ -172,7 +172,7 @@ def test_seed_table_and_findings():
     # with the runs behind the table, a peak of two runs carries its interval over them
     runs = df[(df.server == "python-fastapi") & (df.users == 4)]["rps"].tolist()
     with_runs = linear_writes.linear_writes(t, df)
-    line = next(x for x in with_runs.splitlines() if "python-fastapi" in x)
+    line = next(x for x in with_runs.splitlines() if "Python · FastAPI" in x)
     assert len(runs) == 2 and f"peaks at **{intervals.shown(intervals.mean_interval(runs), ' writes/s')}**" in line
     assert "95 % interval" in line and "2 runs" in line
 
@@ -315,7 +315,7 @@ def test_write_path_and_ceiling_and_single_machine_findings():
                        {"server": "b", "scenario": "hello", "rps": 3000.0, "mbit_s": 2.0,
                         "server_rss_mb": 30.0, "generator_bound": False}])
     text = single_machine.single_machine(sm, raw, yahoo_rps=1388.9)
-    assert "best a at 12,000 req/s (generator-bound" in text and "2.0× Twitter" in text
+    assert "best a at 12,000 successful req/s (generator-bound" in text and "2.0× Twitter" in text
     assert "8.6× Yahoo's 1,389 req/s" in text and "5,000 point reads/s" in text
 
 
@@ -636,3 +636,21 @@ def test_group_commits_batches_are_arithmetic_on_stored_points_that_a_report_rea
     none = {"commits_per_s": None, "mean_batch": None, "largest_batch": None}
     assert verdicts.writer_batches(pd.DataFrame([{"rps": 1.0}])) == none
     assert verdicts.writer_batches(pts.iloc[2:]) == none
+
+
+def test_a_level_is_chosen_and_quoted_on_its_successful_responses():
+    """15,000 answers/s of which 30 % failed is 10,500 successful: below 12,000 without a failure,
+    so the best level is the second; the failed share and every answer's rate stand beside."""
+    pts = pd.DataFrame([{"server": "go-nethttp", "profile": "p", "scenario": "user-update", "users": u, "repeat": 1,
+                         "rps": rps, "requests": rps * 10, "errors": rps * 10 * share, "server_rss_mb": 10.0,
+                         "bytes_per_s": 1e6, "p99_ms": 5.0, "server_cpu_pct": 90.0}
+                        for u, rps, share in ((16, 15000.0, 0.3), (64, 12000.0, 0.0))])
+    t = analysis.single_machine_table(pts)
+    assert len(t) == 1 and t.loc[0, "users"] == 64 and t.loc[0, "rps"] == pytest.approx(12000.0)
+    both = analysis.single_machine_table(pts.assign(errors=0.0))
+    assert both.loc[0, "users"] == 16 and both.loc[0, "all_rps"] == pytest.approx(15000.0)
+    failing = analysis.single_machine_table(pts[pts["users"] == 16])
+    assert failing.loc[0, "rps"] == pytest.approx(10500.0) and failing.loc[0, "all_rps"] == pytest.approx(15000.0)
+    assert failing.loc[0, "error_pct"] == pytest.approx(30.0)
+    idle = analysis.single_machine_table(pts.assign(requests=0.0, errors=0.0, rps=0.0))
+    assert idle["rps"].tolist() == [0.0]  # a level with no request: no rate, not a division by zero

@@ -1033,8 +1033,11 @@ def _levels(on: _OnServer, st: dict) -> list[dict]:
 
 def _crosscheck_level(on: _OnServer, out: list[dict], users: int) -> dict:
     """The reference client's point at `users`, measured before the confirmation: a point of that
-    level more than calibrate.TOLERANCE short of the client's rate is marked influenced (and so
-    confirmed) too, its rate counted as the client counts it (hey: its whole run)."""
+    level more than calibrate.TOLERANCE short of the client's rate, its generator busy enough to
+    set the pace (verdicts.generator_busy), is marked influenced (and so confirmed) too, its rate
+    counted as the client counts it (hey: its whole run). Short with an idle generator is the
+    clients' difference or the server's stall, shown beside (analysis.crosscheck_table), not
+    blamed on the generator."""
     spec = on.spec
     check = _crosscheck(on.srv, on.counts, on.sc, on.scenario, users, spec.scenario_params[on.scenario], spec,
                         on.dir / f"u{users:04d}-{spec.crosscheck_tool}",
@@ -1045,7 +1048,7 @@ def _crosscheck_level(on: _OnServer, out: list[dict], users: int) -> dict:
         rate = p.get(counted_as) or p["rps"]
         short = check.get("rps") and p["users"] == users and \
             rate < (1 - calibrate.TOLERANCE) * check["rps"]
-        if short and not (p["generator_bound"] or p["generator_influenced"]):
+        if short and verdicts.generator_busy(p) and not (p["generator_bound"] or p["generator_influenced"]):
             p.update({"generator_influenced": True, "influence":
                       f"{rate / check['rps']:.2f} of {spec.crosscheck_tool}'s rate at this "
                       f"level (cross-check), generator at {p['gen_cpu_pct']:.0f} % CPU"})

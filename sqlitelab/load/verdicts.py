@@ -35,6 +35,14 @@ def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def generator_busy(point: dict) -> bool:
+    """Whether the point's generator was busy enough to set the pace: at GENERATOR_BUSY_CPU of its
+    CPUs or more. A generator below that waited on the server: a gap to another client there is
+    the clients' difference (or the server's stall), not the generator's pace."""
+    gen = _util(point.get("gen_cpu_pct"), point.get("gen_cpus"))
+    return gen is not None and gen >= GENERATOR_BUSY_CPU
+
+
 def _util(pct, cpus) -> float | None:
     return None if _missing(pct) else pct / 100 / max(cpus or 1, 1)
 

@@ -15,6 +15,7 @@ from types import ModuleType
 import pandas as pd
 
 from sqlitelab.core.vocabulary import STALL_MS
+from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, summaries
 from sqlitelab.studies.method import (
     Article, Detail, GEN_WHY, NOT_STATED, crosscheck_client, mean_at, puma_knobs, puma_shape,
@@ -227,11 +228,11 @@ def busy(summary: pd.DataFrame) -> str:
         if len(erring):
             first = erring.iloc[0]
             worst = erring.loc[erring["busy_share"].idxmax()]
-            lines.append(f"- **{server} · {profile}**: 'database is locked' from {int(first.users)} "
+            lines.append(f"- **{stack_title(server)} · {profile}**: 'database is locked' from {int(first.users)} "
                          f"user(s); worst at {int(worst.users)} users, {worst.busy_share:.1%} of "
                          f"requests{stalls}.")
         else:
-            lines.append(f"- **{server} · {profile}**: no busy errors in any window "
+            lines.append(f"- **{stack_title(server)} · {profile}**: no busy errors in any window "
                          f"({int(g['requests'].sum()):,} requests){stalls}.")
     return "\n".join(lines)
 
@@ -248,7 +249,7 @@ def txn_mode(summary: pd.DataFrame) -> str:
                                        repeats=("repeats", "sum"))
         if {"deferred", "immediate"} <= set(by.index):
             d, i = by.loc["deferred"], by.loc["immediate"]
-            text = (f"- **{server} · {profile}**: {int(d.busy):,} busy errors with deferred transactions "
+            text = (f"- **{stack_title(server)} · {profile}**: {int(d.busy):,} busy errors with deferred transactions "
                     f"({d.rps:,.0f} req/s on average over the levels), {int(i.busy):,} with immediate "
                     f"({i.rps:,.0f} req/s)")
             if i.stalled:

@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pandas as pd
 
+from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, capacity, findings
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
@@ -227,12 +228,12 @@ def capacity_findings(cap: pd.DataFrame, studies: dict[str, ModuleType], request
     lines = []
     for r in h.sort_values("slo_rps", ascending=False).itertuples():
         if not findings.finished(r.peak_rps):
-            lines.append(f"- **{r.server} · {r.scenario}** ({r.profile}, {r.notebook}): at every level, "
+            lines.append(f"- **{stack_title(r.server)} · {r.scenario}** ({r.profile}, {r.notebook}): at every level, "
                          f"{findings.STALLED}: no capacity measured.")
             continue
         cut = 1 - r.slo_rps / r.peak_rps
         bound = f" ({r.slo_limit}: at least this)" if r.slo_lower_bound else ""
-        lines.append(f"- **{r.server} · {r.scenario}** ({r.profile}, {r.notebook}): "
+        lines.append(f"- **{stack_title(r.server)} · {r.scenario}** ({r.profile}, {r.notebook}): "
                      f"{r.slo_rps:,.0f} req/s within the latency objective{bound} vs a peak of {r.peak_rps:,.0f} "
                      f"({cut:.0%} lower) → {r.slo_dau:,.0f} DAU at {requests_per_user:g} requests "
                      f"each, {r.slo_active_users:,.0f} active users at one request per "

@@ -90,7 +90,8 @@ SCALES: dict[str, dict] = {
 # stalls hold answers up to 14 s past a window (timing's "requests in flight answered": 60 s of
 # the 160 s of sweeps of the quick run of 2026-11-28 at b4af89a), so its budget has that margin.
 # Seed: 1,007 s (make seed of 2026-11-28 at 0f6a81e, fresh clone) with the worker sweep at eight
-# levels, 24 points of about 12.5 s each (window and stalls); at five levels about 110 s less.
+# levels, 24 points of about 12.5 s each (window and stalls); 814 s at five levels (alone, 2026-11-29
+# at 382b690).
 BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 960}
 
 SERVER_SPLIT: int | None = None
@@ -118,7 +119,9 @@ READING: dict[str, str] = {
     "throughput":
         "Look for the level where the curve stops rising, beside the article's line (both counted as "
         "its tool, hey, counts: every request over the whole run; the exact-window rates are in the "
-        "table above): there every Puma thread (workers × threads) is busy, and more users only queue.",
+        "table above): past it more users only queue, and a curve that stops well before the Puma "
+        "threads (workers × threads, in the method table) ran out of something else first — the "
+        "server's core, or SQLite's one writer.",
     "latency":
         "Look for p50 and p99 climbing from the level where throughput stopped rising: from there an "
         "added user adds waiting time, not writes.",
@@ -272,12 +275,12 @@ def linear_writes(table: pd.DataFrame, points: pd.DataFrame | None = None) -> st
     lines = []
     for r in peak(table).itertuples():
         if not findings.finished(r.peak_rps):
-            lines.append(f"- **{r.server}** ({r.profile}): at every level, up to {r.max_users} users, {findings.STALLED}.")
+            lines.append(f"- **{stack_title(r.server)}** ({r.profile}): at every level, up to {r.max_users} users, {findings.STALLED}.")
             continue
         runs = [] if points is None else level_runs(points, r.server, r.profile, r.peak_users)
         rate = (intervals.shown(intervals.mean_interval(runs), " writes/s") if len(runs) >= 2
                 else f"{r.peak_rps:,.0f} writes/s")
-        s = (f"- **{r.server}** ({r.profile}): throughput peaks at **{rate}** "
+        s = (f"- **{stack_title(r.server)}** ({r.profile}): throughput peaks at **{rate}** "
              f"with {r.peak_users} concurrent users")
         if r.peak_generator_bound:
             s += f" ({r.peak_limit}: a lower bound, the server may go higher)"
@@ -369,6 +372,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     ref, meta = analysis.reference("seed000_linear_writes")
     art_curve = dict(zip(ref["users"], ref["rps"]))
     art_peak = ref.loc[ref["rps"].idxmax()]
+    art_errors = ref.loc[ref["errors_3_runs"] > 0, "users"]
     article = (f"Puma 10 × 3, Rails 7.1 ({meta['hardware'].split(';')[0]}), `hey -z 10s`, 3 runs per level: "
                f"{claims.collapse_words(art_curve)}; average {art_peak.mean_ms:g} ms at the peak; "
                f"napkin math on ~2,500/s: 35 M writes/day, 1 M DAU")
@@ -388,11 +392,11 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         yjit = {json.loads(k).get("yjit") for k in knobs.dropna()} - {None}
         yjit_words = f", YJIT {'/'.join(sorted(yjit))}" if yjit else ""  # runs before LAB_YJIT: unknown
         at_peak = intervals.mean_interval(level_runs(pts, stack, profile, best["users"]))
-        text = (f"{name} (`{profile}`{yjit_words}), {summaries.run_shape(pts[pts['server'] == stack])}: "
+        text = (f"{name} (`{profile}`{yjit_words}) on {summaries.server_cores(study, x)}, "
+                f"{summaries.run_shape(pts[pts['server'] == stack])}: "
                 f"{claims.collapse_words(curve, peak=intervals.shown(at_peak, '/s'))}{summaries.limit(best)} — "
-                f"{claims.shape_words(curve, art_curve)}")
-        text += (f"; 'database is locked' from {int(busy['users'].min())} user(s)" if len(busy)
-                 else "; no 'database is locked' at any level")
+                f"{claims.shape_words(curve, art_curve, errors_here=busy['users'].min() if len(busy) else None, errors_article=art_errors.min() if len(art_errors) else None)}")
+        text += ("; its errors: 'database is locked'" if len(busy) else "; no 'database is locked' at any level")
         per_day, dau = (intervals.scaled(at_peak, f(1.0) / 1e6) for f in (capacity.requests_per_day,
                                                                           capacity.daily_active_users))
         text += (f". Napkin math on that peak, at its precision: {intervals.rounded(per_day, ' M')} writes/day, "
@@ -415,7 +419,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
             at_peak = intervals.mean_interval(level_runs(pts, r.server, r.profile, r.peak_users))
             repeated |= at_peak.n > 1
             rate = intervals.shown(at_peak, "/s") if at_peak.n > 1 else summaries.once(r.peak_rps, "/s")
-            said.append(f"{r.server} {rate} ({r.peak_users} user{'s' if r.peak_users != 1 else ''})")
+            said.append(f"{stack_title(r.server)} {rate} ({r.peak_users} user{'s' if r.peak_users != 1 else ''})")
         parts.append("Peaks in the exact window: " + ", ".join(said)
                      + ("" if repeated else " (one run per level: no interval)"))
     c = summaries.ceiling(study, x)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sqlitelab.core.vocabulary import link_label, link_title
+from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, findings
 from sqlitelab.studies.method import (
     Article, Detail, MACHINE_WHY, PIN_WHY, link_lateness, link_paths)
@@ -148,7 +149,7 @@ def network(table: pd.DataFrame) -> str:
             bound = f", {r.of_bound:.0%} of the bound" if r.of_bound == r.of_bound else ", no bound (no direct service time)"
             parts.append(f"{link_title(r.link)}: {r.rps:,.0f} req/s{of_direct}, mean {r.mean_ms:.2f} ms{bound}{note}")
         direct = f"direct {b.rps:,.0f} req/s, mean {b.mean_ms:.2f} ms" if findings.finished(b.rps) else f"direct: {findings.STALLED}"
-        lines.append(f"- **{server}, {users} users** — {direct}; " + "; ".join(parts) + ".")
+        lines.append(f"- **{stack_title(server)}, {users} users** — {direct}; " + "; ".join(parts) + ".")
     check = (table["little_rps"] / table["rps"]).dropna()
     if len(check):
         lines.append(f"- Little's law as a check of the measurement: users ÷ mean latency is "

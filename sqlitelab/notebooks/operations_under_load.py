@@ -259,7 +259,7 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
     for r in three.itertuples():
         bound = " (kept up with every rate offered: a lower bound)" if r.open_lower_bound else ""
         knee = f", the first rate it fell behind {r.knee_rate:,.0f}/s" if pd.notna(r.knee_rate) else ""
-        lines.append(f"- **{r.server}**: open-loop capacity {r.open_rps:,.0f} req/s{bound}{knee}; "
+        lines.append(f"- **{stack_title(r.server)}**: open-loop capacity {r.open_rps:,.0f} req/s{bound}{knee}; "
                      f"closed-loop capacity {r.slo_rps:,.0f} req/s ({r.slo_users} users); naive peak "
                      f"{r.peak_rps:,.0f} req/s at p99 {r.peak_p99_ms:,.1f} ms.")
     if three.empty:
@@ -274,7 +274,7 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
         before = (f"p99 {r.p99_before_ms:.1f} ms in the seconds before" if pd.notna(r.p99_before_ms)
                   else "no whole second before it to compare")
         during = (f"{r.worst_p99_during_ms:.1f} ms" if pd.notna(r.worst_p99_during_ms) else "not measured")
-        lines.append(f"- {r.server} · **{r.operation}**: {r.op_seconds:.2f} s at {r.rate:,.0f} req/s offered; "
+        lines.append(f"- {stack_title(r.server)} · **{r.operation}**: {r.op_seconds:.2f} s at {r.rate:,.0f} req/s offered; "
                      f"{before}, worst second while it ran "
                      f"{during}{cost_x}; {r.errors_during} errors and {r.late_during} "
                      f"late requests then; backlog at the close {r.backlog}; audit "
@@ -282,7 +282,7 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
     ranked = cost.dropna(subset=["p99_cost_x"]).sort_values("p99_cost_x", ascending=False)
     if len(ranked):
         w = ranked.iloc[0]
-        lines.append(f"- **Hurt most**: {w.operation} on {w.server}, its worst second's p99 "
+        lines.append(f"- **Hurt most**: {w.operation} on {stack_title(w.server)}, its worst second's p99 "
                      f"{w.worst_p99_during_ms:.1f} ms against {w.p99_before_ms:.1f} ms before "
                      f"(×{w.p99_cost_x:.1f}).")
     if not cost["audit_ok"].all():

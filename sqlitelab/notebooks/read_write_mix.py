@@ -344,9 +344,10 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         return article, summaries.NOT_IN_RUN
     table = mix_table(pts)
     best = table.loc[table.groupby("server")["rps"].idxmax()].set_index("server")
-    parts = [f"{s} {summaries.once(r.rps, ' rps')} ({int(r.users)} users, p99 {summaries.once(r.p99_ms, ' ms')}){summaries.limit(r)}"
+    parts = [f"{servers.stack_title(s)} {summaries.once(r.rps, ' rps')} ({int(r.users)} users, p99 {summaries.once(r.p99_ms, ' ms')}){summaries.limit(r)}"
              for s, r in best.iterrows()]
-    here = f"One server core, {summaries.run_shape(pts)}: " + ", ".join(parts)
+    cores = summaries.server_cores(study, x)
+    here = f"{cores[0].upper()}{cores[1:]}, {summaries.run_shape(pts)}: " + ", ".join(parts)
     again = peaks_again(summaries.experiment_points(study, x, "peaks"),
                         summaries.parameter(study, x, "peak_rounds", 1),
                         summaries.parameter(study, x, "peak_half_width", 0.0))

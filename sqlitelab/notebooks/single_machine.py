@@ -185,7 +185,7 @@ def single_machine(table: pd.DataFrame, raw: dict, yahoo_rps: float,
     for scenario, g in table.groupby("scenario", sort=False):
         b = g.loc[g["rps"].idxmax()]
         note = f" ({analysis.limit_note(b)}: the server can do more)" if analysis.limited(b) else ""
-        lines.append(f"- **{scenario}**: best {b.server} at {b.rps:,.0f} req/s{note} — "
+        lines.append(f"- **{scenario}**: best {servers.stack_title(b.server)} at {b.rps:,.0f} successful req/s{note} — "
                      f"{b.rps / twitter_rps:.1f}× Twitter's {twitter_rps / 1000:g} K tweets/s, "
                      f"{b.rps / yahoo_rps:.1f}× Yahoo's {yahoo_rps:,.0f} req/s; "
                      f"{b.mbit_s:,.0f} Mbit/s, {b.server_rss_mb:,.0f} MB RSS.")
@@ -234,8 +234,9 @@ def _pool(knobs) -> str:
 
 
 def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
-    """Seed 004: each endpoint's best rate per stack, the article's Go beside the lab's Go (with
-    each pool the run measured, the article's first), the failed share where requests failed."""
+    """Seed 004: each endpoint's best successful rate per stack (analysis.single_machine_table),
+    the article's Go beside the lab's Go (with each pool the run measured, the article's first),
+    the failed share where requests failed."""
     ref, meta = analysis.reference("seed004_single_machine")
     article = (f"Go on a {meta['hardware'].split(';')[0]}: " +
                ", ".join(f"{r.scenario} {r.rps / 1000:,.0f} K" for r in ref.itertuples()) + " req/s")
@@ -251,9 +252,10 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     for prof in order:
         go = table[(table["server"] == "go-nethttp") & (table["profile"] == prof)].set_index("scenario")
         pool = _pool(go_pts.loc[go_pts["profile"] == prof, "knobs"].iloc[0])
-        label = "Go on one server core" + (f", {pool}" if prof == profile else f", beyond the article: {pool}")
+        label = f"Go on {summaries.server_cores(study, x)}" + (f", {pool}" if prof == profile else f", beyond the article: {pool}")
         if prof == order[0]:
-            label += f" ({summaries.run_shape(go_pts)}" + ("" if summaries.repeats(go_pts) > 1 else ": no interval") + ")"
+            label += (f" ({summaries.run_shape(go_pts)}" + ("" if summaries.repeats(go_pts) > 1 else ": no interval")
+                      + "; successful responses/s, a failed answer counts for none)")
         parts.append(label + ": " + ", ".join(
             f"{s} {summaries.once(r.rps)}{summaries.limit(r)} ({claims.share_of(r.rps, art.loc[s, 'rps'])}"
             f"{f'; {r.error_pct:.1f} % failed' if r.error_pct > 0 else ''})"
@@ -261,7 +263,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     if profile is not None:
         table = table[table["profile"] == profile]
     best = table.loc[table.groupby("scenario")["rps"].idxmax()]
-    parts.append("best per endpoint: " + ", ".join(f"{r.scenario} {r.server} {summaries.once(r.rps)}{summaries.limit(r)}"
+    parts.append("best per endpoint: " + ", ".join(f"{r.scenario} {servers.stack_title(r.server)} {summaries.once(r.rps)}{summaries.limit(r)}"
                                                   for r in best.itertuples()))
     c = summaries.ceiling(study, x)
     if c:

@@ -306,7 +306,7 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
           if one and not table.empty else "at each one's best level")
     stalled = ratios["stalled"].astype(bool) if "stalled" in ratios else pd.Series(False, index=ratios.index)
     for (workload, scenario), g in ratios.groupby(["workload", "scenario"], sort=True):
-        parts = [f"{r.server} {r.sqlite_rps:,.0f} vs {r.postgres_rps:,.0f} req/s "
+        parts = [f"{stacks.stack_title(r.server)} {r.sqlite_rps:,.0f} vs {r.postgres_rps:,.0f} req/s "
                  + (f"(×{r.rps_ratio:.2f}; p99 {r.sqlite_p99_ms:.1f} vs {r.postgres_p99_ms:.1f} ms"
                     if not stalled[i] else f"(no ratio: on {r.stalled}, {findings.STALLED}")
                  + (f"; {r.limits}" if r.limits else "") + ")" for i, r in zip(g.index, g.itertuples())]
@@ -315,7 +315,7 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
     wins = ratios[(ratios["rps_ratio"] < 1) | ((ratios["sqlite_rps"] <= 0) & (ratios["postgres_rps"] > 0))]
     if len(wins):
         lines.append("- **Where Postgres served more**: " + "; ".join(
-            f"{r.server} on {r.scenario} ("
+            f"{stacks.stack_title(r.server)} on {r.scenario} ("
             + (f"{1 / r.rps_ratio:.2f}× SQLite's rate" if findings.finished(r.sqlite_rps) else "SQLite finished no request")
             + ")" for r in wins.itertuples()) + ".")
     else:
@@ -324,13 +324,13 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
     slo = ratios[ratios["postgres_slo_rps"] > ratios["sqlite_slo_rps"]]
     if len(slo):
         lines.append("- **Where Postgres had more capacity at the latency objective** (p99 within it and no errors): " + "; ".join(
-            f"{r.server} on {r.scenario} ({r.postgres_slo_rps:,.0f} vs {r.sqlite_slo_rps:,.0f} req/s"
+            f"{stacks.stack_title(r.server)} on {r.scenario} ({r.postgres_slo_rps:,.0f} vs {r.sqlite_slo_rps:,.0f} req/s"
             + (": SQLite's levels all had errors or a p99 over the objective" if r.sqlite_slo_rps == 0 else "") + ")"
             for r in slo.itertuples()) + ".")
     faster = ratios[ratios["p99_ratio"] > 1]
     if len(faster):
         lines.append("- **Where Postgres answered with the lower p99** " + ("at that level" if one else "at the best levels") + ": " + "; ".join(
-            f"{r.server} on {r.scenario} ({r.postgres_p99_ms:.1f} vs {r.sqlite_p99_ms:.1f} ms)"
+            f"{stacks.stack_title(r.server)} on {r.scenario} ({r.postgres_p99_ms:.1f} vs {r.sqlite_p99_ms:.1f} ms)"
             for r in faster.itertuples()) + ".")
     measured = ratios["rps_ratio"].dropna()
     unmeasured = (f" (no ratio for {int(stalled.sum())} pair(s): on one side no request finished in any window)"
@@ -346,7 +346,7 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
                      & (table["server"] == r.server) & (table["store"] == "postgres")]
         if len(base):
             b = base.iloc[0]
-            lines.append(f"- {r.server}, {r.scenario} with Postgres on its own host ({r.store}): "
+            lines.append(f"- {stacks.stack_title(r.server)}, {r.scenario} with Postgres on its own host ({r.store}): "
                          f"{r.best_rps:,.0f} req/s, {r.best_rps / b.best_rps:.0%} of Postgres over its "
                          f"socket; p99 {r.best_p99_ms:.1f} ms (was {b.best_p99_ms:.1f}).")
     bad = int((~ratios["audit_ok"]).sum())

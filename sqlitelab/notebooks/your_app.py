@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sqlitelab.infra.servers import stack_title
 from sqlitelab.load import scenarios
 from sqlitelab.report import analysis, capacity, findings
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED, PIN_WHY
@@ -178,10 +179,10 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
     lines = []
     for c in cap.itertuples():
         if not findings.finished(c.peak_rps):
-            lines.append(f"- **{c.server}**: at every level, {findings.STALLED}: no peak was measured.")
+            lines.append(f"- **{stack_title(c.server)}**: at every level, {findings.STALLED}: no peak was measured.")
             continue
         note = f" ({c.peak_limit}: a lower bound)" if c.peak_lower_bound else ""
-        lines.append(f"- **{c.server}**: the naive peak is **{c.peak_rps:,.0f} requests/s** at "
+        lines.append(f"- **{stack_title(c.server)}**: the naive peak is **{c.peak_rps:,.0f} requests/s** at "
                      f"{c.peak_users} users (p99 {c.peak_p99_ms:,.1f} ms){note}.")
         if c.slo_rps > 0:
             dau = capacity.daily_active_users(c.slo_rps, requests_per_user, peak_hours)

@@ -89,20 +89,50 @@ def rises(curve: Mapping[float, float]) -> bool:
     return bool(curve) and max(curve, key=lambda u: curve[u]) > min(curve)
 
 
-def shape_words(here: Mapping[float, float], article: Mapping[float, float], share: float = COLLAPSE) -> str:
+def near_level(here: float, article: float, levels) -> bool:
+    """Whether level `here` is within one level of `article` on the article's grid `levels`: the
+    article's level nearest `here` (in ratio) is `article`'s or its neighbour."""
+    grid = sorted({float(v) for v in levels} | {float(article)})
+    _finite(here=here, article=article)
+    nearest = min(range(len(grid)), key=lambda i: abs(math.log(grid[i] / here)))
+    return abs(nearest - grid.index(float(article))) <= 1
+
+
+def _users(n: float) -> str:
+    return f"{n:g} user{'s' if n != 1 else ''}"
+
+
+def shape_words(here: Mapping[float, float], article: Mapping[float, float], share: float = COLLAPSE,
+                errors_here: float | None = None, errors_article: float | None = None) -> str:
     """The article's curve shape (a rise to a peak, then a collapse) against the one here, part by
-    part: "the article's shape: a rise to a peak, then a collapse" only when both parts hold."""
+    part, and where: "the article's shape: …" only when both parts hold, the peak is within one
+    of the article's levels of its peak (near_level) and, where given, so is the first level with
+    errors (`errors_here`, `errors_article`: None, none at any level); else what differs, with
+    both numbers."""
     rise_h, rise_a = rises(here), rises(article)
     fall_h, fall_a = collapse_level(here, share) is not None, collapse_level(article, share) is not None
-    if (rise_h, fall_h) == (rise_a, fall_a):
-        what = " and ".join(w for w, on in (("a rise to a peak", rise_a), ("a collapse after it", fall_a)) if on)
-        return f"the article's shape ({what or 'neither a rise nor a collapse'})"
+    peak_h, peak_a = (max(c, key=lambda u: c[u]) for c in (here, article))
     said = []
     if rise_a != rise_h:
         said.append("no rise: highest at the first level, where the article's rose to a peak" if rise_a
                     else "a rise the article's did not have")
+    if not near_level(peak_h, peak_a, article):
+        said.append(f"the peak at {_users(peak_h)}, the article's at {_users(peak_a)}")
     if fall_a != fall_h:
         said.append("no collapse, where the article's collapsed" if fall_a else "a collapse the article's did not have")
+    if errors_here is not None or errors_article is not None:
+        if errors_article is None:
+            said.append(f"errors from {_users(errors_here)}, where the article's had none")
+        elif errors_here is None:
+            said.append(f"no errors, where the article's began at {_users(errors_article)}")
+        elif not near_level(errors_here, errors_article, article):
+            said.append(f"errors from {_users(errors_here)}, the article's from {_users(errors_article)}")
+    if not said:
+        what = " and ".join(w for w, on in (("a rise to a peak", rise_a), ("a collapse after it", fall_a)) if on)
+        where = f"the peak at {_users(peak_h)} (the article's {peak_a:g})"
+        if errors_here is not None:
+            where += f", errors from {_users(errors_here)} (the article's {errors_article:g})"
+        return f"the article's shape ({what or 'neither a rise nor a collapse'}; {where})"
     if fall_a and fall_h:
         said.append("a collapse after the peak, as in the article")
     return "not the article's shape: " + "; ".join(said)

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pandas as pd
 
-from sqlitelab.core import intervals
+from sqlitelab.core import intervals, layout
 from sqlitelab.report import analysis
 
 Tables = dict  # reference_tables.load(): table name -> DataFrame
@@ -50,6 +50,18 @@ def parameter(study: ModuleType, x: Tables, name: str, default=None):
         if value is not None:
             return value
     return default
+
+
+def server_cores(study: ModuleType, x: Tables) -> str:
+    """What the notebook's run gave its servers, from its runs' `server_cpus`: "one server core",
+    "2 server cores", or "every core (servers not pinned)"."""
+    runs = x.get("runs", pd.DataFrame())
+    runs = runs[runs["notebook"] == study.ID] if len(runs) else runs
+    # a CSV column of one CPU each reads back as numbers: 0.0 is CPU 0
+    pinned = [f"{v:g}" if isinstance(v, float) else str(v)
+              for v in runs.get("server_cpus", pd.Series(dtype=object)).dropna() if str(v).strip()]
+    n = len(layout.cpu_list(pinned[0])) if pinned else 0
+    return "every core (servers not pinned)" if not n else "one server core" if n == 1 else f"{n} server cores"
 
 
 def ceiling(study: ModuleType, x: Tables) -> dict | None:

@@ -314,5 +314,6 @@ PIN_WHY = ("the lab pins the server to its own CPUs and the load generator to th
 GEN_WHY = ("the lab drives load with Locust (FastHttpUser) or its own Go generator `loadgen`: "
            "closed loop, N users each waiting for its answer before the next request, like -c N; "
            "a level where Locust was generator-bound or -influenced is measured again with loadgen "
-           "(both calibrated against wrk, and cross-checked at the scale's `crosscheck_users` by wrk "
+           "(a level loadgen itself measured has no second generator: it stays flagged, its rate a "
+           "lower bound; both calibrated against wrk, and cross-checked at the scale's `crosscheck_users` by wrk "
            "or the article's own tool: see 'The generator')")
