@@ -115,3 +115,23 @@ def test_a_ratio_with_its_interval_is_the_articles_only_when_the_whole_interval_
     assert "too wide" in claims.ratio_interval_words(_iv(edge * 0.999, 6.0, 6.2), 6.0)
     one = claims.ratio_interval_words(_iv(float("nan"), 5.9, float("nan"), n=1), 6.0)
     assert one == claims.ratio_words(5.9, 6.0)
+
+
+def test_the_articles_share_needs_overlapping_intervals_and_a_near_magnitude():
+    """Seed 001's shares: 15 of 168 failed there. Here 14 of 966 (0.16×, the intervals apart),
+    43 of 948 against 14 of 150 (0.49×: the intervals touch but beyond 2×), 10 of 100 (the
+    article's share), 0 of 937 against 0 of 143 (the zero), 0 where it failed, some where it
+    did not."""
+    from sqlitelab.core.intervals import share_interval as s
+    article = s(15, 168)
+    assert claims.share_words(s(14, 966), article).startswith("not the article's share: 0.16× the article's")
+    assert "the intervals apart" in claims.share_words(s(14, 966), article)
+    beyond = claims.share_words(s(43, 948), s(14, 150))
+    assert beyond.startswith("not the article's share: 0.49× the article's") and beyond.endswith("beyond 2×)")
+    assert claims.share_words(s(10, 100), article).startswith("the article's share (its 8.9 %")
+    assert claims.share_words(s(0, 937), s(0, 143)) == "none failed: the article's zero"
+    assert claims.share_words(s(0, 100), article).startswith("none failed, where the article's 8.9 %")
+    assert claims.share_words(s(3, 100), s(0, 143)).startswith("not the article's zero")
+    # near in magnitude (1.5×) but many more requests: the intervals apart
+    assert "the intervals apart" in claims.share_words(s(1500, 10000), s(15, 168))
+    assert claims.apart(s(14, 966), article) and not claims.apart(s(15, 168), s(14, 150))

@@ -149,3 +149,23 @@ def test_a_median_of_too_few_values_has_no_interval():
     assert iv.estimate == 3.0 and math.isnan(iv.low) and "too few" in iv.method
     iv = intervals.median_interval(range(1, 7))
     assert (iv.low, iv.high) == (1, 6)
+
+
+@pytest.mark.parametrize("p,n", [(0.01, 1000), (0.09, 160), (0.3, 50)])
+def test_a_share_interval_covers_the_true_share_at_about_its_nominal_rate(p, n):
+    """Wilson's interval on binomial counts (a share of failed requests): near 95 % at small
+    shares and small counts, where the normal approximation undercovers."""
+    rng = random.Random(7)
+    trials = 2000
+    hits = sum(intervals.share_interval(sum(rng.random() < p for _ in range(n)), n).contains(p) for _ in range(trials))
+    assert 0.92 <= hits / trials <= 0.985
+
+
+def test_a_share_of_zero_has_an_interval_from_zero_and_bad_counts_are_refused():
+    iv = intervals.share_interval(0, 937)
+    assert iv.estimate == 0 and iv.low == 0 and 0.003 < iv.high < 0.005
+    assert shown(intervals.scaled(intervals.share_interval(14, 966), 100), "%", of="requests") == \
+        "1.45 % (95 % interval 0.87–2.42 %, 966 requests)"
+    for k, n in ((1, 0), (5, 3), (-1, 10), (1.5, 10), (True, 10)):
+        with pytest.raises(ValueError, match="share_interval"):
+            intervals.share_interval(k, n)

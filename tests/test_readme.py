@@ -65,3 +65,22 @@ def test_the_table_of_notebooks_is_their_modules(tmp_path, monkeypatch):
     assert readme.main(["--readme", str(copy)]) == 0 and readme.check(copy) == []
     monkeypatch.setattr(study, "README_FIGURE", "latency")  # another figure chosen in its module
     assert any("figures/01-linear-writes/latency.png" in d for d in readme.check(copy))
+
+
+def test_02s_row_leads_with_the_articles_tool_and_says_what_its_own_runs_cannot_tell():
+    """On the committed reference run: oha's shares first, each with Wilson's interval and its
+    verdict against the article's, Locust's beside; the article's first two set-ups are not an
+    order (their intervals overlap). Without the cross-checks, the lab's generator alone."""
+    from sqlitelab.notebooks import busy_errors
+    x = reference_tables.load()
+    _, here = busy_errors.summary(busy_errors, x)
+    assert here.startswith("The article's tool, oha, as it ran it (a new connection per request): retries: 1000")
+    assert here.count("95 % interval") == 6 and "none failed: the article's zero" in here
+    assert "The lab's generator beside it:" in here and "cannot be told apart by its own runs" in here
+    _, bare = busy_errors.summary(busy_errors, {**x, "crosschecks": x["crosschecks"].iloc[0:0]})
+    assert bare.startswith("The lab's generator (no cross-check stored):") and "oha" not in bare
+    ref, _ = busy_errors.analysis.reference("seed001_busy_errors")
+    pts = x["points"][(x["points"]["notebook"] == busy_errors.ID) & (x["points"]["experiment"] == "article")]
+    words = busy_errors.article_words(busy_errors.article_runs(busy_errors.busy_summary(pts), ref, x["crosschecks"]))
+    assert words.startswith("The article's set-ups at 3 users, oha (the article's tool, a new connection per request)")
+    assert "the article's runs cannot tell them apart" in words and "Wilson's" in words

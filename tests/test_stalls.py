@@ -111,7 +111,15 @@ def cases(shape: dict) -> dict:
     top = df[df["users"] == df["users"].max()]
     again = pd.concat([top.assign(server=top["server"].map({"ruby-puma": "python-fastapi", "go-nethttp": "rust-axum"}),
                                   round=r) for r in (1, 2, 3)], ignore_index=True)
+    # 02's article runs: each of the article's set-ups at its levels, the stalled level's counts;
+    # oha's cross-check at the top level learnt no outcome either
+    ref, _ = analysis.reference("seed001_busy_errors")
+    one = summary[(summary["server"] == summary["server"].iloc[0]) & (summary["users"] == summary["users"].max())]
+    art = pd.concat([one.assign(profile=p, users=u) for p in ref["profile"].unique() for u in (1, 3)], ignore_index=True)
+    oha = pd.DataFrame({"profile": ref["profile"].unique(), "users": 3, "generator": "oha", "skipped": None,
+                        "ok_responses": 0, "errors": 0})
     return {
+        "article_words": lambda: busy_errors.article_words(busy_errors.article_runs(art, ref, oha)),
         "peaks_text": lambda: read_write_mix.peaks_text(read_write_mix.peaks_again(again, 3, 0.05), 6.0),
         "linear_writes": lambda: linear_writes.linear_writes(seed),
         "napkin": lambda: linear_writes.napkin(linear_writes.peak(seed)["peak_rps"].min()),

@@ -4,6 +4,7 @@ a number is printed with.
     mean_interval([4704, 1994, 4499])          # Interval(estimate=3732.3, low=..., high=..., n=3, ...)
     ratio_interval(axum_runs, fastapi_runs)    # Axum ÷ FastAPI, Fieller's interval
     median_interval(ratios)                    # a comparison's points as a whole, distribution-free
+    share_interval(14, 966)                    # a share of failed requests, Wilson's score interval
     shown(mean_interval([4704, 1994, 4499]))   # "3,700 (95 % interval 0–7,500, 3 runs)"
 
 The unit of a repeat is a run of a level (a window of its own): the machine's speed moves
@@ -171,6 +172,25 @@ def ratio_interval(numerator: Iterable[float], denominator: Iterable[float], lev
     root = (t / mb) * math.sqrt(va + r * r * vb - g * va)  # the covariance of independent means: 0
     lo, hi = (r - root) / (1 - g), (r + root) / (1 - g)
     return Interval(r, min(lo, hi), max(lo, hi), n, method)
+
+
+def share_interval(hits: int, trials: int, level: float = LEVEL) -> Interval:
+    """A share of counted events (`hits` failed requests of `trials`) with Wilson's score interval:
+    near its nominal coverage at small shares and small counts, where the normal approximation's
+    interval reaches below zero (Brown, Cai & DasGupta, "Interval estimation for a binomial
+    proportion", 2001); 0 of n has an interval from 0 up. No trials: refused."""
+    _check_level(level)
+    for name, v in (("hits", hits), ("trials", trials)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v != int(v):
+            raise ValueError(f"share_interval: {name} must be a whole number >= 0, not {v!r}")
+    k, n = int(hits), int(trials)
+    if n == 0 or k > n:
+        raise ValueError(f"share_interval: {k} of {n} is no share (trials must be > 0 and >= hits)")
+    z = t_quantile((1 + level) / 2, 1e9)  # the normal quantile
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n, f"Wilson's score interval over {n} requests")
 
 
 def median_interval(values: Iterable[float], level: float = LEVEL) -> Interval:

@@ -226,6 +226,11 @@ def replaying() -> str | None:
     return _REPLAY.get("run")
 
 
+# Parameters a replay may give otherwise than the run stored them: its id, and the time its notebook
+# was allowed (a budget re-allocated since; the stored points are what ran in the time it had).
+REPLAY_IGNORES = ("run_id", "budget_seconds")
+
+
 def _stored_run(key: str, parameters: dict | None) -> None:
     """Refuse a sweep the replayed run did not store, or stored with other parameters."""
     rows = read_sql("SELECT parameters FROM runs WHERE run_id = ?", [key], _REPLAY.get("path"))
@@ -235,7 +240,8 @@ def _stored_run(key: str, parameters: dict | None) -> None:
         stored = _in_its_folder(json.loads(rows["parameters"].iloc[0] or "{}"), key)
         given = _in_its_folder(json.loads(json.dumps(parameters, sort_keys=True, default=str)), key)
         differ = [f"{k}: stored {stored.get(k)!r}, given {given.get(k)!r}"
-                  for k in sorted(set(stored) | set(given)) if k != "run_id" and stored.get(k) != given.get(k)]
+                  for k in sorted(set(stored) | set(given))
+                  if k not in REPLAY_IGNORES and stored.get(k) != given.get(k)]
         if differ:
             raise ReplayError(f"replay: {_REPLAY['run']} ran with other parameters — " + "; ".join(differ))
 

@@ -14,9 +14,10 @@ from types import ModuleType
 
 import pandas as pd
 
+from sqlitelab.core import intervals
 from sqlitelab.core.vocabulary import STALL_MS
 from sqlitelab.infra.servers import stack_title
-from sqlitelab.report import analysis, summaries
+from sqlitelab.report import analysis, claims, findings, summaries
 from sqlitelab.studies.method import (
     Article, Detail, GEN_WHY, NOT_STATED, crosscheck_client, mean_at, puma_knobs, puma_shape,
     recorded, software, stack_knob)
@@ -190,23 +191,80 @@ def busy_summary(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def article_runs(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
+def article_runs(summary: pd.DataFrame, ref: pd.DataFrame, checks: pd.DataFrame | None = None,
+                 tool: str = "oha") -> pd.DataFrame:
     """Seed 001's runs beside the same set-ups here: per profile and users, the share of
-    responses that were errors (the article's 500s, the lab's busy 503s) and req/s."""
-    r = ref.assign(article_error_share=ref["status_500"] / (ref["status_200"] + ref["status_500"]))
-    r = r[["setup", "profile", "users", "rps", "article_error_share"]].rename(
+    responses that were errors (the article's 500s, the lab's busy 503s) and req/s; with
+    `checks` (the run's crosschecks rows), the article's own client `tool` at the same set-up and
+    level beside them: the responses whose outcome it learnt and how many failed."""
+    r = ref.assign(article_error_share=ref["status_500"] / (ref["status_200"] + ref["status_500"]),
+                   article_responses=ref["status_200"] + ref["status_500"], article_errors=ref["status_500"])
+    r = r[["setup", "profile", "users", "rps", "article_error_share", "article_responses", "article_errors"]].rename(
         columns={"rps": "article_rps"})
     here = summary[["profile", "users", "requests", "busy_errors", "busy_share", "run_responses",
                     "run_busy_errors", "run_busy_share", "rps", "mean_ms"]]
-    return r.merge(here, on=["profile", "users"], how="left")
+    out = r.merge(here, on=["profile", "users"], how="left")
+    if checks is not None and len(checks):
+        c = checks[(checks["generator"] == tool) & checks["skipped"].isna()] if "skipped" in checks else checks
+        c = c.assign(**{f"{tool}_responses": c["ok_responses"].fillna(0) + c["errors"].fillna(0),
+                        f"{tool}_errors": c["errors"].fillna(0)})
+        out = out.merge(c[["profile", "users", f"{tool}_responses", f"{tool}_errors"]], on=["profile", "users"],
+                        how="left")
+        out[f"{tool}_share"] = out[f"{tool}_errors"] / out[f"{tool}_responses"].where(out[f"{tool}_responses"] > 0)
+    return out
+
+
+def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False) -> str:
+    """The article's set-ups at its highest level, its own client `tool` first (as the article
+    ran it), the lab's generator beside it, each share with its interval (Wilson's: a count of
+    failed requests) and against the article's (claims.share_words); and whether the article's
+    runs, or these, tell one set-up from the next (claims.apart). Words for a set-up its client
+    did not run."""
+    top = runs[runs["users"] == runs["users"].max()]
+    share = lambda k, n: intervals.share_interval(int(k), int(n))  # noqa: E731
+    pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
+    conn = "a new connection per request" if not keepalive else "connections kept alive"
+    users = int(top["users"].iloc[0]) if len(top) else 0
+    lines, art, mine = [], [], []
+    for r in top.itertuples():
+        a = share(r.article_errors, r.article_responses)
+        art.append(a)
+        said = []
+        n = getattr(r, f"{tool}_responses", None)
+        if n is not None and n == n and n > 0:
+            t = share(getattr(r, f"{tool}_errors"), n)
+            mine.append(t)
+            said.append(f"{tool} {pct(t)}: {claims.share_words(t, a)}")
+        else:
+            mine.append(None)
+            said.append(f"{tool} did not run it" if n is None or n != n else f"{tool}: {findings.STALLED}")
+        if r.requests == r.requests and r.requests > 0:
+            said.append(f"the lab's generator beside it {pct(share(r.busy_errors, r.requests))}")
+        elif r.requests == 0:
+            said.append(f"the lab's generator: {findings.STALLED}")
+        lines.append(f"- **{r.setup}**: " + "; ".join(said) + ".")
+    steps = [(top["setup"].iloc[i], top["setup"].iloc[i + 1], i) for i in range(len(top) - 1)]
+    for first, second, i in steps:
+        theirs = "tell them apart" if claims.apart(art[i], art[i + 1]) else "cannot tell them apart (their intervals overlap)"
+        ours = ("has no share of both" if mine[i] is None or mine[i + 1] is None else
+                "tells them apart" if claims.apart(mine[i], mine[i + 1]) else "cannot tell them apart either")
+        lines.append(f"- {first} → {second}: the article's runs {theirs}; here, {tool} {ours}.")
+    head = (f"The article's set-ups at {users} users, {tool} (the article's tool, {conn}) first; a share's "
+            f"interval is Wilson's over its requests:")
+    return "\n".join([head, *lines])
 
 
 def article_run_bars(runs: pd.DataFrame) -> pd.DataFrame:
     """article_runs() in long form for a grouped bar chart: per set-up and users, the
-    article's error share, ours in the window and ours over the whole run."""
+    article's error share, the article's own client's here (where the run cross-checked with it),
+    the lab's generator's in the window and over the whole run."""
     label = [f"{setup}, {int(u)} user{'' if int(u) == 1 else 's'}" for setup, u in zip(runs["setup"], runs["users"])]
-    parts = [("article", runs["article_error_share"]), ("here, measured interval only", runs["busy_share"]),
-             ("here, every request of the run", runs["run_busy_share"])]
+    tools = [c[:-len("_share")] for c in runs.columns if c.endswith("_share")
+             and c not in ("article_error_share", "busy_share", "run_busy_share")]
+    parts = [("article", runs["article_error_share"]),
+             *((f"here, {t} (the article's tool)", runs[f"{t}_share"]) for t in tools),
+             ("here, the lab's generator, measured interval only", runs["busy_share"]),
+             ("here, the lab's generator, every request of the run", runs["run_busy_share"])]
     return pd.concat([pd.DataFrame({"set-up": label, "measured": name, "error share": v})
                       for name, v in parts], ignore_index=True)
 
@@ -271,13 +329,27 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     pts = pts[(pts["notebook"] == study.ID) & (pts["experiment"] == "article")] if len(pts) else pts
     if pts.empty:
         return article, summaries.NOT_IN_RUN
-    runs = article_runs(busy_summary(pts), ref)
+    checks = x.get("crosschecks", pd.DataFrame())
+    checks = checks[(checks["notebook"] == study.ID) & (checks["experiment"] == "article")] if len(checks) else None
+    tool = summaries.parameter(study, x, "crosscheck_tool", "oha")
+    runs = article_runs(busy_summary(pts), ref, checks, tool)
     runs = runs[runs["users"] == at["users"].iloc[0]]
-    shares = [(r.setup, r.busy_share, r.article_error_share) for r in runs.itertuples()]
-    here = "The same set-ups: " + " → ".join(f"{s} {b:.2%}" for s, b, _ in shares)
-    order_same = (sorted(range(len(shares)), key=lambda i: shares[i][1])
-                  == sorted(range(len(shares)), key=lambda i: shares[i][2]))
-    zero_same = [(b == 0) == (a == 0) for _, b, a in shares]
-    here += (" — the article's order and its zero" if order_same and all(zero_same) else
-             " — not the article's order" if not order_same else " — the article's order, not its zeros")
-    return article, here + "."
+    share = lambda k, n: intervals.share_interval(int(k), int(n))  # noqa: E731
+    pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
+    parts = []
+    if f"{tool}_responses" in runs and runs[f"{tool}_responses"].gt(0).all():
+        said = [f"{r.setup} {pct(share(getattr(r, f'{tool}_errors'), getattr(r, f'{tool}_responses')))}"
+                for r in runs.itertuples()]
+        verdicts = [claims.share_words(share(getattr(r, f"{tool}_errors"), getattr(r, f"{tool}_responses")),
+                                       share(r.article_errors, r.article_responses)).split(" (")[0]
+                    for r in runs.itertuples()]
+        parts.append(f"the article's tool, {tool}, as it ran it (a new connection per request): " + " → ".join(said)
+                     + " — " + "; ".join(verdicts))
+    parts.append(("The lab's generator beside it" if parts else "The lab's generator (no cross-check stored)")
+                 + ": " + " → ".join(f"{r.setup} {pct(share(r.busy_errors, r.requests))}" for r in runs.itertuples()
+                                     if r.requests == r.requests and r.requests > 0))
+    art = [share(r.article_errors, r.article_responses) for r in runs.itertuples()]
+    if len(art) > 1 and not claims.apart(art[0], art[1]):
+        parts.append("The article's first two set-ups cannot be told apart by its own runs (their intervals "
+                     "overlap): no order between them to reproduce")
+    return article, summaries.sentences(parts)

@@ -18,6 +18,9 @@ from sqlitelab.core import intervals
 SAME_RATIO = 0.25
 # Throughput "collapses" when a level after the peak serves less than this share of the peak.
 COLLAPSE = 0.5
+# A share of failed requests measured here is "the article's share" when its interval and the
+# article's overlap and it is within this factor of the article's, either way.
+SHARE_FACTOR = 2.0
 
 
 def _finite(**values: float) -> None:
@@ -136,6 +139,31 @@ def shape_words(here: Mapping[float, float], article: Mapping[float, float], sha
     if fall_a and fall_h:
         said.append("a collapse after the peak, as in the article")
     return "not the article's shape: " + "; ".join(said)
+
+
+def share_words(here: intervals.Interval, article: intervals.Interval, factor: float = SHARE_FACTOR) -> str:
+    """A share of failed requests (intervals.share_interval) against the article's, each with its
+    interval: "the article's zero" (none failed, in both), "the article's share" (the intervals
+    overlap and the shares are within `factor` of each other), otherwise what differs, with the
+    article's number."""
+    pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
+    if article.estimate == 0:
+        return "none failed: the article's zero" if here.estimate == 0 else \
+            f"not the article's zero (its {pct(article)})"
+    if here.estimate == 0:
+        return f"none failed, where the article's {pct(article)} did"
+    overlap = here.low <= article.high and article.low <= here.high
+    near = 1 / factor <= here.estimate / article.estimate <= factor
+    if overlap and near:
+        return f"the article's share (its {pct(article)}: the intervals overlap, within {factor:g}×)"
+    how = (f"{here.estimate / article.estimate:.2g}× the article's" if not near else "near the article's")
+    why = "the intervals apart" if not overlap else f"beyond {factor:g}×"
+    return f"not the article's share: {how} (its {pct(article)}; {why})"
+
+
+def apart(a: intervals.Interval, b: intervals.Interval) -> bool:
+    """Whether two shares (or rates) differ beyond their intervals: the intervals do not overlap."""
+    return a.high < b.low or b.high < a.low
 
 
 def halves(ratio: float, share: float = COLLAPSE) -> bool:

@@ -17,6 +17,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from sqlitelab.report.analysis import flagged
+from sqlitelab.report.summaries import once
 from sqlitelab.report.plots.style import (CEILING_STRETCH, CEILING_STYLE, LIMIT_MARKS, REFERENCE_COLORS,
                                           REFERENCE_DASHES, value_title)
 
@@ -82,12 +83,12 @@ def split_ceilings(ceilings: dict[str, float] | None, top: float) -> tuple[dict,
 
 def name_above(ax, above: dict[str, float]) -> None:
     """Limits too far above the data to draw, named in a band at the top of the plot (which is
-    raised to hold it): "above the chart: HTTP alone … 48,000/s"."""
+    raised to hold it): "above the chart: HTTP alone … 48,000/s", at three significant figures."""
     if not above:
         return
     lo, hi = ax.get_ylim()
     ax.set_ylim(lo, lo + (hi - lo) * 1.14)
-    text = "Above this chart — " + "; ".join(f"{label} {v:,.0f}/s" for label, v in above.items())
+    text = "Above this chart — " + "; ".join(f"{label} {once(v, '/s')}" for label, v in above.items())
     ax.text(0.01, 0.985, textwrap.fill(text, 95), transform=ax.transAxes, ha="left", va="top",
             fontsize=7.5, color=CEILING_STYLE["color"], gid="ceiling-above")
 
@@ -117,7 +118,9 @@ def _ref_line_labels(ax, ref_lines: dict[str, float], ceilings: dict[str, float]
     else:
         def frac(v):
             return (v - lo) / (hi - lo)
-    texts = [f"{textwrap.fill(label, 22 if across == 'y' else 16)}\n{v:,.0f}{'/s' if ceiling else ''}"
+    # a limit this machine measured once: at the figures one window keeps (summaries.once); a
+    # reference value (an article's, a published load) as it was given
+    texts = [f"{textwrap.fill(label, 22 if across == 'y' else 16)}\n{once(v, '/s') if ceiling else f'{v:,.0f}'}"
              for label, v, ceiling in items]
     # a name's half extent in axes fractions: across y, its lines of 7.5-pt text (1.25 apart) and
     # a point of air over at most half the figure's height (what the axes keep beside legend and
