@@ -39,15 +39,19 @@ SCALES: dict[str, dict] = {
     # every profile that hands SQLITE_BUSY to its client shows it (one user meets no other
     # writer's lock: its share is 0 by construction; the article's own runs keep it), in 1-s
     # windows (02's quick runs of 2026-11-28 with 1 among them took 137-149 s).
+    # The clients compared (`client_levels`: the article's stack with a new connection per request,
+    # beside its keep-alive points of `profiles`, both cross-checked by oha) at seed only, as the
+    # cross-check.
     "quick": {"levels": [3, 16], "article_levels": [1, 3], "duration": 1.0, "warmup": 0.3,
-              "repeats": 1, "crosscheck_users": None},
+              "repeats": 1, "crosscheck_users": None, "client_levels": []},
     "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 0.0,
-             "repeats": 1, "crosscheck_users": [1, 3]},
+             "repeats": 1, "crosscheck_users": [1, 3], "client_levels": [3]},
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget).
-BUDGET_SECONDS: dict[str, float] = {"quick": 140, "seed": 600}  # seed: 568 s (make seed of 2026-11-28 at 0f6a81e, fresh clone)
+# seed: 568 s (make seed of 2026-11-28 at 0f6a81e, fresh clone), before the clients' three points
+BUDGET_SECONDS: dict[str, float] = {"quick": 140, "seed": 640}
 
 SERVER_SPLIT: int | None = None
 
@@ -56,7 +60,8 @@ HEADLINE_EXPERIMENTS: set[str] | None = {"profiles"}
 
 # Its experiments in plain words, by id or pattern (sqlitelab.studies.declarations.experiment_title).
 EXPERIMENT_TITLES: dict = {"article": "the article's set-ups", "profiles": "each profile",
-                           "immediate": "immediate transactions"}
+                           "immediate": "immediate transactions",
+                           "new-connection": "a new connection per request"}
 
 READS_THE_OTHERS = False
 
@@ -252,6 +257,51 @@ def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False
     head = (f"The article's set-ups at {users} users, {tool} (the article's tool, {conn}) first; a share's "
             f"interval is Wilson's over its requests:")
     return "\n".join([head, *lines])
+
+
+def clients(checks: pd.DataFrame, server: str, levels: list, tool: str = "oha",
+            keepalive: str = "profiles", new_connection: str = "new-connection") -> str:
+    """The same server, set-up and level from two clients — the article's `tool` and the lab's
+    generator — with connections kept alive (experiment `keepalive`) and a new connection per
+    request (`new_connection`): each client's share of failed requests with its interval
+    (Wilson's), and whether the client, or keep-alive, moves it beyond the intervals (claims.apart).
+    `checks`: analysis.crosscheck_table of the run; `levels`: the run's `client_levels` (the
+    highest is compared). Words where the run measured none of it."""
+    if not levels:
+        return ("The clients were not compared at this scale (`client_levels` is empty: the seed scale "
+                f"measures {stack_title(server)} from both clients, with and without keep-alive).")
+    users = max(levels)
+    if checks is None or not len(checks) or "responses" not in checks:
+        return (f"The clients were not compared: the run has no cross-check by {tool} (the seed scale "
+                f"runs one at the article's levels).")
+    at = checks[(checks["server"] == server) & (checks["users"] == users)
+                & checks["experiment"].isin([keepalive, new_connection]) & checks["responses"].gt(0)]
+    if at.empty:
+        return f"The clients were not compared: no cross-check of {stack_title(server)} at {users} users."
+    pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
+    conns = {keepalive: "connections kept alive", new_connection: "a new connection per request"}
+    names = {tool: tool, "lab": "the lab's generator"}
+    lines = [f"**The client, and keep-alive**: {stack_title(server)} at {users} users, each set-up measured by "
+             f"{tool} (the article's tool) and by the lab's generator, with connections kept alive and with a "
+             f"new connection per request:"]
+    for profile, g in at.groupby("profile", sort=False):
+        got = {}
+        for r in g.itertuples():
+            got[(r.experiment, tool if r.generator == tool else "lab")] = \
+                intervals.share_interval(int(r.failed), int(r.responses))
+        said = []
+        for e in (new_connection, keepalive):
+            if (e, tool) in got and (e, "lab") in got:
+                apart = claims.apart(got[(e, tool)], got[(e, "lab")])
+                said.append(f"{conns[e]}: {tool} {pct(got[(e, tool)])}, the lab's generator {pct(got[(e, 'lab')])}"
+                            f" — {'apart' if apart else 'within each other' + chr(39) + 's interval'}")
+        moved = [f"keep-alive moves {names[w]}'s share beyond its interval" for w in (tool, "lab")
+                 if (keepalive, w) in got and (new_connection, w) in got
+                 and claims.apart(got[(keepalive, w)], got[(new_connection, w)])]
+        tail = (" " + "; ".join(moved) + "." if moved else
+                " Keep-alive moves neither client's share beyond its interval." if len(said) == 2 else "")
+        lines.append(f"- **{profile}**: " + ("; ".join(said) or "not both clients") + "." + tail)
+    return "\n".join(lines)
 
 
 def article_run_bars(runs: pd.DataFrame) -> pd.DataFrame:

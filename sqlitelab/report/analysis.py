@@ -172,7 +172,8 @@ def single_machine_table(df: pd.DataFrame, profile: str | None = None) -> pd.Dat
 def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
     """The cross-checks of a run (sweep's `crosscheck`: wrk, or an article's own tool, hey or
     oha) beside every generator that measured the same server, profile and level in the same
-    sweep: rps, p99 and the share of failed requests (means over repeats), their ratio to the
+    sweep: rps, p99 and the share of failed requests (means over repeats; `responses` and
+    `failed`, the counts it is made of: the client's whole run, a generator's windows), their ratio to the
     client's (`rps_vs_ref`, `p99_vs_ref`), the generators' CPU, and the lab's flags. A lab
     generator's `hey_rps` (its requests counted as hey counts them) is shown beside a hey
     cross-check, whose own rate is counted that way. A scenario the client cannot send is listed
@@ -192,6 +193,7 @@ def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
         known = (c["ok_responses"] or 0) + (c["errors"] or 0)  # requests whose outcome it learnt
         rows.append({**base, "generator": tool, "rps": c["rps"], "p99_ms": c["p99_ms"],
                      "error_pct": 100 * c["errors"] / known if known else None,
+                     "responses": known, "failed": c["errors"] or 0,
                      "rps_vs_ref": 1.0, "p99_vs_ref": 1.0, "gen_cpu_pct": c["gen_cpu_pct"],
                      "server_cpu_pct": c["server_cpu_pct"],
                      "note": f"audit {'ok' if c['audit_ok'] else 'FAILED'} ({c['audit_rule']})"})
@@ -209,6 +211,7 @@ def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
                          **({counted_as: rate} if counted_as != "rps" else {}),
                          "error_pct": 100 * g["errors"].sum() / g["requests"].sum()
                          if g["requests"].sum() else None,
+                         "responses": g["requests"].sum(), "failed": g["errors"].sum(),
                          "rps_vs_ref": rate / c["rps"] if c["rps"] else None,
                          "p99_vs_ref": g["p99_ms"].mean() / c["p99_ms"] if c["p99_ms"] else None,
                          "gen_cpu_pct": g["gen_cpu_pct"].mean(), "server_cpu_pct": g["server_cpu_pct"].mean(),

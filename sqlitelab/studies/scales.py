@@ -72,7 +72,8 @@ def _integers(least: int, empty: bool = False):
 ACCEPTS: dict[str, tuple] = {
     **{k: (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]")
        for k in ("levels", "article_levels", "synchronous_levels", "beyond_levels")},
-    "fine_levels": (_integers(1, empty=True), "a list of integers >= 1 (concurrent users; []: none)"),
+    **{k: (_integers(1, empty=True), "a list of integers >= 1 (concurrent users; []: none)")
+       for k in ("fine_levels", "client_levels")},
     "worker_levels": (_integers(1), "a non-empty list of integers >= 1 (concurrent users), e.g. [1, 2, 4]"),
     "worker_counts": (_integers(1, empty=True), "a list of integers >= 1 (Puma workers; []: no sweep)"),
     **{k: (lambda v: _number(v) and v > 0, "a number of seconds > 0")
