@@ -118,7 +118,14 @@ def cases(shape: dict) -> dict:
     art = pd.concat([one.assign(profile=p, users=u) for p in ref["profile"].unique() for u in (1, 3)], ignore_index=True)
     oha = pd.DataFrame({"profile": ref["profile"].unique(), "users": 3, "generator": "oha", "skipped": None,
                         "ok_responses": 0, "errors": 0})
+    # 02's clients: the top level from oha and from the lab's generator, kept alive and not
+    top_level = int(df["users"].max())
+    checks = pd.DataFrame([{"experiment": e, "server": "ruby-puma", "profile": "rails71", "users": top_level,
+                            "generator": g, "responses": int(r.requests), "failed": int(r.errors)}
+                           for e in ("profiles", "new-connection") for g in ("oha", "locust")
+                           for r in df[(df["server"] == "ruby-puma") & (df["users"] == top_level)].head(1).itertuples()])
     return {
+        "clients": lambda: busy_errors.clients(checks, "ruby-puma", [top_level]),
         "article_words": lambda: busy_errors.article_words(busy_errors.article_runs(art, ref, oha)),
         "peaks_text": lambda: read_write_mix.peaks_text(read_write_mix.peaks_again(again, 3, 0.05), 6.0),
         "linear_writes": lambda: linear_writes.linear_writes(seed),

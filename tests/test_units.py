@@ -654,3 +654,22 @@ def test_a_level_is_chosen_and_quoted_on_its_successful_responses():
     assert failing.loc[0, "error_pct"] == pytest.approx(30.0)
     idle = analysis.single_machine_table(pts.assign(requests=0.0, errors=0.0, rps=0.0))
     assert idle["rps"].tolist() == [0.0]  # a level with no request: no rate, not a division by zero
+
+
+def test_the_clients_are_compared_both_ways_with_and_without_keep_alive():
+    """02 at seed, 2026-11-29: with a new connection per request both clients met the lock alike
+    (76 % of ~1,600); kept alive, oha 62 % and the lab's generator none — apart, and keep-alive
+    moves both. Identical shares: within each other's interval, keep-alive moves neither."""
+    from sqlitelab.notebooks import busy_errors
+    rows = [("new-connection", "oha", 1612, 1230), ("new-connection", "locust", 1635, 1252),
+            ("profiles", "oha", 1730, 1064), ("profiles", "locust", 1216, 0)]
+    checks = pd.DataFrame([{"experiment": e, "server": "ruby-rails", "profile": "rails71", "users": 3,
+                            "generator": g, "responses": n, "failed": k} for e, g, n, k in rows])
+    text = busy_errors.clients(checks, "ruby-rails", [3])
+    assert "a new connection per request: oha 76.3 %" in text and "— within each other's interval; connections kept alive" in text
+    assert "the lab's generator 0.00 %" in text and "— apart." in text
+    assert "keep-alive moves oha's share beyond its interval; keep-alive moves the lab's generator's share" in text
+    same = busy_errors.clients(checks.assign(failed=0), "ruby-rails", [3])
+    assert same.endswith("Keep-alive moves neither client's share beyond its interval.")
+    assert "not compared at this scale" in busy_errors.clients(checks, "ruby-rails", [])
+    assert "no cross-check of Ruby · Rails at 16 users" in busy_errors.clients(checks, "ruby-rails", [16])

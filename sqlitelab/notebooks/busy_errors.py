@@ -19,7 +19,7 @@ from sqlitelab.core.vocabulary import STALL_MS
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, claims, findings, summaries
 from sqlitelab.studies.method import (
-    Article, Detail, GEN_WHY, NOT_STATED, crosscheck_client, mean_at, puma_knobs, puma_shape,
+    Article, Detail, GEN_WHY, generator_flags, NOT_STATED, crosscheck_client, mean_at, puma_knobs, puma_shape,
     recorded, software, stack_knob)
 
 
@@ -127,6 +127,9 @@ ARTICLE = Article(ID, "001", "samarbeid, “SQLite in production” (2024)", (
     Detail("load tool", "oha -c N -z 5s -m POST --latency-correction --disable-keepalive --redirect 0 "
            "(--latency-correction changes nothing without -q)", "col:generator", expect=None,
            why=GEN_WHY),
+    Detail("generator flags", "— (one tool, no check of it)", generator_flags, expect=None,
+           why="the lab flags a level its generator may have limited, and measures it again where the "
+               "notebook confirms (docs/method.md, 'The load generator is never the story')"),
     Detail("the article's tool, here", "oha -c N -z 5s -m POST --latency-correction "
            "--disable-keepalive --redirect 0", crosscheck_client, expect=None,
            why="oha 1.16.0, built from its crate, with the article's flags, runs the cross-check "

@@ -23,7 +23,7 @@ from sqlitelab.core.vocabulary import STALL_MS
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
 from sqlitelab.studies.method import (
-    Article, Detail, GEN_WHY, MACHINE_WHY, PIN_WHY, profile_knobs, profile_pragma, puma_knobs,
+    Article, Detail, GEN_WHY, generator_flags, MACHINE_WHY, PIN_WHY, profile_knobs, profile_pragma, puma_knobs,
     puma_shape, crosscheck_client, recorded, software, stack_knob)
 
 
@@ -168,6 +168,9 @@ ARTICLE = Article(ID, "000",
            expect="rails-writes", why="another scenario"),
     Detail("load tool", "hey -c N -z 10s -m POST (Go net/http client)", "col:generator",
            expect=None, why=GEN_WHY),
+    Detail("generator flags", "— (one tool, no check of it)", generator_flags, expect=None,
+           why="the lab flags a level its generator may have limited, and measures it again where the "
+               "notebook confirms (docs/method.md, 'The load generator is never the story')"),
     Detail("the article's tool, here", "hey -c N -z 10s -m POST, following the redirect",
            crosscheck_client, expect=None,
            why="hey v0.1.5, built from its Go module, runs the cross-check levels for `warmup + "

@@ -22,7 +22,7 @@ from sqlitelab.infra.servers import knob_value_title
 from sqlitelab.load.verdicts import writer_batches
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
 from sqlitelab.studies.method import (
-    Article, Detail, GEN_WHY, MACHINE_WHY, NOT_STATED, PIN_WHY, software, window)
+    Article, Detail, GEN_WHY, generator_flags, MACHINE_WHY, NOT_STATED, PIN_WHY, software, window)
 
 
 # What each constant means: sqlitelab.studies.declarations.
@@ -162,6 +162,9 @@ ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
            why="set by the notebook's `synchronous`"),
     Detail("load generator", "own Rust tool (reqwest + tokio), N concurrent async workers",
            "col:generator", expect=None, why=GEN_WHY),
+    Detail("generator flags", "— (one tool, no check of it)", generator_flags, expect=None,
+           why="the lab flags a level its generator may have limited, and measures it again where the "
+               "notebook confirms (docs/method.md, 'The load generator is never the story')"),
     Detail("mix", "90 % GET by primary key / 10 % POST", "param:write_share", expect=0.1,
            why="another write share"),
     Detail("payload", "2 KB", "param:payload_bytes", expect=2048, why="another payload size"),

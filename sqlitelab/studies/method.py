@@ -202,6 +202,26 @@ def software(stack: str, keys: tuple[str, ...]) -> Callable:
     return get
 
 
+def generator_flags(run: RunView) -> str:
+    """How the run's generator flags were settled, counted from its points: the levels measured
+    again with another generator (a point that replaced one: `replaced_generator`), and the
+    flagged levels that kept their flag; "none flagged" where no point was."""
+    pts = run.points
+    if pts.empty:
+        return "no points"
+    flag = lambda col: pts[col].fillna(0).astype(bool) if col in pts else pd.Series(False, index=pts.index)  # noqa: E731
+    again = pts["replaced_generator"].notna() if "replaced_generator" in pts else pd.Series(False, index=pts.index)
+    kept = (flag("generator_bound") | flag("generator_influenced")) & ~again
+    if not again.any() and not kept.any():
+        return "none flagged"
+    parts = []
+    if again.any():
+        parts.append(f"{int(again.sum())} point(s) measured again with {', '.join(sorted(set(pts.loc[again, 'generator'])))}")
+    if kept.any():
+        parts.append(f"{int(kept.sum())} flagged point(s) not measured again (their rate a lower bound)")
+    return "; ".join(parts)
+
+
 def crosscheck_client(run: RunView) -> str:
     """The cross-check's client and levels, from the run's parameters: "hey at 1, 4, 16 users";
     "not run" when the run had none (crosscheck_users None, as at quick scale in some notebooks)."""
@@ -313,7 +333,7 @@ PIN_WHY = ("the lab pins the server to its own CPUs and the load generator to th
            "neither steals the other's cycles")
 GEN_WHY = ("the lab drives load with Locust (FastHttpUser) or its own Go generator `loadgen`: "
            "closed loop, N users each waiting for its answer before the next request, like -c N; "
-           "a level where Locust was generator-bound or -influenced is measured again with loadgen "
-           "(a level loadgen itself measured has no second generator: it stays flagged, its rate a "
-           "lower bound; both calibrated against wrk, and cross-checked at the scale's `crosscheck_users` by wrk "
+           "a notebook that passes `confirm` measures again with loadgen each level where Locust was "
+           "generator-bound or -influenced, and a level it does not confirm keeps its flag, its rate "
+           "a lower bound (the 'generator flags' row says which happened here; both calibrated against wrk, and cross-checked at the scale's `crosscheck_users` by wrk "
            "or the article's own tool: see 'The generator')")
