@@ -29,6 +29,7 @@ from sqlitelab import notebooks
 NOT_REQUEST_LEVELS = {
     "buffer": "seed 003's buffer points count records written by one process, not requests",
     "lab_power": "notebook 11's power checks count compare's verdicts, not a level's requests",
+    "ms": "a latency in words (or 'not measured'), for the findings functions that are run here",
 }
 
 
@@ -59,12 +60,20 @@ def point(server: str, users: int, rps: float, **extra) -> dict:
     return row
 
 
-def curves(stalled_users: set[int], levels=(1, 2, 4, 8)) -> pd.DataFrame:
-    """Two stacks over `levels`; ruby-puma stalled (no request finished) at `stalled_users`."""
+def curves(stalled_users: set[int], levels=(1, 2, 4, 8), repeats: int = 1, no_percentiles: bool = False,
+           one_database: bool = False) -> pd.DataFrame:
+    """Two stacks over `levels`, each level `repeats` times (3 % apart); ruby-puma stalled (no
+    request finished) at `stalled_users`; `no_percentiles`: latencies not measured (NaN) where
+    requests finished too. (`one_database`: versus_points' — 07 with SQLite only.)"""
     rows = []
     for server, base in (("ruby-puma", 900.0), ("go-nethttp", 4000.0)):
         for u in levels:
-            rows.append(point(server, u, 0.0 if server == "ruby-puma" and u in stalled_users else base * min(u, 2)))
+            for rep in range(1, repeats + 1):
+                rate = 0.0 if server == "ruby-puma" and u in stalled_users else base * min(u, 2) * (1 + 0.03 * (rep - 1))
+                row = point(server, u, rate, repeat=rep)
+                if no_percentiles:
+                    row.update({k: None for k in ("mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms")})
+                rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -76,7 +85,9 @@ SHAPES = {"one level of several": dict(stalled_users={4}),
 
 def versus_points(**shape) -> pd.DataFrame:
     on_sqlite = curves(**shape)
-    on_pg = curves(set(), shape.get("levels", (1, 2, 4, 8))).assign(
+    if shape.get("one_database"):
+        return on_sqlite
+    on_pg = curves(set(), shape.get("levels", (1, 2, 4, 8)), shape.get("repeats", 1)).assign(
         database="postgres", experiment="000-writes/postgres")
     return pd.concat([on_sqlite, on_pg], ignore_index=True)
 

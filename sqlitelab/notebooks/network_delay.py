@@ -147,10 +147,12 @@ def network(table: pd.DataFrame) -> str:
             note = f", {analysis.limit_note(r._asdict())}" if analysis.limited(r._asdict()) else ""
             of_direct = f" ({r.rps / b.rps:.0%} of direct)" if findings.finished(b.rps) else ""
             bound = f", {r.of_bound:.0%} of the bound" if r.of_bound == r.of_bound else ", no bound (no direct service time)"
-            parts.append(f"{link_title(r.link)}: {r.rps:,.0f} req/s{of_direct}, mean {r.mean_ms:.2f} ms{bound}{note}")
-        direct = f"direct {b.rps:,.0f} req/s, mean {b.mean_ms:.2f} ms" if findings.finished(b.rps) else f"direct: {findings.STALLED}"
+            parts.append(f"{link_title(r.link)}: {r.rps:,.0f} req/s{of_direct}, mean {findings.ms(r.mean_ms, 2)}{bound}{note}")
+        direct = (f"direct {b.rps:,.0f} req/s, mean {findings.ms(b.mean_ms, 2)}" if findings.finished(b.rps)
+                  else f"direct: {findings.STALLED}")
         lines.append(f"- **{stack_title(server)}, {users} users** — {direct}; " + "; ".join(parts) + ".")
-    check = (table["little_rps"] / table["rps"]).dropna()
+    rps = pd.to_numeric(table["rps"], errors="coerce")
+    check = (pd.to_numeric(table["little_rps"], errors="coerce") / rps.where(rps > 0)).dropna()
     if len(check):
         lines.append(f"- Little's law as a check of the measurement: users ÷ mean latency is "
                      f"within {(check - 1).abs().max():.1%} of the measured rate at every level.")

@@ -28,7 +28,7 @@ from sqlitelab.core.vocabulary import OPERATION_TITLES
 from sqlitelab.experiments.sweep import Spec, spec
 from sqlitelab.infra import operations as ops
 from sqlitelab.infra.servers import stack_title
-from sqlitelab.report import capacity
+from sqlitelab.report import capacity, findings
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
 
@@ -261,7 +261,7 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
         knee = f", the first rate it fell behind {r.knee_rate:,.0f}/s" if pd.notna(r.knee_rate) else ""
         lines.append(f"- **{stack_title(r.server)}**: open-loop capacity {r.open_rps:,.0f} req/s{bound}{knee}; "
                      f"closed-loop capacity {r.slo_rps:,.0f} req/s ({r.slo_users} users); naive peak "
-                     f"{r.peak_rps:,.0f} req/s at p99 {r.peak_p99_ms:,.1f} ms.")
+                     f"{r.peak_rps:,.0f} req/s at p99 {findings.ms(r.peak_p99_ms)}.")
     if three.empty:
         lines.append("- No stack has both open- and closed-loop points.")
     if cost.empty:
@@ -283,7 +283,7 @@ def operations(three: pd.DataFrame, cost: pd.DataFrame) -> str:
     if len(ranked):
         w = ranked.iloc[0]
         lines.append(f"- **Hurt most**: {w.operation} on {stack_title(w.server)}, its worst second's p99 "
-                     f"{w.worst_p99_during_ms:.1f} ms against {w.p99_before_ms:.1f} ms before "
+                     f"{findings.ms(w.worst_p99_during_ms)} against {findings.ms(w.p99_before_ms)} before "
                      f"(×{w.p99_cost_x:.1f}).")
     if not cost["audit_ok"].all():
         lines.append("- **AUDIT FAILED** for some operation: acknowledged writes are missing.")

@@ -148,7 +148,7 @@ def beyond_table(df: pd.DataFrame, profile: str, beyond: str | None) -> pd.DataF
     if t.empty:
         return pd.DataFrame()
     wide = t.pivot_table(index=["server", "scenario"], columns="profile",
-                         values=["users", "rps", "p99_ms", "error_pct"], sort=False)
+                         values=["users", "rps", "p99_ms", "error_pct"], sort=False, dropna=False)
     out = pd.DataFrame(index=wide.index)
     for name, prof in (("article", profile), ("beyond", beyond)):
         for col in ("users", "rps", "p99_ms", "error_pct"):
@@ -207,7 +207,7 @@ def beyond(table: pd.DataFrame, profile: str | None, beyond_profile: str | None)
             if not findings.finished(r[f"rps ({name})"]):
                 return findings.STALLED
             return (f"{r[f'rps ({name})']:,.0f}{unit} ({r[f'error_pct ({name})']:.1f} % failed, p99 "
-                    f"{r[f'p99_ms ({name})']:,.1f} ms)")
+                    f"{findings.ms(r[f'p99_ms ({name})'])})")
         ratio = (f"{r['rps ratio (beyond / article)']:.2f}× the article's pool's rate"
                  if findings.finished(r["rps (article)"]) and findings.finished(r["rps (beyond)"]) else "no ratio")
         lines.append(f"- **{r['scenario']}** on {r['server']}: {side('article', ' req/s')} "

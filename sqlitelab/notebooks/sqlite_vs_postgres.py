@@ -307,7 +307,7 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
     stalled = ratios["stalled"].astype(bool) if "stalled" in ratios else pd.Series(False, index=ratios.index)
     for (workload, scenario), g in ratios.groupby(["workload", "scenario"], sort=True):
         parts = [f"{stacks.stack_title(r.server)} {r.sqlite_rps:,.0f} vs {r.postgres_rps:,.0f} req/s "
-                 + (f"(×{r.rps_ratio:.2f}; p99 {r.sqlite_p99_ms:.1f} vs {r.postgres_p99_ms:.1f} ms"
+                 + (f"(×{r.rps_ratio:.2f}; p99 {findings.ms(r.sqlite_p99_ms)} vs {findings.ms(r.postgres_p99_ms)}"
                     if not stalled[i] else f"(no ratio: on {r.stalled}, {findings.STALLED}")
                  + (f"; {r.limits}" if r.limits else "") + ")" for i, r in zip(g.index, g.itertuples())]
         lines.append(f"- **{workload} · {scenario}** — SQLite vs Postgres {at}: "
@@ -325,12 +325,12 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
     if len(slo):
         lines.append("- **Where Postgres had more capacity at the latency objective** (p99 within it and no errors): " + "; ".join(
             f"{stacks.stack_title(r.server)} on {r.scenario} ({r.postgres_slo_rps:,.0f} vs {r.sqlite_slo_rps:,.0f} req/s"
-            + (": SQLite's levels all had errors or a p99 over the objective" if r.sqlite_slo_rps == 0 else "") + ")"
+            + (": SQLite's levels all had errors, a p99 over the objective or none measured" if r.sqlite_slo_rps == 0 else "") + ")"
             for r in slo.itertuples()) + ".")
     faster = ratios[ratios["p99_ratio"] > 1]
     if len(faster):
         lines.append("- **Where Postgres answered with the lower p99** " + ("at that level" if one else "at the best levels") + ": " + "; ".join(
-            f"{stacks.stack_title(r.server)} on {r.scenario} ({r.postgres_p99_ms:.1f} vs {r.sqlite_p99_ms:.1f} ms)"
+            f"{stacks.stack_title(r.server)} on {r.scenario} ({findings.ms(r.postgres_p99_ms)} vs {findings.ms(r.sqlite_p99_ms)})"
             for r in faster.itertuples()) + ".")
     measured = ratios["rps_ratio"].dropna()
     unmeasured = (f" (no ratio for {int(stalled.sum())} pair(s): on one side no request finished in any window)"
@@ -348,7 +348,7 @@ def versus(ratios: pd.DataFrame, table: pd.DataFrame) -> str:
             b = base.iloc[0]
             lines.append(f"- {stacks.stack_title(r.server)}, {r.scenario} with Postgres on its own host ({r.store}): "
                          f"{r.best_rps:,.0f} req/s, {r.best_rps / b.best_rps:.0%} of Postgres over its "
-                         f"socket; p99 {r.best_p99_ms:.1f} ms (was {b.best_p99_ms:.1f}).")
+                         f"socket; p99 {findings.ms(r.best_p99_ms)} (was {findings.ms(b.best_p99_ms)}).")
     bad = int((~ratios["audit_ok"]).sum())
     lines.append("- Audits: every acknowledged write was in its database, on both databases."
                  if bad == 0 else f"- **AUDIT FAILED** in {bad} workload/stack pair(s).")

@@ -183,7 +183,7 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
             continue
         note = f" ({c.peak_limit}: a lower bound)" if c.peak_lower_bound else ""
         lines.append(f"- **{stack_title(c.server)}**: the naive peak is **{c.peak_rps:,.0f} requests/s** at "
-                     f"{c.peak_users} users (p99 {c.peak_p99_ms:,.1f} ms){note}.")
+                     f"{c.peak_users} users (p99 {findings.ms(c.peak_p99_ms)}){note}.")
         if c.slo_rps > 0:
             dau = capacity.daily_active_users(c.slo_rps, requests_per_user, peak_hours)
             lines.append(f"- At a p99 of at most {slo_p99_ms:g} ms with no errors it serves "
@@ -198,7 +198,7 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
     for o in (open_cap if open_cap is not None else pd.DataFrame()).itertuples():
         if o.open_rps > 0:
             lines.append(f"- Offered load (open loop, {o.users} users): it kept up with "
-                         f"**{o.open_rps:,.0f} requests/s** (p99 {o.open_p99_ms:,.1f} ms from the due "
+                         f"**{o.open_rps:,.0f} requests/s** (p99 {findings.ms(o.open_p99_ms)} from the due "
                          f"times)" + (f"; at {o.knee_rate:,.0f} requests/s it no longer did."
                                       if o.knee_rate is not None else
                                       ", the highest rate offered: a lower bound."))

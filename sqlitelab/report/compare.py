@@ -237,7 +237,7 @@ def _levels(s: Side) -> pd.DataFrame:
     for m in METRICS:
         agg[m] = (m, "mean")
         agg[f"{m}_spread"] = (m, lambda v: (v.max() - v.min()) / v.mean() if len(v) > 1 and v.mean() else math.nan)
-        agg[f"{m}_runs"] = (m, lambda v: [float(x) for x in v if x == x])
+        agg[f"{m}_runs"] = (m, lambda v: [float(x) for x in v if x is not None and x == x])
     agg["repeats"] = ("rps", "size")
     agg["outlasted"] = (("outlasted", lambda v: bool(v.fillna(False).astype(bool).any())) if "outlasted" in pts
                         else ("rps", lambda v: False))

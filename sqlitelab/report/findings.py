@@ -20,6 +20,12 @@ from sqlitelab.report.analysis import flagged, limited, machine_limits
 STALLED = "no request finished in its window (a stall: the server was alive after it)"
 
 
+def ms(value, places: int = 1) -> str:
+    """A latency in words: "3.5 ms", or "not measured" where the point has none (NaN: its
+    percentiles were not recorded)."""
+    return f"{value:,.{places}f} ms" if value is not None and value == value else "not measured"
+
+
 def finished(rps) -> bool:
     """Whether any request finished in the window: a rate above 0 (not 0, None or NaN)."""
     return rps is not None and rps == rps and rps > 0
