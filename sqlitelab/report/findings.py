@@ -116,7 +116,7 @@ def health(df: pd.DataFrame) -> str:
         out.append(f"ℹ️ {len(r)} point(s) come from **{r['generator'].iloc[0]}**, measured again where "
                    f"{r['replaced_generator'].iloc[0]} was generator-bound or -influenced.")
     if len(df) and df["audit_ok"].all():
-        out.append(f"✅ Audit ok at all {len(df)} points: rows written == acknowledged writes, "
+        out.append(f"Audit ok at all {len(df)} points: rows written == acknowledged writes, "
                    "integrity_check ok.")
     return "\n\n".join(out)
 
