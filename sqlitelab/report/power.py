@@ -17,7 +17,7 @@ against A again, and A again against C (the two neighbours in time), point by po
   point is slowed when its server, in the unheld run, used more CPU than the cap leaves it by
   enough to lose at least half the injected share (expected ratio cap × its CPUs ÷ its CPU use
   ≤ 1 − (1 − cap) / 2: 0.9 at a cap of 0.8); a point waiting on its disk or on the generator
-  does not slow down, and is counted apart, as one more the same code: it should stay within
+  does not slow down, and is counted apart, as one more pair of the same code: it should stay within
   noise (`others`, `others_within`).
 
 The held pair is judged against the A/A pair's band (the A/A points' own scatter): a hold slows
