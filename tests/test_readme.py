@@ -84,3 +84,6 @@ def test_02s_row_leads_with_the_articles_tool_and_says_what_its_own_runs_cannot_
     words = busy_errors.article_words(busy_errors.article_runs(busy_errors.busy_summary(pts), ref, x["crosschecks"]))
     assert words.startswith("The article's set-ups at 3 users, oha (the article's tool, a new connection per request)")
     assert "the article's runs cannot tell them apart" in words and "Wilson's" in words
+    alone = busy_errors.article_words(busy_errors.article_runs(busy_errors.busy_summary(pts), ref, None))
+    assert "oha, the article's tool, ran none of them at this scale" in alone
+    assert "the lab's generator 0.86 %" in alone and "here, the lab's generator tells them apart" in alone

@@ -226,39 +226,47 @@ def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False
     """The article's set-ups at its highest level, its own client `tool` first (as the article
     ran it), the lab's generator beside it, each share with its interval (Wilson's: a count of
     failed requests) and against the article's (claims.share_words); and whether the article's
-    runs, or these, tell one set-up from the next (claims.apart). Words for a set-up its client
-    did not run."""
+    runs, or these, tell one set-up from the next (claims.apart). Where `tool` ran none of them
+    (quick scale: no cross-check), the lab's generator leads, and the words say so."""
     top = runs[runs["users"] == runs["users"].max()]
     share = lambda k, n: intervals.share_interval(int(k), int(n))  # noqa: E731
     pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
     conn = "a new connection per request" if not keepalive else "connections kept alive"
     users = int(top["users"].iloc[0]) if len(top) else 0
-    lines, art, mine = [], [], []
+    counts = top.get(f"{tool}_responses", pd.Series(dtype=float))
+    ran = bool(counts.notna().any())  # the tool ran at this level (a stall of it is still a run)
+    lines, art, lead = [], [], []
     for r in top.itertuples():
         a = share(r.article_errors, r.article_responses)
         art.append(a)
-        said = []
-        n = getattr(r, f"{tool}_responses", None)
-        if n is not None and n == n and n > 0:
-            t = share(getattr(r, f"{tool}_errors"), n)
-            mine.append(t)
-            said.append(f"{tool} {pct(t)}: {claims.share_words(t, a)}")
+        said, n = [], getattr(r, f"{tool}_responses", None)
+        mine = share(r.busy_errors, r.requests) if r.requests == r.requests and r.requests > 0 else None
+        if ran:
+            t = share(getattr(r, f"{tool}_errors"), n) if n is not None and n == n and n > 0 else None
+            lead.append(t)
+            said.append(f"{tool} {pct(t)}: {claims.share_words(t, a)}" if t else
+                        f"{tool} did not run it" if n is None or n != n else f"{tool}: {findings.STALLED}")
+            if mine:
+                said.append(f"the lab's generator beside it {pct(mine)}")
         else:
-            mine.append(None)
-            said.append(f"{tool} did not run it" if n is None or n != n else f"{tool}: {findings.STALLED}")
-        if r.requests == r.requests and r.requests > 0:
-            said.append(f"the lab's generator beside it {pct(share(r.busy_errors, r.requests))}")
-        elif r.requests == 0:
+            lead.append(mine)
+            if mine:
+                said.append(f"the lab's generator {pct(mine)}: {claims.share_words(mine, a)}")
+        if r.requests == 0:
             said.append(f"the lab's generator: {findings.STALLED}")
-        lines.append(f"- **{r.setup}**: " + "; ".join(said) + ".")
-    steps = [(top["setup"].iloc[i], top["setup"].iloc[i + 1], i) for i in range(len(top) - 1)]
-    for first, second, i in steps:
+        lines.append(f"- **{r.setup}**: " + ("; ".join(said) or "not measured") + ".")
+    who = tool if ran else "the lab's generator"
+    for i in range(len(top) - 1):
+        first, second = top["setup"].iloc[i], top["setup"].iloc[i + 1]
         theirs = "tell them apart" if claims.apart(art[i], art[i + 1]) else "cannot tell them apart (their intervals overlap)"
-        ours = ("has no share of both" if mine[i] is None or mine[i + 1] is None else
-                "tells them apart" if claims.apart(mine[i], mine[i + 1]) else "cannot tell them apart either")
-        lines.append(f"- {first} → {second}: the article's runs {theirs}; here, {tool} {ours}.")
+        ours = ("has no share of both" if lead[i] is None or lead[i + 1] is None else
+                "tells them apart" if claims.apart(lead[i], lead[i + 1]) else "cannot tell them apart either")
+        lines.append(f"- {first} → {second}: the article's runs {theirs}; here, {who} {ours}.")
     head = (f"The article's set-ups at {users} users, {tool} (the article's tool, {conn}) first; a share's "
-            f"interval is Wilson's over its requests:")
+            f"interval is Wilson's over its requests:" if ran else
+            f"The article's set-ups at {users} users, from the lab's generator ({conn}): {tool}, the article's "
+            f"tool, ran none of them at this scale (its cross-check runs at seed); a share's interval is "
+            f"Wilson's over its requests:")
     return "\n".join([head, *lines])
 
 
