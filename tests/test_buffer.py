@@ -137,6 +137,11 @@ def test_projection_skips_oversized_point(tmp_path, monkeypatch):
     huge = 10**12
     p = buffer.project_point("article", huge, 25, work_dir=tmp_path)
     assert p["skipped"] and "memory" in p["skipped"]
+    # the projection says whether it used the measured bytes per record or the safety floor above them
+    floor = buffer.project_point("article", huge, 25, work_dir=tmp_path, bytes_per_record=564.0)["skipped"]
+    assert "projected at 660 B per record, the safety floor: above the 564 B measured" in floor
+    measured = buffer.project_point("article", huge, 25, work_dir=tmp_path, bytes_per_record=700.0)["skipped"]
+    assert "projected at 700 B per record, as measured" in measured
     p = buffer.project_point("tuned", huge, 25, work_dir=tmp_path)
     assert p["skipped"] and "disk" in p["skipped"]
     assert buffer.project_point("article", 1000, 25, work_dir=tmp_path)["skipped"] is None

@@ -73,7 +73,10 @@ def project_point(method: str, total: int, rows_per_txn: int, records_per_row: i
     free = shutil.disk_usage(probe_dir).free - keep_free_gb * 2**30
     skipped = None
     if mem > mem_ok:
-        how = f"projected at {bpr:,.0f} B per record" if method == "article" else "projected"
+        floor = method == "article" and bpr > (bytes_per_record or 0)
+        how = (f"projected at {bpr:,.0f} B per record" + (
+            f", the safety floor: above the {bytes_per_record:,.0f} B measured" if floor and bytes_per_record else
+            ", the safety floor" if floor else ", as measured") if method == "article" else "projected")
         skipped = (f"needs ~{mem / 2**30:.1f} GiB of memory ({how}), {avail / 2**30:.1f} GiB "
                    f"available ({mem_fraction:.0%} minus a {mem_reserve_gib:g} GiB reserve: "
                    f"{max(mem_ok, 0) / 2**30:.1f} GiB)")

@@ -18,6 +18,7 @@ from types import ModuleType
 import pandas as pd
 
 from sqlitelab.core.vocabulary import METHOD_TITLES, TUNED_VARIANT, VARIANT_TITLES
+from sqlitelab.experiments.buffer import ARTICLE_PEAK_BYTES_PER_RECORD
 from sqlitelab.report import analysis, claims, summaries
 from sqlitelab.studies.method import (
     Article, AS_PUBLISHED, Detail, MACHINE_WHY, NOT_STATED, consumed_up_to, large_points,
@@ -332,7 +333,9 @@ def buffer(bf: pd.DataFrame, ref: pd.DataFrame, slow: pd.DataFrame | None = None
             lines.append(f"- Holding every record first costs **{mem:,.0f} bytes of memory per record** "
                          f"at its peak ({int(big['total'].iloc[0]):,} records): "
                          f"{mem * 50e6 / 2**30:,.0f} GiB for 50 M records, "
-                         f"{mem * 100e6 / 2**30:,.0f} GiB for 100 M.")
+                         f"{mem * 100e6 / 2**30:,.0f} GiB for 100 M at that rate (the run's safety check "
+                         f"projects a point it may skip with the larger of this and its floor, "
+                         f"{ARTICLE_PEAK_BYTES_PER_RECORD:,} B).")
     tuned = d[d["method"] == "tuned"]
     if len(tuned):
         g = tuned.groupby(["synchronous", "rows_per_txn", "total"])["records_per_s"].median()
