@@ -21,6 +21,7 @@ no interval: `low` and `high` are NaN and `method` says why.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -180,8 +181,8 @@ def share_interval(hits: int, trials: int, level: float = LEVEL) -> Interval:
     interval reaches below zero (Brown, Cai & DasGupta, "Interval estimation for a binomial
     proportion", 2001); 0 of n has an interval from 0 up. No trials: refused."""
     _check_level(level)
-    for name, v in (("hits", hits), ("trials", trials)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v != int(v):
+    for name, v in (("hits", hits), ("trials", trials)):  # counts: whole numbers, of any numeric type
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v or v < 0 or v != int(v):
             raise ValueError(f"share_interval: {name} must be a whole number >= 0, not {v!r}")
     k, n = int(hits), int(trials)
     if n == 0 or k > n:
@@ -191,6 +192,12 @@ def share_interval(hits: int, trials: int, level: float = LEVEL) -> Interval:
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
     return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n, f"Wilson's score interval over {n} requests")
+
+
+def shown_share(interval: Interval) -> str:
+    """A share (share_interval) in percent with its interval over its requests: "1.45 % (95 %
+    interval 0.87–2.43 %, 966 requests)"."""
+    return shown(scaled(interval, 100), "%", of="requests")
 
 
 def median_interval(values: Iterable[float], level: float = LEVEL) -> Interval:

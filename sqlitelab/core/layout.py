@@ -41,6 +41,15 @@ def cpu_list(spec: str) -> list[int]:
     return out
 
 
+def pinned_count(specs) -> int:
+    """How many CPUs a run's servers (or generators) were pinned to, from its runs rows' CPU lists
+    (`server_cpus`: '0', '0-1', or 0.0 where a CSV read a one-CPU list back as a number): the
+    first list given, on any machine; 0 where none was (not pinned)."""
+    pinned = [f"{v:g}" if isinstance(v, float) else str(v) for v in specs
+              if v is not None and v == v and str(v).strip()]
+    return len(cpu_list(pinned[0])) if pinned else 0
+
+
 def parse_cpus(spec: str | None, machine=None) -> list[int] | None:
     """A CPU set on a machine (`machine`: its CPUs; default: those this process may use): a CPU
     outside it is refused. None stays None (not pinned)."""

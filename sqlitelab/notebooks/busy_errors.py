@@ -229,8 +229,7 @@ def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False
     runs, or these, tell one set-up from the next (claims.apart). Where `tool` ran none of them
     (quick scale: no cross-check), the lab's generator leads, and the words say so."""
     top = runs[runs["users"] == runs["users"].max()]
-    share = lambda k, n: intervals.share_interval(int(k), int(n))  # noqa: E731
-    pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
+    share, pct = intervals.share_interval, intervals.shown_share
     conn = "a new connection per request" if not keepalive else "connections kept alive"
     users = int(top["users"].iloc[0]) if len(top) else 0
     counts = top.get(f"{tool}_responses", pd.Series(dtype=float))
@@ -289,7 +288,7 @@ def clients(checks: pd.DataFrame, server: str, levels: list, tool: str = "oha",
                 & checks["experiment"].isin([keepalive, new_connection]) & checks["responses"].gt(0)]
     if at.empty:
         return f"The clients were not compared: no cross-check of {stack_title(server)} at {users} users."
-    pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
+    pct = intervals.shown_share
     conns = {keepalive: "connections kept alive", new_connection: "a new connection per request"}
     names = {tool: tool, "lab": "the lab's generator"}
     lines = [f"**The client, and keep-alive**: {stack_title(server)} at {users} users, each set-up measured by "
@@ -299,7 +298,7 @@ def clients(checks: pd.DataFrame, server: str, levels: list, tool: str = "oha",
         got = {}
         for r in g.itertuples():
             got[(r.experiment, tool if r.generator == tool else "lab")] = \
-                intervals.share_interval(int(r.failed), int(r.responses))
+                intervals.share_interval(r.failed, r.responses)
         said = []
         for e in (new_connection, keepalive):
             if (e, tool) in got and (e, "lab") in got:
@@ -395,14 +394,13 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     tool = summaries.parameter(study, x, "crosscheck_tool", "oha")
     runs = article_runs(busy_summary(pts), ref, checks, tool)
     runs = runs[runs["users"] == at["users"].iloc[0]]
-    share = lambda k, n: intervals.share_interval(int(k), int(n))  # noqa: E731
-    pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
+    share, pct = intervals.share_interval, intervals.shown_share
     parts = []
     if f"{tool}_responses" in runs and runs[f"{tool}_responses"].gt(0).all():
         said = [f"{r.setup} {pct(share(getattr(r, f'{tool}_errors'), getattr(r, f'{tool}_responses')))}"
                 for r in runs.itertuples()]
         verdicts = [claims.share_words(share(getattr(r, f"{tool}_errors"), getattr(r, f"{tool}_responses")),
-                                       share(r.article_errors, r.article_responses)).split(" (")[0]
+                                       share(r.article_errors, r.article_responses), cite=False)
                     for r in runs.itertuples()]
         parts.append(f"the article's tool, {tool}, as it ran it (a new connection per request): " + " → ".join(said)
                      + " — " + "; ".join(verdicts))

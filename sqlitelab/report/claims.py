@@ -141,24 +141,25 @@ def shape_words(here: Mapping[float, float], article: Mapping[float, float], sha
     return "not the article's shape: " + "; ".join(said)
 
 
-def share_words(here: intervals.Interval, article: intervals.Interval, factor: float = SHARE_FACTOR) -> str:
+def share_words(here: intervals.Interval, article: intervals.Interval, factor: float = SHARE_FACTOR,
+                cite: bool = True) -> str:
     """A share of failed requests (intervals.share_interval) against the article's, each with its
     interval: "the article's zero" (none failed, in both), "the article's share" (the intervals
     overlap and the shares are within `factor` of each other), otherwise what differs, with the
-    article's number."""
-    pct = lambda iv: intervals.shown(intervals.scaled(iv, 100), "%", of="requests")  # noqa: E731
+    article's number (`cite`: in parentheses, with the condition; False: the verdict alone)."""
+    its = intervals.shown_share(article)
     if article.estimate == 0:
         return "none failed: the article's zero" if here.estimate == 0 else \
-            f"not the article's zero (its {pct(article)})"
+            "not the article's zero" + (f" (its {its})" if cite else "")
     if here.estimate == 0:
-        return f"none failed, where the article's {pct(article)} did"
+        return "none failed, where the article's " + (f"{its} did" if cite else "did")
     overlap = here.low <= article.high and article.low <= here.high
     near = 1 / factor <= here.estimate / article.estimate <= factor
     if overlap and near:
-        return f"the article's share (its {pct(article)}: the intervals overlap, within {factor:g}×)"
+        return "the article's share" + (f" (its {its}: the intervals overlap, within {factor:g}×)" if cite else "")
     how = (f"{here.estimate / article.estimate:.2g}× the article's" if not near else "near the article's")
     why = "the intervals apart" if not overlap else f"beyond {factor:g}×"
-    return f"not the article's share: {how} (its {pct(article)}; {why})"
+    return f"not the article's share: {how}" + (f" (its {its}; {why})" if cite else "")
 
 
 def apart(a: intervals.Interval, b: intervals.Interval) -> bool:

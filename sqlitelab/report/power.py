@@ -106,8 +106,7 @@ def slowed_points(table: pd.DataFrame, cap: float, cpus: int) -> pd.Series:
 
 def _server_cpus(runs: pd.DataFrame) -> int:
     """The CPUs a run's servers could use: their pinned set (runs' `server_cpus`), else every CPU."""
-    pinned = [str(v) for v in runs.get("server_cpus", pd.Series(dtype=object)).dropna() if str(v).strip()]
-    return len(layout.parse_cpus(pinned[0])) if pinned else len(layout.available_cpus())
+    return layout.pinned_count(runs.get("server_cpus", pd.Series(dtype=object))) or len(layout.available_cpus())
 
 
 def table(db=None) -> pd.DataFrame:

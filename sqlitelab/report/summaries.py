@@ -57,10 +57,7 @@ def server_cores(study: ModuleType, x: Tables) -> str:
     "2 server cores", or "every core (servers not pinned)"."""
     runs = x.get("runs", pd.DataFrame())
     runs = runs[runs["notebook"] == study.ID] if len(runs) else runs
-    # a CSV column of one CPU each reads back as numbers: 0.0 is CPU 0
-    pinned = [f"{v:g}" if isinstance(v, float) else str(v)
-              for v in runs.get("server_cpus", pd.Series(dtype=object)).dropna() if str(v).strip()]
-    n = len(layout.cpu_list(pinned[0])) if pinned else 0
+    n = layout.pinned_count(runs.get("server_cpus", pd.Series(dtype=object)))
     return "every core (servers not pinned)" if not n else "one server core" if n == 1 else f"{n} server cores"
 
 
