@@ -222,6 +222,12 @@ def article_runs(summary: pd.DataFrame, ref: pd.DataFrame, checks: pd.DataFrame 
     return out
 
 
+# What a share's interval holds where each set-up ran once, minutes from the next (not interleaved):
+# the chance in the count of one run, not how far another run would move the share.
+ONE_RUN_EACH = (" (one run each, minutes apart, not interleaved: an interval holds the count's chance, "
+                "not how far another run would move it)")
+
+
 def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False) -> str:
     """The article's set-ups at its highest level, its own client `tool` first (as the article
     ran it), the lab's generator beside it, each share with its interval (Wilson's: a count of
@@ -262,10 +268,10 @@ def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False
                 "tells them apart" if claims.apart(lead[i], lead[i + 1]) else "cannot tell them apart either")
         lines.append(f"- {first} → {second}: the article's runs {theirs}; here, {who} {ours}.")
     head = (f"The article's set-ups at {users} users, {tool} (the article's tool, {conn}) first; a share's "
-            f"interval is Wilson's over its requests:" if ran else
+            f"interval is Wilson's over its requests{ONE_RUN_EACH}:" if ran else
             f"The article's set-ups at {users} users, from the lab's generator ({conn}): {tool}, the article's "
             f"tool, ran none of them at this scale (its cross-check runs at seed); a share's interval is "
-            f"Wilson's over its requests:")
+            f"Wilson's over its requests{ONE_RUN_EACH}:")
     return "\n".join([head, *lines])
 
 
@@ -293,7 +299,7 @@ def clients(checks: pd.DataFrame, server: str, levels: list, tool: str = "oha",
     names = {tool: tool, "lab": "the lab's generator"}
     lines = [f"**The client, and keep-alive**: {stack_title(server)} at {users} users, each set-up measured by "
              f"{tool} (the article's tool) and by the lab's generator, with connections kept alive and with a "
-             f"new connection per request:"]
+             f"new connection per request; a share's interval is Wilson's over its requests{ONE_RUN_EACH}:"]
     for profile, g in at.groupby("profile", sort=False):
         got = {}
         for r in g.itertuples():
@@ -403,7 +409,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
                                        share(r.article_errors, r.article_responses), cite=False)
                     for r in runs.itertuples()]
         parts.append(f"the article's tool, {tool}, as it ran it (a new connection per request): " + " → ".join(said)
-                     + " — " + "; ".join(verdicts))
+                     + " — " + "; ".join(verdicts) + ONE_RUN_EACH)
     parts.append(("The lab's generator beside it" if parts else "The lab's generator (no cross-check stored)")
                  + ": " + " → ".join(f"{r.setup} {pct(share(r.busy_errors, r.requests))}" for r in runs.itertuples()
                                      if r.requests == r.requests and r.requests > 0))
