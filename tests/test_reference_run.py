@@ -9,13 +9,13 @@ from test_publish import NOTEBOOK, _executed
 RUNS = ("20261125T100000Z-05-single-machine-aaaa", "20261125T110000Z-05-single-machine-bbbb")
 
 
-def _store(tmp_path):
+def _store(tmp_path, **run):
     db, runs_dir = tmp_path / "results.db", tmp_path / "runs"
     for i, nb_run in enumerate(RUNS):
         run_id = f"{nb_run}/hello"
         results.store_run(
             {"run_id": run_id, **results.describe(NOTEBOOK, nb_run, "hello", {"scale": "quick"}),
-             "started": f"2026-11-25T1{i}:00:00+00:00", "finished": f"2026-11-25T1{i}:05:00+00:00"},
+             "started": f"2026-11-25T1{i}:00:00+00:00", "finished": f"2026-11-25T1{i}:05:00+00:00", **run},
             [{"run_id": run_id, "server": s, "profile": "default", "scenario": "hello", "users": u,
               "repeat": 1, "generator": "loadgen", "rps": 1000.0 * u + i, "p99_ms": 2.5, "headline": h,
               "histogram": "HISTFAAA", "audit_ok": 1}
@@ -100,3 +100,19 @@ def test_the_power_checks_of_the_runs_machine_go_beside_them_and_into_the_readme
     assert "No power check is stored on this machine" in shown and "On the reference machine" in shown
     assert shown.count("\n- notebook 03") == 3
     assert "On the reference machine" not in compare_runs.lab_power(pd.DataFrame(), tmp_path / "nothing")
+
+
+def test_the_calibrations_the_runs_used_go_beside_them(tmp_path):
+    """HTTP alone (wrk on /hello) and the generator flags' thresholds come from the calibrations
+    the exported runs name: those rows are exported, no other; a run naming none exports none."""
+    for named, want in (({}, []), ({"calibrations": '{"loadgen": "used"}'}, ["used"])):
+        db, runs_dir = _store(tmp_path / str(len(want)), **named)
+        results.store_rows("calibrations", [
+            {"calib_id": c, "generator": "loadgen", "machine": "m", "started": f"2026-11-25T0{i}:00:00+00:00",
+             "hello_wrk_rps": 1000.0 * (i + 1), "target": "rust-axum"} for i, c in enumerate(("used", "other"))], db)
+        out = tmp_path / str(len(want)) / "export"
+        reference_run.export(publish.newest("quick", runs_dir=runs_dir, db=db), out, db, runs_dir)
+        cal = reference_tables.load(out)["calibrations"]
+        assert (out / "calibrations.csv").exists() == bool(want)
+        assert list(cal.get("calib_id", [])) == want and list(cal.get("hello_wrk_rps", [])) == [1000.0] * len(want)
+    assert "| `calibrations.csv` | 1 |" in (out / "README.md").read_text()

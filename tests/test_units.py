@@ -303,6 +303,10 @@ def test_write_path_and_ceiling_and_single_machine_findings():
     assert "one-row commits (NORMAL) **1,000/s**" in text and "wrk on /hello (Rust · Axum) **4,000/s**" in text
     assert f"{py / 1000:.0%} of SQLite alone, {py / 4000:.0%} of HTTP alone" in text
     assert "≥ " in text  # rust-axum's peak is generator-bound: a lower bound
+    lines = {line.split(" ")[3]: line for line in text.splitlines()[1:]}  # "- Python · FastAPI …"
+    assert "no ceiling" not in lines["FastAPI"]  # below both limits
+    assert "of SQLite alone (above it: measured at another moment, it is no ceiling for this run)" in lines["Axum"]
+    assert findings._share_of_limit(99.0, 100.0, "x") == "99% of x"
     # FULL where the ceiling did not measure it: left out, never guessed; a bad kind is refused
     assert analysis.machine_limits(raw, "writes", "full") == {}
     assert list(analysis.machine_limits({**raw, "full_commits_per_s": 90.0}, "writes", "FULL").values()) == [90.0]
@@ -314,9 +318,9 @@ def test_write_path_and_ceiling_and_single_machine_findings():
                         "server_rss_mb": 20.0, "generator_bound": True},
                        {"server": "b", "scenario": "hello", "rps": 3000.0, "mbit_s": 2.0,
                         "server_rss_mb": 30.0, "generator_bound": False}])
-    text = single_machine.single_machine(sm, raw, yahoo_rps=1388.9)
+    text = single_machine.single_machine(sm, raw, yahoo_rps=single_machine.reference_loads()["Yahoo's visits"])
     assert "best a at 12,000 successful req/s (generator-bound" in text and "2.0× Twitter" in text
-    assert "8.6× Yahoo's 1,389 req/s" in text and "5,000 point reads/s" in text
+    assert "8.6× Yahoo's 1,388 req/s" in text and "5,000 point reads/s" in text
 
 
 def test_health_warnings_say_what_went_wrong():

@@ -229,24 +229,30 @@ def crosscheck_table(run_id: str, path=None) -> pd.DataFrame:
 LIMIT_KINDS = ("writes", "reads", "http")
 
 
+def calibration_ids(runs: pd.DataFrame) -> list[str]:
+    """The generator calibrations `runs` rows name (their `calibrations` JSON, generator →
+    calib_id), sorted; a value that is no such JSON names none."""
+    ids: set = set()
+    for v in runs.get("calibrations", pd.Series(dtype=object)).dropna():
+        try:
+            ids |= set((json.loads(v) or {}).values())
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return sorted(ids)
+
+
 def http_ceiling(run_id: str, path=None) -> tuple[float, str] | None:
     """The loopback HTTP ceiling a run's flags were judged against, and the stack it was measured
     on: wrk's rate on GET /hello at 64 users in the run's generator calibrations
     (runs.calibrations → calibrations.hello_wrk_rps, on their `target`, the fastest stack on
     /hello, pinned as the run; the best of them when the run used several generators), stored
     once per machine and referenced by the run; None for a run that skipped calibration."""
-    runs = results.load_table("runs", run_id, path)
-    ids = set()
-    for v in runs.get("calibrations", pd.Series(dtype=object)).dropna():
-        try:
-            ids |= set((json.loads(v) or {}).values())
-        except (TypeError, ValueError):
-            continue
+    ids = calibration_ids(results.load_table("runs", run_id, path))
     if not ids:
         return None
     marks = ",".join("?" * len(ids))
     cal = results.read_sql(f"SELECT hello_wrk_rps, target FROM calibrations WHERE calib_id IN ({marks})",
-                           sorted(ids), path)
+                           ids, path)
     cal = cal.dropna(subset=["hello_wrk_rps"]) if "hello_wrk_rps" in cal else cal.iloc[0:0]
     if cal.empty:
         return None

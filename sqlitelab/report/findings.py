@@ -47,10 +47,21 @@ def ceiling(peaks: pd.DataFrame, limits: dict[str, float], what: str = "peak") -
             lines.append(f"- {servers.stack_title(r['server'])}: at every level, {STALLED}.")
             continue
         ge = "≥ " if r.get("peak_generator_bound") else ""
-        shares = ", ".join(f"{ge}{r['peak_rps'] / v:.0%} of {label.split(':')[0]}"
+        shares = ", ".join(_share_of_limit(r["peak_rps"], v, label.split(":")[0], ge)
                            for label, v in limits.items())
         lines.append(f"- {servers.stack_title(r['server'])} {ge}{r['peak_rps']:,.0f}/s: {shares}.")
     return "\n".join(lines)
+
+
+def _share_of_limit(rate: float, limit: float, label: str, ge: str = "") -> str:
+    """`rate` as a share of one of the machine's limits, named `label`; a rate above the limit
+    says that the limit bounds nothing in this run: a limit is measured once (HTTP alone at the
+    generator's calibration, SQLite alone before the sweep), on a machine whose speed moves
+    between then and the window."""
+    words = f"{ge}{rate / limit:.0%} of {label}"
+    if rate > limit:
+        words += " (above it: measured at another moment, it is no ceiling for this run)"
+    return words
 
 
 # A scenario's family (scenarios.toml) → the machine's limit its requests meet first
@@ -74,7 +85,7 @@ def endpoint_ceilings(best: pd.DataFrame, raw: dict | None, http: tuple[float, s
         if not limits:
             continue
         ge = "≥ " if limited(b) else ""
-        shares = "; ".join(f"{ge}{b.rps / v:.0%} of {label} ({v:,.0f}/s)" for label, v in limits.items())
+        shares = "; ".join(_share_of_limit(b.rps, v, f"{label} ({v:,.0f}/s)", ge) for label, v in limits.items())
         lines.append(f"- **{scenario_title(scenario)}**: best {servers.stack_title(b.server)} "
                      f"{ge}{b.rps:,.0f}/s — {shares}.")
     if not lines:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from sqlitelab.core import config, schema
-from sqlitelab.report import publish, reference_tables
+from sqlitelab.report import analysis, publish, reference_tables
 
 # The columns left out of the tables exported (reference_tables.TABLES): encoded histograms
 # (binary, and every percentile they give is stored beside them).
@@ -62,6 +62,18 @@ def _power(con: sqlite3.Connection, machines: list[str]) -> pd.DataFrame:
                           kind="mergesort").reset_index(drop=True)
 
 
+def _calibrations(con: sqlite3.Connection, runs: pd.DataFrame) -> pd.DataFrame:
+    """The generator calibrations the exported `runs` rows name (analysis.calibration_ids),
+    oldest first."""
+    ids = analysis.calibration_ids(runs)
+    if not ids or not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' "
+                                  "AND name='calibrations'").fetchone():
+        return pd.DataFrame()
+    marks = ", ".join("?" * len(ids))
+    return pd.read_sql_query(f"SELECT * FROM calibrations WHERE calib_id IN ({marks}) "
+                             "ORDER BY started, calib_id", con, params=ids)
+
+
 def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None = None,
            runs_dir: Path | None = None) -> dict[str, Path]:
     """Write `runs` (publish.newest) into `out_dir`: one CSV per table, `methods/<notebook>.csv`,
@@ -87,12 +99,13 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
             df.to_csv(path, index=False)
             written[table] = path
         machines = sorted({str(r.provenance.get("machine")) for r in runs})
-        df = _power(con, machines)
-        path = out / f"{reference_tables.POWER}.csv"
-        path.unlink(missing_ok=True)
-        if len(df):
-            df.to_csv(path, index=False)
-            written[reference_tables.POWER] = path
+        for table, df in ((reference_tables.POWER, _power(con, machines)),
+                          (reference_tables.CALIBRATIONS, _calibrations(con, _rows(con, "runs", ids)))):
+            path = out / f"{table}.csv"
+            path.unlink(missing_ok=True)
+            if len(df):
+                df.to_csv(path, index=False)
+                written[table] = path
     finally:
         con.close()
     for r in runs:

@@ -21,6 +21,9 @@ REFERENCE_DIR = config.REFERENCE_RUN_DIR
 TABLES = ("runs", "points", "buffer_points", "buffer_slow_sync", "ceilings", "crosschecks")
 # The lab's power checks on the exported runs' machine (report.power's rows: not a run's own rows).
 POWER = "power"
+# The generator calibrations the exported runs used (runs.calibrations: stored once per machine,
+# not per run): their flags' thresholds and HTTP alone, wrk's rate on /hello.
+CALIBRATIONS = "calibrations"
 
 
 def load(export_dir: Path | None = None) -> dict[str, pd.DataFrame]:
@@ -31,7 +34,7 @@ def load(export_dir: Path | None = None) -> dict[str, pd.DataFrame]:
         raise FileNotFoundError(f"no reference run in {d} (no manifest.json): export one with "
                                 f"`python -m sqlitelab.report.reference_run --scale seed`")
     out: dict = {"manifest": json.loads((d / "manifest.json").read_text())}
-    for table in (*TABLES, POWER):
+    for table in (*TABLES, POWER, CALIBRATIONS):
         path = d / f"{table}.csv"
         # .copy(): one block per dtype, not one per column as read_csv leaves a wide file
         out[table] = pd.read_csv(path, low_memory=False).copy() if path.exists() else pd.DataFrame()
