@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from sqlitelab.notebooks import studies
 from sqlitelab.report import plots  # noqa: E402
-from sqlitelab.core import config
+from sqlitelab.core import config, intervals
 from sqlitelab.core.vocabulary import link_label, link_title
 from sqlitelab.infra import servers
 from sqlitelab import notebooks
@@ -150,7 +150,7 @@ def charts() -> dict:
             series="server", title="t", xlabel="x", logx=True, ref_value=("as fast", 1.0), caption="c"),
         "rps-dots": lambda: plots.dot_chart(
             bars, category="scenario", value="rps", series="server", logx=True, limits=True,
-            ref_lines={"Twitter's tweets": 6000, "Yahoo's visits": 1389},
+            ref_lines={"Twitter's tweets": 6000, "Yahoo's visits": 1388},
             ceilings={"SQLite alone: point reads": 30000, "HTTP alone: wrk on /hello (Rust · Axum)": 28000},
             reference_series="article: Go, M1 (8 cores)", title="rps", xlabel="requests/s", caption="c"),
         "calibration": lambda: plots.calibration_chart(cal_points, calibrations),
@@ -625,13 +625,13 @@ def test_the_figure_check_refuses_text_on_data_a_wide_title_and_words_not_plain_
 
 
 def test_reference_names_in_the_margin_never_overlap_on_a_tall_axis():
-    """05's quick run: bars up to 135,000 req/s put Twitter's 6,000 and Yahoo's 1,389 a hair
+    """05's quick run: bars up to 135,000 req/s put Twitter's 6,000 and Yahoo's 1,388 a hair
     apart on the axis; their names in the margin are spread apart by their own height, each
     with a leader to its line (the figure check refused it: 'printed over')."""
     rows = [{"server": s, "scenario": e, "rps": v * (i + 1), "generator_bound": False}
             for i, s in enumerate(STACKS) for e, v in (("hello", 33_000), ("user-read", 12_000))]
     fig = plots.bar_chart(pd.DataFrame(rows), category="scenario", value="rps", series="server",
-                          ref_lines={"Twitter 6K tweets/s": 6000, "Yahoo 1,388 req/s": 1389},
+                          ref_lines={"Twitter 6K tweets/s": 6000, "Yahoo 1,388 req/s": 1388},
                           ceilings={"SQLite alone: point reads": 290_000}, title="Requests per second",
                           ylabel="requests/s", caption="c")
     assert plots.problems(plots.lay_out(fig)) == []
@@ -711,6 +711,35 @@ def test_rows_of_zeros_are_named_in_a_note_where_no_bar_is():
     with pytest.raises(ValueError, match="horizontal"):
         plots.bar_chart(df, category=["server", "profile"], value="busy_errors", series="txn_mode", title="t",
                         ylabel="busy", zeros_in_note=True)
+
+
+def test_bars_carry_their_intervals_and_a_zero_says_so_above_its_cap():
+    """02's article runs: each share with its Wilson interval as an error bar over its bar (on the
+    darkest face and above the lightest alike), none where a bar has no interval, a zero's "0"
+    above its interval's cap; a bar that is the mean of several rows has no one interval: refused."""
+    from sqlitelab.notebooks import busy_errors
+    runs = pd.DataFrame({"setup": ["a", "b"], "users": [3, 3], "article_errors": [15, 0], "article_responses": [168, 150],
+                         "oha_errors": [30, 0], "oha_responses": [1000, 900], "oha_share": [0.03, 0.0],
+                         "busy_errors": [50, 0], "requests": [1000, 0], "run_busy_errors": [60, 0],
+                         "run_responses": [1100, 1000], "article_error_share": [15 / 168, 0.0],
+                         "busy_share": [0.05, None], "run_busy_share": [60 / 1100, 0.0]})
+    bars = busy_errors.article_run_bars(runs)
+    wilson = intervals.share_interval(15, 168)
+    first = bars[(bars["set-up"] == "a, 3 users") & (bars["measured"] == "article")].iloc[0]
+    assert (first["low"], first["high"]) == (wilson.low, wilson.high)
+    assert bars["low"].isna().sum() == 1  # the window of b counted no request: no share, no interval
+    fig = plots.lay_out(plots.bar_chart(bars, category="set-up", value="error share", series="measured",
+                                        reference_series="article", hatch_col=None, title="t", ylabel="share",
+                                        percent=True, interval=("low", "high")))
+    ax = fig.axes[0]
+    tops = sorted(round(max(seg[:, 1]), 6) for c in ax.collections for seg in c.get_segments())
+    assert tops == sorted(round(v, 6) for v in bars["high"].dropna())  # one error bar per known interval
+    zeros = [t for t in ax.texts if t.get_text() == "0"]
+    assert len(zeros) == 3 and all(t.xy[1] > 0 for t in zeros)  # above their caps; the missing share none
+    assert plots.problems(fig) == []
+    with pytest.raises(ValueError, match="one row per bar"):
+        plots.bar_chart(pd.concat([bars, bars]), category="set-up", value="error share", series="measured",
+                        title="t", ylabel="s", interval=("low", "high"))
 
 
 def test_a_footer_names_the_profile_only_when_its_points_ran_as_it_says():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import numpy as np
 import pandas as pd
 
 from sqlitelab.core import intervals
@@ -228,6 +229,11 @@ ONE_RUN_EACH = (" (one run each, minutes apart, not interleaved: an interval hol
                 "not how far another run would move it)")
 
 
+# What the article-runs figure's error bars are
+BAR_INTERVALS = ("Error bars: 95 % interval of each share, Wilson's over its requests; one run each, "
+                 "so they hold the count's chance, not how far another run would move it.")
+
+
 def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False) -> str:
     """The article's set-ups at its highest level, its own client `tool` first (as the article
     ran it), the lab's generator beside it, each share with its interval (Wilson's: a count of
@@ -323,16 +329,27 @@ def clients(checks: pd.DataFrame, server: str, levels: list, tool: str = "oha",
 def article_run_bars(runs: pd.DataFrame) -> pd.DataFrame:
     """article_runs() in long form for a grouped bar chart: per set-up and users, the
     article's error share, the article's own client's here (where the run cross-checked with it),
-    the lab's generator's in the window and over the whole run."""
+    the lab's generator's in the window and over the whole run; each with its 95 % interval
+    (`low`, `high`: Wilson's over its requests, intervals.share_interval; none where no request
+    was counted)."""
     label = [f"{setup}, {int(u)} user{'' if int(u) == 1 else 's'}" for setup, u in zip(runs["setup"], runs["users"])]
     tools = [c[:-len("_share")] for c in runs.columns if c.endswith("_share")
              and c not in ("article_error_share", "busy_share", "run_busy_share")]
-    parts = [("article", runs["article_error_share"]),
-             *((f"here, {t} (the article's tool)", runs[f"{t}_share"]) for t in tools),
-             ("here, the lab's generator, measured interval only", runs["busy_share"]),
-             ("here, the lab's generator, every request of the run", runs["run_busy_share"])]
-    return pd.concat([pd.DataFrame({"set-up": label, "measured": name, "error share": v})
-                      for name, v in parts], ignore_index=True)
+    parts = [("article", "article_errors", "article_responses"),
+             *((f"here, {t} (the article's tool)", f"{t}_errors", f"{t}_responses") for t in tools),
+             ("here, the lab's generator, measured interval only", "busy_errors", "requests"),
+             ("here, the lab's generator, every request of the run", "run_busy_errors", "run_responses")]
+
+    def bounds(hits: pd.Series, n: pd.Series) -> tuple[list, list]:
+        ivs = [intervals.share_interval(k, m) if k == k and m == m and m > 0 else None for k, m in zip(hits, n)]
+        return [i.low if i else np.nan for i in ivs], [i.high if i else np.nan for i in ivs]
+
+    out = []
+    for name, hits, n in parts:
+        low, high = bounds(runs[hits], runs[n])
+        share = runs[hits] / runs[n].where(runs[n] > 0)
+        out.append(pd.DataFrame({"set-up": label, "measured": name, "error share": share, "low": low, "high": high}))
+    return pd.concat(out, ignore_index=True)
 
 
 def _stall_note(g: pd.DataFrame) -> str:

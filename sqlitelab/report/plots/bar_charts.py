@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
+from matplotlib import patheffects
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -22,8 +23,8 @@ from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_le
 from sqlitelab.report.plots.marks import (CORNERS, PlainLogFormatter, _bar_limit, _limit_patches,
                                           _ref_line_labels, draw_ceilings, mark_limits, place_clear,
                                           plain_numbers)
-from sqlitelab.report.plots.style import (KEY_GREY, LIMIT_MARKS, REFERENCE_COLORS, REFERENCE_DASHES,
-                                          STACK_STYLES, _order, colours_for, value_title)
+from sqlitelab.report.plots.style import (BAR_INTERVAL, INTERVAL_CAPSIZE, KEY_GREY, LIMIT_MARKS, REFERENCE_COLORS,
+                                          REFERENCE_DASHES, STACK_STYLES, _order, colours_for, value_title)
 
 def _bar_styles(sers: list, reference_series: str | None, column: str | None = None) -> dict:
     """Face colour (and a stack's gid) of each series of bars: a stack's own, an article's grey,
@@ -60,7 +61,7 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
               hatch_col: str | None = "generator_bound", horizontal: bool = False,
               reference_series: str | None = None, ref_format: str = "{:,.0f}/s",
               percent: bool = False, ceilings: dict[str, float] | None = None,
-              zeros_in_note: bool = False):
+              zeros_in_note: bool = False, interval: tuple[str, str] | None = None):
     """Grouped bars (mean over repeats) on a linear axis from zero (a bar's length is its value:
     never on a log axis; values that span decades are dot_chart's), a stack's own colour when the
     series are stacks, else shades of its column's ramp (colours_for); hatched where `hatch_col`
@@ -72,11 +73,15 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     the values are shares (0–1), drawn as %. `ceilings`: the machine's own limits
     (analysis.machine_limits), dotted like ref_lines' dashes (draw_ceilings; vertical bars).
     `zeros_in_note`: the categories that are zero in every series get no row of "0"s but are
-    named in a note where no bar is (zero_note; horizontal bars)."""
+    named in a note where no bar is (zero_note; horizontal bars). `interval`: the columns of each
+    bar's 95 % interval (low, high), drawn as an error bar over it (BAR_INTERVAL) where both are
+    known; a bar of several rows has no one interval: refused."""
     if ceilings and horizontal:
         raise ValueError("ceilings are drawn on vertical bars (not horizontal)")
     if zeros_in_note and not horizontal:
         raise ValueError("zeros_in_note names the zero rows of horizontal bars")
+    if interval and df.duplicated([*([category] if isinstance(category, str) else category), series]).any():
+        raise ValueError("an interval belongs to one row per bar: these bars are means of several rows")
     df, note = _zero_rows(df, category, value, series) if zeros_in_note else (df, None)
     if not isinstance(category, str):
         df = df.assign(_category=_labels(df, list(category)))
@@ -97,13 +102,17 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
         flags = [_bar_limit(g[g[category] == c], hatch_col) for c in cats]
         pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * width
         bars = (ax.barh(pos, vals, width, **styles[s]) if horizontal else ax.bar(pos, vals, width, **styles[s]))
-        for b, flag, v in zip(bars, flags, vals):
+        tops = (_interval_bars(ax, pos, vals, [g[g[category] == c] for c in cats], interval, horizontal)
+                if interval else [None] * len(cats))
+        for b, flag, v, top in zip(bars, flags, vals, tops):
             if flag:
                 b.set_hatch(LIMIT_MARKS[flag]["hatch"])
                 b.set_edgecolor("white")
-            if v == 0:  # a zero, not a missing bar
-                xy = (0, b.get_y() + b.get_height() / 2) if horizontal else (b.get_x() + b.get_width() / 2, 0)
-                ax.annotate("0", xy, xytext=(3, 0) if horizontal else (0, 2), textcoords="offset points",
+            if v == 0:  # a zero, not a missing bar (beyond its interval's cap, where it has one)
+                xy = ((top or 0, b.get_y() + b.get_height() / 2) if horizontal
+                      else (b.get_x() + b.get_width() / 2, top or 0))
+                gap = 2 if top is None else INTERVAL_CAPSIZE + 2  # clear of a cap's marker box
+                ax.annotate("0", xy, xytext=(gap + 1, 0) if horizontal else (0, gap), textcoords="offset points",
                             ha="left" if horizontal else "center", va="center" if horizontal else "bottom",
                             fontsize=7, color="#333333")
     if horizontal:
@@ -134,6 +143,29 @@ def bar_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     # below the axes: bars fill the plot area
     _legend_below(ax, handles, ncols=3 if horizontal else min(len(handles), 5))
     return _noted(fit_legends(fig), ax, note)
+
+
+def _interval_bars(ax, pos, vals, rows: list[pd.DataFrame], interval: tuple[str, str],
+                   horizontal: bool) -> list[float | None]:
+    """Each bar's interval (its row's `interval` columns, low and high) as an error bar over it,
+    near-black in a white outline (BAR_INTERVAL); a bar without both is left bare. Returns each
+    bar's interval top (None: bare)."""
+    low_col, high_col = interval
+    at, mid, below, above, tops = [], [], [], [], []
+    for p, v, r in zip(pos, vals, rows):
+        known = len(r) and r[low_col].notna().iloc[0] and r[high_col].notna().iloc[0] and v == v
+        tops.append(float(r[high_col].iloc[0]) if known else None)
+        if known:
+            lo, hi = float(r[low_col].iloc[0]), float(r[high_col].iloc[0])
+            at.append(p), mid.append(v), below.append(max(0.0, v - lo)), above.append(max(0.0, hi - v))
+    if not at:
+        return tops
+    err = [below, above]
+    bar = (ax.errorbar(mid, at, xerr=err, fmt="none", **BAR_INTERVAL) if horizontal
+           else ax.errorbar(at, mid, yerr=err, fmt="none", **BAR_INTERVAL))
+    for line in bar.lines[1] + bar.lines[2]:
+        line.set_path_effects([patheffects.withStroke(linewidth=2.6, foreground="white")])
+    return tops
 
 
 def _noted(fig, ax, note: str | None):

@@ -18,8 +18,8 @@ from sqlitelab.report.plots.legends import _extra_handles, fit_legends, panel_le
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _users_axis, draw_ceilings,
                                           draw_reference, label_coincident, mark_limits, place_clear,
                                           plain_numbers)
-from sqlitelab.report.plots.style import (BOUND_STYLE, KEY_GREY, LIMIT_MARKS, STACK_STYLES, SeriesStyles,
-                                          colours_for, value_title)
+from sqlitelab.report.plots.style import (BOUND_STYLE, INTERVAL_CAPSIZE, KEY_GREY, LIMIT_MARKS, STACK_STYLES,
+                                          SeriesStyles, colours_for, value_title)
 from sqlitelab.report.plots.tables import summarise
 
 def _from_zero(axes, bottom: float, also=()) -> None:
@@ -34,11 +34,6 @@ def _from_zero(axes, bottom: float, also=()) -> None:
         if drawn and 0 < max(drawn):  # the highest point and its marker clear of the frame (flat lines too)
             top = max(top, max(drawn) * 1.05)
         ax.set_ylim(bottom, top)
-
-
-# The caps of an interval's bar, in points each side: wider than a marker (the style's 5-pt
-# markers), so that an interval narrower than its point still shows above and below it.
-INTERVAL_CAPSIZE = 5
 
 
 def level_intervals(s: pd.DataFrame, runs: Callable[[str, str, int], list[float]]) -> pd.DataFrame:

@@ -91,6 +91,12 @@ BOUND_STYLE = {"linestyle": (0, (1, 1.6)), "linewidth": 1.2, "marker": None}  # 
 # dotted dark: the machine's own limit (analysis.machine_limits), drawn across a chart's panels
 CEILING_STYLE = {"color": "#222222", "linestyle": (0, (1, 1.6)), "linewidth": 1.3, "zorder": 4}
 CEILING_STRETCH = 2.5  # a limit above this many times a chart's highest data is named, not drawn
+# The caps of an interval's bar, in points each side: wider than a marker (the style's 5-pt
+# markers), so that an interval narrower than its point still shows above and below it.
+INTERVAL_CAPSIZE = 5
+# An interval drawn over a bar: near-black, outlined in white, so that it shows on the darkest
+# bar's face and on the background above the lightest alike.
+BAR_INTERVAL = {"ecolor": "#111111", "linewidth": 1.1, "capsize": INTERVAL_CAPSIZE, "zorder": 5}
 KEY_GREY = "#555555"  # legend entries that stand for a mark whatever its colour (hollow: Postgres)
 
 
