@@ -158,7 +158,7 @@ def test_tables_treat_an_influenced_peak_as_a_lower_bound():
     df = pd.DataFrame(rows)
     table = read_write_mix.mix_table(df)
     assert table.set_index(["server", "users"]).loc[("ruby-puma", 32), "generator_influenced"]
-    assert "ruby-puma ≥ 1.5×" in read_write_mix.stack_ratios(table)
+    assert "Ruby · Puma ≥ 1.5×" in read_write_mix.stack_ratios(table)
     pk = linear_writes.peak(linear_writes.seed_table(df)).set_index("server")
     assert pk.loc["ruby-puma", "peak_generator_bound"] and pk.loc["ruby-puma", "peak_limit"] == "generator-influenced"
     assert "generator-influenced" in findings.health(df.assign(influence="x"))

@@ -25,7 +25,7 @@ def _png() -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _executed(path, run_id, scale="quick", exception=False):
+def _executed(path, run_id, scale="quick", exception=False, replay=None):
     v4 = nbformat.v4
     nb = v4.new_notebook()
     nb.cells = [
@@ -45,7 +45,7 @@ def _executed(path, run_id, scale="quick", exception=False):
             v4.new_output("display_data", data={"image/png": _png(), "text/plain": "<Figure>"}),
             v4.new_output("stream", name="stdout", text="printed\n")]),
     ]
-    nb.metadata["papermill"] = {"parameters": {"scale": scale, "run_id": run_id},
+    nb.metadata["papermill"] = {"parameters": {"scale": scale, "run_id": run_id, **({"replay": replay} if replay else {})},
                                 "start_time": f"2026-11-25T10:00:{len(run_id) % 60:02d}",
                                 "end_time": "2026-11-25T10:05:00",
                                 "exception": exception or None}
@@ -149,3 +149,15 @@ def test_a_page_without_a_table_is_left_as_it_is():
     spanned = ("<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody>"
                "<tr><th rowspan='2'>x</th><td>1</td></tr><tr><td>2</td></tr></tbody></table><p>2 rows × 1 columns</p>")
     assert publish.pipe_tables(spanned) == "| a | b |\n|---|---|\n| x | 1 |\n| x | 2 |\n\n2 rows × 1 columns"
+
+
+def test_a_page_re_made_from_its_stored_run_says_so(tmp_path):
+    """A run's notebook re-made by sqlitelab.replay (its `replay` parameter: nothing measured
+    again, its words and figures drawn by later code) says so in its page's first line; a run's
+    own executed notebook does not."""
+    run_id = "20261125T100000Z-05-single-machine-aaaa"
+    for replay, says in ((None, False), (run_id, True)):
+        nb = _executed(tmp_path / str(says) / f"{NOTEBOOK}.ipynb", run_id, replay=replay)
+        run = publish.Run(NOTEBOOK, run_id, nb, "quick", "2026-11-25T10:00:00", {})
+        page = publish.write(run, tmp_path / f"out-{says}")["markdown"].read_text()
+        assert ("re-made from the stored run by `python -m sqlitelab.replay` (nothing measured again" in page) == says

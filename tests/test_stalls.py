@@ -140,7 +140,7 @@ def cases(shape: dict) -> dict:
         "article_words": lambda: busy_errors.article_words(busy_errors.article_runs(art, ref, oha)),
         "peaks_text": lambda: read_write_mix.peaks_text(read_write_mix.peaks_again(again, 3, 0.05), 6.0),
         "linear_writes": lambda: linear_writes.linear_writes(seed),
-        "napkin": lambda: linear_writes.napkin(linear_writes.peak(seed)["peak_rps"].min()),
+        "napkin_first": lambda: linear_writes.napkin_first(linear_writes.napkin_table(seed, "ruby-puma", points=df), df),
         "workers_finding": lambda: linear_writes.workers_finding(linear_writes.workers_peaks(shapes), "0"),
         "busy": lambda: busy_errors.busy(summary),
         "txn_mode": lambda: busy_errors.txn_mode(pd.concat([summary, summary.assign(txn_mode="immediate")])),
@@ -201,7 +201,7 @@ def test_a_stalled_level_is_said_in_words(name, shape):
 # Where each shape's stall is in what the function reports (a function that reports a stack's best
 # level or its peak does not show a stall at another level).
 SAYS_IT = {"one level of several": {"network", "comparison"},
-           "the only level": {"peaks_text", "linear_writes", "napkin", "workers_finding", "stack_ratios", "ceiling", "beyond", "network",
+           "the only level": {"peaks_text", "linear_writes", "napkin_first", "workers_finding", "stack_ratios", "ceiling", "beyond", "network",
                               "versus", "your_app", "capacity_findings", "comparison"}}
 
 

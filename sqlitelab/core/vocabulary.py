@@ -82,3 +82,9 @@ def keeps_up(point: dict, slo_p99_ms: float) -> bool:
     return bool(point.get("requests") and point.get("p99_ms") is not None
                 and point["p99_ms"] <= slo_p99_ms and not point.get("errors")
                 and not point.get("backlog"))
+
+
+def users(n) -> str:
+    """A number of concurrent users in words: "1 user", "4 users" (a whole number as one)."""
+    v = float(n)
+    return f"{int(v) if v.is_integer() else v:g} user{'' if v == 1 else 's'}"

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from sqlitelab.core import intervals
-from sqlitelab.core.vocabulary import STALL_MS
+from sqlitelab.core.vocabulary import STALL_MS, users
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, claims, findings, summaries
 from sqlitelab.studies.method import (
@@ -332,7 +332,7 @@ def article_run_bars(runs: pd.DataFrame) -> pd.DataFrame:
     the lab's generator's in the window and over the whole run; each with its 95 % interval
     (`low`, `high`: Wilson's over its requests, intervals.share_interval; none where no request
     was counted)."""
-    label = [f"{setup}, {int(u)} user{'' if int(u) == 1 else 's'}" for setup, u in zip(runs["setup"], runs["users"])]
+    label = [f"{setup}, {users(u)}" for setup, u in zip(runs["setup"], runs["users"])]
     tools = [c[:-len("_share")] for c in runs.columns if c.endswith("_share")
              and c not in ("article_error_share", "busy_share", "run_busy_share")]
     parts = [("article", "article_errors", "article_responses"),
@@ -356,7 +356,7 @@ def _stall_note(g: pd.DataFrame) -> str:
     st = g[g["stalled_repeats"] > 0]
     if not len(st):
         return ""
-    return (f"; **stalls** from {int(st['users'].min())} user(s): {int(st['stalled_repeats'].sum())} of "
+    return (f"; **stalls** from {users(st['users'].min())}: {int(st['stalled_repeats'].sum())} of "
             f"{int(g.loc[g['users'] >= st['users'].min(), 'repeats'].sum())} repeats had a request "
             f"finish up to {st['max_overrun_ms'].max() / 1000:.1f} s after the window or none finish in it")
 
@@ -369,9 +369,8 @@ def busy(summary: pd.DataFrame) -> str:
         if len(erring):
             first = erring.iloc[0]
             worst = erring.loc[erring["busy_share"].idxmax()]
-            lines.append(f"- **{stack_title(server)} · {profile}**: 'database is locked' from {int(first.users)} "
-                         f"user(s); worst at {int(worst.users)} users, {worst.busy_share:.1%} of "
-                         f"requests{stalls}.")
+            lines.append(f"- **{stack_title(server)} · {profile}**: 'database is locked' from {users(first.users)}; "
+                         f"worst at {users(worst.users)}, {worst.busy_share:.1%} of requests{stalls}.")
         else:
             lines.append(f"- **{stack_title(server)} · {profile}**: no busy errors in any window "
                          f"({int(g['requests'].sum()):,} requests){stalls}.")

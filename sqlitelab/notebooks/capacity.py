@@ -13,6 +13,7 @@ from types import ModuleType
 import pandas as pd
 
 from sqlitelab.infra.servers import stack_title
+from sqlitelab.load.scenarios import scenario_title
 from sqlitelab.report import analysis, capacity, findings
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
@@ -211,7 +212,7 @@ def dau_table(cap: pd.DataFrame, refs: pd.DataFrame, studies: dict[str, ModuleTy
     rows = []
     h = headline(cap, studies)
     for r in (h[h["slo_rps"] > 0].itertuples() if len(h) else []):
-        rows.append({"what": f"{r.server} · {r.scenario}", "capacity_rps": r.slo_rps,
+        rows.append({"what": f"{stack_title(r.server)} · {scenario_title(r.scenario)}", "capacity_rps": r.slo_rps,
                      **{f"dau_at_{k:g}": capacity.daily_active_users(r.slo_rps, k, peak_hours) for k in per_user}})
     for r in refs.itertuples():
         rows.append({"what": f"{r.name} (reference)", "capacity_rps": r.rps,

@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pandas as pd
 
+from sqlitelab.core import vocabulary
 from sqlitelab.infra import servers
 from sqlitelab.report import findings, power, reference_tables
 from sqlitelab.report.compare import NONE_FINISHED, OUTLASTED, OWN_POINTS
@@ -106,7 +107,7 @@ def comparison(c, studies: dict[str, ModuleType]) -> str:
                      + (f"; {stalls}" if stalls else "") + f"; {c.overall[metric].words(metric)}.")
         if len(moved):
             far = moved.loc[(moved[f"{metric}_ratio"].apply(lambda r: abs(math.log(r)))).idxmax()]
-            users = f"{far['users']} user{'' if str(far['users']) == '1' else 's'}"
+            users = vocabulary.users(far['users'])
             lines.append(f"  The largest move: {servers.stack_title(far['server'])}, {users}"
                          + (f" ({experiment_title(studies[far['notebook']], far['experiment'])})" if far["experiment"] else "")
                          + f": {far[f'{metric}_ratio']:.2f}× (band ±{far[f'{metric}_band']:.0%}).")

@@ -19,7 +19,7 @@ from types import ModuleType
 import pandas as pd
 
 from sqlitelab.core import intervals
-from sqlitelab.core.vocabulary import STALL_MS
+from sqlitelab.core.vocabulary import STALL_MS, users
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
 from sqlitelab.studies.method import (
@@ -284,7 +284,7 @@ def linear_writes(table: pd.DataFrame, points: pd.DataFrame | None = None) -> st
         rate = (intervals.shown(intervals.mean_interval(runs), " writes/s") if len(runs) >= 2
                 else f"{r.peak_rps:,.0f} writes/s")
         s = (f"- **{stack_title(r.server)}** ({r.profile}): throughput peaks at **{rate}** "
-             f"with {r.peak_users} concurrent users")
+             f"with {users(r.peak_users)}")
         if r.peak_generator_bound:
             s += f" ({r.peak_limit}: a lower bound, the server may go higher)"
         if pd.notna(r.errors_from_users):
@@ -337,36 +337,62 @@ def workers_finding(peaks: pd.DataFrame, server_cpus: str) -> str:
             continue
         errs = (f"errors or stalls from {int(r.errors_from_users)} users" if pd.notna(r.errors_from_users)
                 else "no errors at any level")
-        lines.append(f"- **{r.puma}**: {r.peak_rps:,.0f} writes/s with {r.peak_users} users; {errs}.")
+        lines.append(f"- **{r.puma}**: {r.peak_rps:,.0f} writes/s with {users(r.peak_users)}; {errs}.")
     return "\n".join(lines)
 
 
-def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4) -> str:
-    """Seed 000's napkin math applied to a measured peak."""
+def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4,
+           runs: list[float] | None = None) -> str:
+    """Seed 000's napkin math applied to a measured peak, at the precision its level's `runs`
+    support (their mean and its 95 % interval; one run or none given: three figures)."""
     if not findings.finished(peak_rps):
         return f"No napkin math: {findings.STALLED.replace('its window', 'any window')}, so there is no peak."
-    per_day = capacity.requests_per_day(peak_rps, peak_hours)
-    dau = capacity.daily_active_users(peak_rps, writes_per_user, peak_hours)
-    return (f"At **{peak_rps:,.0f} writes/s**, with a day's writes packed into {peak_hours:g} peak "
-            f"hours, this server absorbs **{per_day / 1e6:,.1f} million writes per day** — "
-            f"**{dau:,.0f} daily active users** at {writes_per_user:g} writes each "
+    at = peak_interval(peak_rps, runs)
+    per_day, dau = (intervals.scaled(at, f(1.0)) for f in (
+        lambda r: capacity.requests_per_day(r, peak_hours) / 1e6,
+        lambda r: capacity.daily_active_users(r, writes_per_user, peak_hours)))
+    return (f"At **{intervals.shown(at, ' writes/s')}**, with a day's writes packed into {peak_hours:g} peak "
+            f"hours, this server absorbs **{intervals.rounded(per_day)} million writes per day** — "
+            f"**{intervals.rounded(dau)} daily active users** at {writes_per_user:g} writes each "
             f"(the article: ~2,500/s → 35 M/day → 1 M DAU).")
 
 
+def peak_interval(peak_rps: float, runs: list[float] | None = None) -> intervals.Interval:
+    """A peak's rate with the 95 % interval of its level's `runs` (one run or none: none)."""
+    finite = [r for r in runs or () if r == r]
+    return (intervals.mean_interval(finite) if len(finite) >= 2 else
+            intervals.Interval(peak_rps, float("nan"), float("nan"), max(len(finite), 1), "one run: no interval"))
+
+
 def napkin_table(table: pd.DataFrame, first: str, writes_per_user: float = 35,
-                 peak_hours: float = 4) -> pd.DataFrame:
+                 peak_hours: float = 4, points: pd.DataFrame | None = None) -> pd.DataFrame:
     """Seed 000's napkin math on each stack's peak (`first`, the article's stack, on top):
     writes/day with the day packed into `peak_hours`, and daily active users at
-    `writes_per_user` writes each."""
+    `writes_per_user` writes each, each at the precision the peak's level's runs in `points`
+    support (intervals.rounded; without them, three figures)."""
     best = peak(table)
     best = best.assign(_order=best["server"] != first).sort_values(["_order", "peak_rps"],
                                                                    ascending=[True, False])
+    at = [peak_interval(r.peak_rps, level_runs(points, r.server, r.profile, r.peak_users)
+                        if points is not None else None) for r in best.itertuples()]
     return pd.DataFrame({
         "server": best["server"], "profile": best["profile"], "peak_rps": best["peak_rps"],
         "at_users": best["peak_users"], "lower_bound": best["peak_generator_bound"],
-        "writes_per_day_M": [capacity.requests_per_day(r, peak_hours) / 1e6 for r in best["peak_rps"]],
-        "dau": [capacity.daily_active_users(r, writes_per_user, peak_hours) for r in best["peak_rps"]],
+        "writes_per_day_M": [intervals.rounded(intervals.scaled(
+            a, capacity.requests_per_day(1.0, peak_hours) / 1e6)) if a.estimate > 0 else "0" for a in at],
+        "dau": [intervals.rounded(intervals.scaled(a, capacity.daily_active_users(1.0, writes_per_user, peak_hours)))
+                if a.estimate > 0 else "0" for a in at],
     }).reset_index(drop=True)
+
+
+def napkin_first(napkin_rows: pd.DataFrame, points: pd.DataFrame, writes_per_user: float = 35,
+                 peak_hours: float = 4) -> str:
+    """napkin() on the first stack of napkin_table (the article's), with its peak level's runs."""
+    if napkin_rows.empty:
+        return napkin(float("nan"), writes_per_user, peak_hours)
+    r = napkin_rows.iloc[0]
+    return napkin(r["peak_rps"], writes_per_user, peak_hours,
+                  level_runs(points, r["server"], r["profile"], r["at_users"]))
 
 
 def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
@@ -394,7 +420,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         knobs = pts.loc[(pts["server"] == stack) & (pts["profile"] == profile), "knobs"]
         yjit = {json.loads(k).get("yjit") for k in knobs.dropna()} - {None}
         yjit_words = f", YJIT {'/'.join(sorted(yjit))}" if yjit else ""  # runs before LAB_YJIT: unknown
-        at_peak = intervals.mean_interval(level_runs(pts, stack, profile, best["users"]))
+        at_peak = peak_interval(best["rps"], level_runs(pts, stack, profile, best["users"]))
         text = (f"{name} (`{profile}`{yjit_words}) on {summaries.server_cores(study, x)}, "
                 f"{summaries.run_shape(pts[pts['server'] == stack])}: "
                 f"{claims.collapse_words(curve, peak=intervals.shown(at_peak, '/s'))}{summaries.limit(best)} — "
@@ -411,7 +437,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     if len(hey):
         lab = pts[pts["server"] == stack].groupby("users")["hey_rps"].mean()
         parts.append(f"hey itself on {name} (the article's tool, here): " + ", ".join(
-            f"{summaries.once(r.rps, '/s')} at {r.users} user{'s' if r.users != 1 else ''}" + (
+            f"{summaries.once(r.rps, '/s')} at {users(r.users)}" + (
                 f" (the lab's generator, counted as hey counts: {summaries.once(lab[r.users], '/s')})"
                 if r.users in lab else "")
             for r in hey.sort_values("users").itertuples()))
@@ -419,10 +445,10 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     if len(others):
         said, repeated = [], False
         for r in others.itertuples():
-            at_peak = intervals.mean_interval(level_runs(pts, r.server, r.profile, r.peak_users))
+            at_peak = peak_interval(r.peak_rps, level_runs(pts, r.server, r.profile, r.peak_users))
             repeated |= at_peak.n > 1
             rate = intervals.shown(at_peak, "/s") if at_peak.n > 1 else summaries.once(r.peak_rps, "/s")
-            said.append(f"{stack_title(r.server)} {rate} ({r.peak_users} user{'s' if r.peak_users != 1 else ''})")
+            said.append(f"{stack_title(r.server)} {rate} ({users(r.peak_users)})")
         parts.append("Peaks in the exact window: " + ", ".join(said)
                      + ("" if repeated else " (one run per level: no interval)"))
     c = summaries.ceiling(study, x)

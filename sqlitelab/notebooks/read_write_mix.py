@@ -18,7 +18,7 @@ import pandas as pd
 
 from sqlitelab.core import intervals
 from sqlitelab.infra import servers
-from sqlitelab.infra.servers import knob_value_title
+from sqlitelab.infra.servers import knob_value_title, stack_title
 from sqlitelab.load.verdicts import writer_batches
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
 from sqlitelab.studies.method import (
@@ -209,22 +209,22 @@ def stack_ratios(table: pd.DataFrame, base: str = "python-fastapi") -> str:
         return ""
     b = best.loc[base]
     if not findings.finished(b["rps"]):
-        return f"No ratio to {base}'s peak: at every level of {base}, {findings.STALLED}."
+        return f"No ratio to {stack_title(base)}'s peak: at every level of {stack_title(base)}, {findings.STALLED}."
     parts, none = [], [s for s, r in best.iterrows() if not findings.finished(r["rps"])]
     for s, r in best.iterrows():
         if s == base or s in none:
             continue
         sign = {(True, False): "≥ ", (False, True): "≤ ", (True, True): "? "}.get(
             (analysis.limited(r), analysis.limited(b)), "")
-        parts.append(f"{s} {sign}{r['rps'] / b['rps']:.1f}×")
+        parts.append(f"{stack_title(s)} {sign}{r['rps'] / b['rps']:.1f}×")
     text = "".join(parts)
     notes = [n for mark, n in (("≥", "≥: that stack's peak was generator-bound or -influenced, the server can do more"),
-                               ("≤", f"≤: {base}'s peak was generator-bound or -influenced"),
+                               ("≤", f"≤: {stack_title(base)}'s peak was generator-bound or -influenced"),
                                ("?", "?: both were")) if mark in text]
-    stalls = f" At every level of {', '.join(none)}, {findings.STALLED}." if none else ""
+    stalls = f" At every level of {', '.join(map(stack_title, none))}, {findings.STALLED}." if none else ""
     if not parts:
         return stalls.strip()
-    return ", ".join(parts) + f" the peak of {base} ({b['rps']:,.0f} rps)" + \
+    return ", ".join(parts) + f" the peak of {stack_title(base)} ({b['rps']:,.0f} rps)" + \
         (f" ({'; '.join(notes)})." if notes else ".") + stalls
 
 

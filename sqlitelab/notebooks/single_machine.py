@@ -19,6 +19,7 @@ from types import ModuleType
 import pandas as pd
 
 from sqlitelab.infra import servers
+from sqlitelab.load.scenarios import scenario_title
 from sqlitelab.report import analysis, capacity, claims, findings, summaries
 from sqlitelab.studies.method import (
     Article, Detail, MACHINE_WHY, NOT_STATED, ONE_FILE, PIN_WHY, RunView, recorded, software, stack_knob)
@@ -187,7 +188,7 @@ def single_machine(table: pd.DataFrame, raw: dict, yahoo_rps: float,
     for scenario, g in table.groupby("scenario", sort=False):
         b = g.loc[g["rps"].idxmax()]
         note = f" ({analysis.limit_note(b)}: the server can do more)" if analysis.limited(b) else ""
-        lines.append(f"- **{scenario}**: best {servers.stack_title(b.server)} at {b.rps:,.0f} successful req/s{note} — "
+        lines.append(f"- **{scenario_title(scenario)}**: best {servers.stack_title(b.server)} at {b.rps:,.0f} successful req/s{note} — "
                      f"{b.rps / twitter_rps:.1f}× Twitter's {twitter_rps / 1000:g} K tweets/s, "
                      f"{b.rps / yahoo_rps:.1f}× Yahoo's {yahoo_rps:,.0f} req/s; "
                      f"{b.mbit_s:,.0f} Mbit/s, {b.server_rss_mb:,.0f} MB RSS.")
@@ -212,7 +213,7 @@ def beyond(table: pd.DataFrame, profile: str | None, beyond_profile: str | None)
                     f"{findings.ms(r[f'p99_ms ({name})'])})")
         ratio = (f"{r['rps ratio (beyond / article)']:.2f}× the article's pool's rate"
                  if findings.finished(r["rps (article)"]) and findings.finished(r["rps (beyond)"]) else "no ratio")
-        lines.append(f"- **{r['scenario']}** on {r['server']}: {side('article', ' req/s')} "
+        lines.append(f"- **{scenario_title(r['scenario'])}** on {servers.stack_title(r['server'])}: {side('article', ' req/s')} "
                      f"against {side('beyond')}: {ratio}.")
     return "\n".join(lines)
 

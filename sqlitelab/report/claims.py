@@ -13,6 +13,7 @@ import math
 from typing import Mapping
 
 from sqlitelab.core import intervals
+from sqlitelab.core.vocabulary import users
 
 # A ratio measured here is "the article's ratio" when it is within this share of the article's.
 SAME_RATIO = 0.25
@@ -79,7 +80,7 @@ def collapse_words(curve: Mapping[float, float], share: float = COLLAPSE, peak: 
     if not curve:
         return "no levels measured"
     best = max(curve, key=lambda u: curve[u])
-    head = f"peaks at {peak or f'{curve[best]:,.0f}/s'} with {best:g} user{'s' if best != 1 else ''}"
+    head = f"peaks at {peak or f'{curve[best]:,.0f}/s'} with {users(best)}"
     at = collapse_level(curve, share)
     if at is None:
         return f"{head} and never falls below {share:.0%} of that peak up to {max(curve):g} users"
@@ -101,10 +102,6 @@ def near_level(here: float, article: float, levels) -> bool:
     return abs(nearest - grid.index(float(article))) <= 1
 
 
-def _users(n: float) -> str:
-    return f"{n:g} user{'s' if n != 1 else ''}"
-
-
 def shape_words(here: Mapping[float, float], article: Mapping[float, float], share: float = COLLAPSE,
                 errors_here: float | None = None, errors_article: float | None = None) -> str:
     """The article's curve shape (a rise to a peak, then a collapse) against the one here, part by
@@ -120,21 +117,21 @@ def shape_words(here: Mapping[float, float], article: Mapping[float, float], sha
         said.append("no rise: highest at the first level, where the article's rose to a peak" if rise_a
                     else "a rise the article's did not have")
     if not near_level(peak_h, peak_a, article):
-        said.append(f"the peak at {_users(peak_h)}, the article's at {_users(peak_a)}")
+        said.append(f"the peak at {users(peak_h)}, the article's at {users(peak_a)}")
     if fall_a != fall_h:
         said.append("no collapse, where the article's collapsed" if fall_a else "a collapse the article's did not have")
     if errors_here is not None or errors_article is not None:
         if errors_article is None:
-            said.append(f"errors from {_users(errors_here)}, where the article's had none")
+            said.append(f"errors from {users(errors_here)}, where the article's had none")
         elif errors_here is None:
-            said.append(f"no errors, where the article's began at {_users(errors_article)}")
+            said.append(f"no errors, where the article's began at {users(errors_article)}")
         elif not near_level(errors_here, errors_article, article):
-            said.append(f"errors from {_users(errors_here)}, the article's from {_users(errors_article)}")
+            said.append(f"errors from {users(errors_here)}, the article's from {users(errors_article)}")
     if not said:
         what = " and ".join(w for w, on in (("a rise to a peak", rise_a), ("a collapse after it", fall_a)) if on)
-        where = f"the peak at {_users(peak_h)} (the article's {peak_a:g})"
+        where = f"the peak at {users(peak_h)} (the article's {peak_a:g})"
         if errors_here is not None:
-            where += f", errors from {_users(errors_here)} (the article's {errors_article:g})"
+            where += f", errors from {users(errors_here)} (the article's {errors_article:g})"
         return f"the article's shape ({what or 'neither a rise nor a collapse'}; {where})"
     if fall_a and fall_h:
         said.append("a collapse after the peak, as in the article")

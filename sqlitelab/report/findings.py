@@ -55,12 +55,14 @@ def ceiling(peaks: pd.DataFrame, limits: dict[str, float], what: str = "peak") -
 
 def _share_of_limit(rate: float, limit: float, label: str, ge: str = "") -> str:
     """`rate` as a share of one of the machine's limits, named `label`; a rate above the limit
-    says that the limit bounds nothing in this run: a limit is measured once (HTTP alone at the
-    generator's calibration, SQLite alone before the sweep), on a machine whose speed moves
-    between then and the window."""
-    words = f"{ge}{rate / limit:.0%} of {label}"
+    says that it is no bound on that rate, without guessing why: the limit was measured once, at
+    another moment of a machine whose speed moves (HTTP alone at the generator's calibration,
+    SQLite alone before the sweep), or it counts something else (one-row commits, where group
+    commit writes many rows in one)."""
+    share = rate / limit
+    words = f"{ge}{share:.0%} of {label}" if share >= 0.01 else f"{ge}{share:.1%} of {label}"  # never "0%" of a rate
     if rate > limit:
-        words += " (above it: measured at another moment, it is no ceiling for this run)"
+        words += " (above it: no bound on this rate)"
     return words
 
 

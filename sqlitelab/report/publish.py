@@ -122,12 +122,17 @@ def newest(scale: str = "quick", only: list[str] | None = None, runs_dir: Path |
 STORE = "`data/results.db`"
 
 
-def header(run: Run, store: str = STORE) -> str:
+def header(run: Run, store: str = STORE, remade: bool = False) -> str:
     """Where every number of the report comes from, in a few Markdown lines; `store`: where the
-    run's rows are kept."""
+    run's rows are kept; `remade`: the page's notebook was re-made from the stored run
+    (sqlitelab.replay: its tables, words and figures by the code that re-made it, nothing
+    measured again), which it says."""
     p = run.provenance
     lines = [f"*Every number on this page comes from notebook run **`{run.run_id}`** "
-             f"({run.scale} scale), started {run.started}.*", ""]
+             f"({run.scale} scale), started {run.started}"
+             + (", its page re-made from the stored run by `python -m sqlitelab.replay` (nothing measured "
+                "again: its tables, words and figures drawn by the code that re-made it)" if remade else "")
+             + ".*", ""]
     if p:
         lines += [f"- commit `{p.get('git_commit')}`, machine: {p.get('machine')}",
                   (f"- server CPUs {p.get('server_cpus')}, generator CPUs {p.get('generator_cpus')}; "
@@ -287,7 +292,8 @@ def write(run: Run, out_dir: Path, store: str = STORE) -> dict[str, Path]:
     and <notebook>.html showing the same figure files. Returns the paths written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    nb = strip(nbformat.read(run.executed, as_version=4), header(run, store))
+    executed = nbformat.read(run.executed, as_version=4)
+    nb = strip(executed, header(run, store, remade=bool(_papermill(executed).get("parameters", {}).get("replay"))))
     options = {"exclude_input": True, "exclude_input_prompt": True, "exclude_output_prompt": True}
     files = f"{run.notebook}_files"
     md, res = MarkdownExporter(**options).from_notebook_node(as_markdown(nb), resources={"output_files_dir": files})

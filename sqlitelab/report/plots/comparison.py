@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
+from sqlitelab.core import vocabulary
 from sqlitelab.report.plots.figure import _titled, new_panels
 from sqlitelab.report.plots.legends import fit_legends, panel_legend
 from sqlitelab.report.plots.marks import PlainLogFormatter
@@ -23,7 +24,7 @@ def _label(row: dict, varying: list[str], studies: dict[str, ModuleType]) -> str
     parts = [value_title("server", row["server"])]
     parts += [experiment_title(studies[row["notebook"]], row[k]) if k == "experiment" else value_title(k, row[k])
               for k in varying if row.get(k) not in ("", None)]
-    users = f"{row['users']} user{'' if str(row['users']) == '1' else 's'}" + (
+    users = vocabulary.users(row['users']) + (
         f" at {row['rate']}/s" if row.get("rate") else "")
     return ", ".join(parts + [users])
 
