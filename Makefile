@@ -182,6 +182,7 @@ lab: setup ## open JupyterLab on the notebooks (loopback only; prints the URL wi
 	@$(PY) -m sqlitelab.lab --port $(LAB_PORT)
 
 report: setup ## the newest run of each notebook as a report without code, Markdown + HTML (SCALE=quick|seed)
+	$(PY) -m sqlitelab.replay --missing --scale $(SCALE)
 	$(PY) -m sqlitelab.report --scale $(SCALE)
 
 browse: setup ## explore data/results.db in Datasette (loopback), with canned queries

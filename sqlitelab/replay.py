@@ -13,6 +13,13 @@ and what it exports (`runs/<run_id>/`, through LAB_RUNS_DIR): nothing lands in d
 re-made with the parameters it ran with: a notebook given others (`-p`, as batch takes them, or a
 default changed since) stops with a line naming each one that differs.
 
+    python -m sqlitelab.replay --missing [--scale quick]
+
+`--missing` re-makes, each into its own run's folder (data/runs/<run_id>/, where reports look),
+the stored runs whose executed notebook is not there — run by papermill to a path of its own, or
+in JupyterLab — from the parameters they were given (`notebook_parameters`, stored by notebook 10;
+sqlitelab.report.publish.missing); `make report` runs it first.
+
 `--against EARLIER_OUT` then compares OUT with a re-making made before a change: every notebook's
 text line by line, every figure's SVG byte for byte. It is how a change that must not change
 behaviour (a move of code) proves it did not, and how a figure or a sentence is fixed later
@@ -28,9 +35,12 @@ import json
 import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 from sqlitelab import batch
+from sqlitelab.core import config
+from sqlitelab.report import publish
 
 
 def remakeable(only: list[str] | None = None) -> list[Path]:
@@ -92,13 +102,15 @@ def shown_text(executed: Path) -> str:
     return "".join(parts)
 
 
-def remake(path: Path, out: Path, scale: str, run: str = "newest", overrides: dict | None = None) -> str | None:
+def remake(path: Path, out: Path, scale: str, run: str = "newest", overrides: dict | None = None,
+           scratch: Path | None = None) -> str | None:
     """Re-make one notebook into `out` (`overrides`: parameters it takes, as batch's -p); its error
-    in one line, None when it ran."""
+    in one line, None when it ran. `scratch`: where its figures and exports go instead of `out`,
+    which then gets the executed notebook alone."""
     executed = out / path.name
     error = None
     # the kernel inherits them: its figures and its exports (method.csv...) go into `out`
-    into = {"LAB_FIGURES_DIR": str(out / "figures"), "LAB_RUNS_DIR": str(out / "runs")}
+    into = {"LAB_FIGURES_DIR": str((scratch or out) / "figures"), "LAB_RUNS_DIR": str((scratch or out) / "runs")}
     was = {k: os.environ.get(k) for k in into}
     os.environ.update(into)
     try:
@@ -112,9 +124,33 @@ def remake(path: Path, out: Path, scale: str, run: str = "newest", overrides: di
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    if executed.exists():
+    if executed.exists() and scratch is None:
         (out / f"{path.stem}.txt").write_text(shown_text(executed))
     return error
+
+
+def remake_missing(scale: str, runs_dir: Path | None = None, db: Path | None = None) -> list[tuple[str, str | None]]:
+    """Every stored run at `scale` with no executed notebook in its run's folder (publish.missing:
+    run by papermill to a path of its own, or in JupyterLab) re-made there from what it stored,
+    with the parameters it was given, measuring nothing: then reports find it like any run. Only
+    the executed notebook is added to the folder (the re-making's figures and exports go to a
+    scratch folder, dropped). Returns (run id, its error or None) each."""
+    runs_dir = Path(runs_dir or config.RUNS_DIR)
+    paths = {p.stem: p for p in remakeable()}
+    done = []
+    for m in publish.missing(scale, runs_dir, db):
+        path = paths.get(m["notebook"])
+        if path is None:
+            done.append((m["run_id"], f"{m['notebook']} is not a notebook of the collection that can be re-made"))
+            continue
+        given = {k: v for k, v in m["parameters"].items() if k != "scale"}
+        out = runs_dir / m["run_id"]
+        with tempfile.TemporaryDirectory(prefix="remake-") as scratch:
+            error = remake(path, out, scale, m["run_id"], {**given, "run_id": m["run_id"]}, scratch=Path(scratch))
+        if error:  # a failed re-making leaves the folder as it found it
+            (out / path.name).unlink(missing_ok=True)
+        done.append((m["run_id"], error))
+    return done
 
 
 def differences(new: Path, old: Path) -> list[str]:
@@ -147,7 +183,10 @@ def differences(new: Path, old: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlitelab.replay", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path, help="folder for the re-made notebooks, their texts and figures")
+    ap.add_argument("out", type=Path, nargs="?", help="folder for the re-made notebooks, their texts and figures")
+    ap.add_argument("--missing", action="store_true",
+                    help="re-make, each into its run's folder, the stored runs at --scale whose executed notebook "
+                         "is not there (run by papermill to a path of its own, or in JupyterLab)")
     ap.add_argument("--scale", choices=["quick", "seed"], default="quick")
     ap.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01 03")
     ap.add_argument("--run", default="newest", help="the stored run to re-make: newest (default) or a run id "
@@ -156,6 +195,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="a parameter the run ran with (a Python literal; bare words are strings)")
     ap.add_argument("--against", type=Path, help="an earlier re-making to compare with")
     args = ap.parse_args(argv)
+    if args.missing:
+        if args.out is not None or args.only or args.param or args.against is not None or args.run != "newest":
+            print("replay: --missing re-makes every such run into its own folder: it takes --scale alone",
+                  file=sys.stderr)
+            return 2
+        done = remake_missing(args.scale)
+        for run_id, error in done:
+            print(f"== {run_id}: " + (f"FAILED: {error}" if error else "re-made into its run's folder"), flush=True)
+        return 1 if any(e for _, e in done) else 0
+    if args.out is None:
+        print("replay: give the folder to re-make into (or --missing)", file=sys.stderr)
+        return 2
     overrides = batch.literal_params(args.param)
     found = remakeable(args.only)
     if args.run != "newest" and len(found) != 1:

@@ -110,6 +110,62 @@ def test_a_count_query_that_is_not_one_read_only_select_of_a_number_is_refused(a
     assert before[0] == app_db.read_bytes() or before[1] is not None  # nothing written to the file
 
 
+def test_a_database_the_app_creates_is_allowed_for_an_app_the_lab_starts(tmp_path, app_db):
+    """A missing or empty `db` is one the app creates: allowed with a command (its file and count
+    query checked once the app answers, apps.check_started), refused with a url (that app is
+    running: its file is there). A schema-less file waits for the app too."""
+    command = f"{sys.executable} -m http.server {{port}}"
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    bare = tmp_path / "bare.db"
+    sqlite3.connect(bare).execute("PRAGMA user_version = 1").connection.close()
+    for db in (tmp_path / "missing.db", empty, bare):
+        app = apps.App.of(command=command, db=db, count_query="SELECT count(*) FROM notes")
+        assert app.db == db.resolve() and app.creates_db == (db != bare)
+    assert not (tmp_path / "missing.db").exists(), "checking a missing file created it"
+    with pytest.raises(AppError) as e:
+        apps.App.of(url="http://127.0.0.1:1", db=tmp_path / "missing.db")
+    assert "is not a file" in one_line(e)
+    made = apps.App.of(command=command, db=tmp_path / "missing.db", count_query="SELECT count(*) FROM notes")
+    with pytest.raises(AppError) as e:
+        apps.check_started(made, tmp_path / "missing.db")
+    assert one_line(e).startswith("once your app answered /: db ") and "does it, at start?" in str(e.value)
+    with pytest.raises(AppError) as e:
+        apps.check_started(apps.App.of(command=command, db=bare, count_query="SELECT count(*) FROM notes"), bare)
+    assert "no such table: notes" in one_line(e) and "at start?" not in str(e.value)
+    assert apps.check_started(apps.App.of(command=command, db=app_db, count_query="SELECT count(*) FROM orders"),
+                              app_db) == 3
+    copy = your_app.copy_database(tmp_path / "missing.db", tmp_path / "run" / "app" / "missing.db")
+    assert not copy.exists() and your_app.copy_database(empty, tmp_path / "run" / "e.db").stat().st_size == 0
+
+
+def test_never_the_wrong_app(tmp_path):
+    """Settings of your own mean your app; an example named beside them is refused in one line
+    naming both; settings that name no app (no command, no url) are refused; nothing given runs
+    the example. The dict settings may come as JSON text (papermill's -p), bad JSON refused."""
+    mine = {"command": f"{sys.executable} -m http.server {{port}}", "locustfile": "x.py"}
+    app, load, example = your_app.setup(None, tmp_path, **mine, url=None)
+    assert app.command[0] == sys.executable and load == {"locustfile": "x.py"} and example is None
+    assert your_app.figures_dir(example, tmp_path / "run") == tmp_path / "run" / "figures"
+    for example in ("datasette", "bundled"):
+        with pytest.raises(ValueError) as e:
+            your_app.setup(example, tmp_path, **mine)
+        assert f"example {example!r} and settings of your own (command, locustfile)" in one_line(e)
+    with pytest.raises(ValueError) as e:
+        your_app.setup(None, tmp_path, db=str(tmp_path / "x.db"), locustfile="x.py")
+    assert "name no app: give its command" in one_line(e)
+    app, load, example = your_app.setup(None, tmp_path, command=None, url=None)
+    assert example == your_app.DEFAULT_EXAMPLE and app.name == your_app.examples()[example]["name"]
+    assert "locustfile" in load and your_app.figures_dir(example, tmp_path) is None  # the collection's
+    _, load, _ = your_app.setup(None, tmp_path, **mine, writes='{"method": "POST", "path": "^/notes$", "status": [201]}',
+                             lock='{"status": [500, 599]}')
+    assert load["writes"] == {"method": "POST", "path": "^/notes$", "status": [201]} and load["lock"] == {"status": [500, 599]}
+    for text, says in (('{"method": "POST",', "is text that is not JSON"), ('[201]', "must be a dict")):
+        with pytest.raises(ValueError) as e:
+            your_app.setup(None, tmp_path, **mine, writes=text)
+        assert says in one_line(e)
+
+
 def test_the_count_is_read_on_a_read_only_connection(app_db):
     query = "WITH o AS (SELECT * FROM orders) SELECT count(*) FROM o"
     assert apps.check_count_query(app_db, query) == 3
@@ -334,3 +390,14 @@ def test_a_plan_refuses_what_it_cannot_measure_in_one_line(app_db, tmp_path):
     bare = apps.App.of(command=f"{sys.executable} -m http.server {{port}}")
     with pytest.raises(ValueError, match="audited against the app's count_query"):
         your_app.plan(**{**ok, "app": bare})
+
+
+def test_notebook_10_stores_every_parameter_it_declares():
+    """What a run stores to be re-made where reports look (notebook_parameters) is every parameter
+    the notebook's parameters cell declares but `replay` and `run_id`, in its order."""
+    from sqlitelab import batch
+    from sqlitelab.notebooks import your_app as notebook
+    declared = [p for p in batch.parameters(batch.notebooks(["10"])[0]) if p not in ("replay", "run_id")]
+    assert list(notebook.PARAMETERS) == declared
+    assert notebook.notebook_parameters({"scale": "quick", "example": None}) == \
+        {p: ("quick" if p == "scale" else None) for p in declared}

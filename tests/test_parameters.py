@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from sqlitelab import batch
-from sqlitelab.core import config
+from sqlitelab.core import config, results
+from sqlitelab.infra import apps
 from sqlitelab import notebooks
 from sqlitelab.studies import scales
 from sqlitelab.infra import servers as stacks
@@ -224,7 +225,10 @@ def assert_refused_before_anything_ran(done: dict, data, started: list, *words: 
         [done["run_id"], f"{done['run_id']}/{done['notebook']}.ipynb"], "a server log or run folder was written"
     cells = nbformat.read(done["executed"], as_version=4).cells
     ran = [c for c in cells if c.cell_type == "code" and c.get("execution_count")]
-    assert any(o.get("output_type") == "error" for o in ran[-1].get("outputs", []))
+    err, = [o for o in ran[-1].get("outputs", []) if o.get("output_type") == "error"]
+    # the cell shows the refusal's one line and where its traceback is kept, and it is kept there
+    assert err["traceback"] == [error, f"(its traceback: {data / 'logs' / 'refusals.log'})"], err["traceback"]
+    assert "Traceback (most recent call last)" in (data / "logs" / "refusals.log").read_text()
     assert not any("sweep(" in c.source or "baseline." in c.source for c in ran[:-1]), \
         "a cell that measures ran before the error"
 
@@ -298,3 +302,49 @@ def test_notebook_10_refuses_a_bad_app_in_one_line_before_anything_starts(lab_da
         with servers_started() as started:
             done = batch.run_notebook(path, "quick", {"example": None, **given}, log_output=False)
         assert_refused_before_anything_ran(done, lab_data, started, *words)
+
+
+@pytest.mark.notebook
+def test_notebook_10_measures_a_strangers_app_that_makes_its_own_table_first_try(lab_data, tmp_path):
+    """An app the suite did not write (tests/apps/notes_app.py: the standard library's HTTP server,
+    its table created at start, a lock answered as a 500 HTML page) started by its command, its
+    database file not there yet, `example` left at its default, `writes` as the JSON text
+    papermill's -p passes, run by papermill itself to a path of the user's: it is the user's app
+    that is measured, every acknowledged write in the file the app made, its figures in its run's
+    folder; `make report`'s re-making puts the run where reports look, and its page shows the
+    audit. A named example beside the app's settings is refused in one line naming both."""
+    import papermill as pm
+    from sqlitelab import replay
+    from sqlitelab.report import publish
+    apps_dir = config.PROJ_ROOT / "tests" / "apps"
+    given = {"name": "notes", "command": f"{sys.executable} {apps_dir / 'notes_app.py'} --port {{port}} --db {{db}}",
+             "db": str(tmp_path / "notes.db"), "locustfile": str(apps_dir / "notes_locustfile.py"),
+             "writes": '{"method": "POST", "path": "^/notes$", "status": [201]}',
+             "count_query": "SELECT count(*) FROM notes", "levels": [1, 8], "plain_users": 0}
+    path, = batch.notebooks(["10"])
+    pm.execute_notebook(str(path), str(tmp_path / "mine.ipynb"), parameters=given, kernel_name=config.KERNEL_NAME,
+                        progress_bar=False)
+    pts = results.load_points(lab_data / "results.db")
+    run_id, = set(pts["notebook_run"])
+    assert set(pts["server"]) == {"notes"} and list(pts["users"]) == [1, 8]
+    assert pts["audit_ok"].all() and (pts["acked_writes"] > 0).all() and (pts["integrity"] == "ok").all()
+    assert not (tmp_path / "notes.db").exists(), "the app wrote where the user's file would be"
+    made = lab_data / "runs" / run_id / "app" / "notes.db"
+    assert apps.count(made, "SELECT count(*) FROM notes") >= int(pts["acked_writes"].sum())
+    # its figures in its run's folder, none in the collection's
+    assert (lab_data / "runs" / run_id / "figures" / "10-your-app" / "throughput.png").exists()
+    assert not (tmp_path / "figures" / "10-your-app").exists()
+    # reports look in the run's folder: the re-making puts the executed notebook there, and nothing else
+    assert [m["run_id"] for m in publish.missing("quick")] == [run_id] and publish.newest("quick") == []
+    before = sorted(p for p in (lab_data / "runs" / run_id).rglob("*"))
+    assert replay.remake_missing("quick") == [(run_id, None)]
+    assert sorted(p for p in (lab_data / "runs" / run_id).rglob("*")) == sorted(
+        before + [lab_data / "runs" / run_id / "10-your-app.ipynb"])
+    found, = publish.newest("quick")
+    assert found.run_id == run_id and publish.missing("quick") == []
+    page = publish.write(found, tmp_path / "report")["html"].read_text()
+    assert "rows gained" in page and "writes acknowledged" in page and ">ok<" in page and run_id in page
+    shutil.rmtree(lab_data, ignore_errors=True)
+    with servers_started() as started:
+        done = batch.run_notebook(path, "quick", {**given, "example": "bundled"}, log_output=False)
+    assert_refused_before_anything_ran(done, lab_data, started, "example 'bundled' and settings of your own")

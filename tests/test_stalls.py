@@ -161,7 +161,7 @@ def cases(shape: dict) -> dict:
         "operations": lambda: operations_under_load.operations(capacity.three_ways(df), pd.DataFrame()),
         "your_app": lambda: your_app.your_app(
             your_app.app_levels(app), capacity.capacity_at_slo(app, 100.0, by=("server",)), pd.DataFrame(),
-            100.0, 35, 4, lambda a, b: "agree", None),
+            100.0, 35, 4, lambda a, b: "agree", None, points=app),
         "comparison": lambda: compare_runs.comparison(comparison(**shape), studies()),
     }
 

@@ -13,9 +13,9 @@ import pytest
 matplotlib.use("Agg")
 
 from sqlitelab.load.driver import writer_window
-from sqlitelab.report import analysis, findings, plots
+from sqlitelab.report import analysis, capacity, findings, plots
 from sqlitelab.infra import databases, servers
-from sqlitelab.core import intervals, layout, processes
+from sqlitelab.core import intervals, layout, processes, vocabulary
 from sqlitelab.core import machine as machines
 from sqlitelab.load import calibrate
 from sqlitelab import notebooks
@@ -678,3 +678,96 @@ def test_the_clients_are_compared_both_ways_with_and_without_keep_alive():
     assert same.endswith("Keep-alive moves neither client's share beyond its interval.")
     assert "not compared at this scale" in busy_errors.clients(checks, "ruby-rails", [])
     assert "no cross-check of Ruby · Rails at 16 users" in busy_errors.clients(checks, "ruby-rails", [16])
+
+
+def test_the_audit_line_says_what_was_audited():
+    """The health line's audit sentence names only what an audit checked: every point, some of
+    them, or none (an app of yours without a writes rule or a database: nothing was audited)."""
+    df = synthetic_points().assign(audit_rule="exact", integrity="ok")
+    assert "Audit ok at all" in findings.health(df)
+    none = df.assign(audit_rule=vocabulary.NOT_AUDITED, integrity=None)
+    said = findings.health(none)
+    assert f"Nothing was audited at any of the {len(df)} points" in said and "Audit ok" not in said
+    some = none.copy()
+    some.loc[0, "integrity"] = "ok"
+    assert f"Audit ok at the 1 of {len(df)} points audited" in findings.health(some)
+
+
+def app_points(rates: dict, p50: dict | None = None, cpu: float = 90.0, repeats: int = 1) -> pd.DataFrame:
+    """Notebook 10's points of one app: `rates` per level (users → req/s), each repeat 4 % above
+    the last; its median `p50` per level (default 2 ms), the app at `cpu` % of a core."""
+    return pd.DataFrame([{
+        "server": "notes", "users": u, "repeat": rep, "rps": r * (1 + 0.04 * (rep - 1)), "mean_ms": 2.0,
+        "p50_ms": (p50 or {}).get(u, 2.0), "p99_ms": 8.0, "max_ms": 20.0, "requests": int(r * 1.5),
+        "window_s": 1.5, "errors": 0, "busy_errors": 0, "server_errors": 0, "acked_writes": 0,
+        "rows_written": 0, "server_cpu_pct": cpu, "gen_cpu_pct": 30.0, "db_cached_before": None,
+        "db_cached_after": None, "generator_bound": False, "generator_influenced": False, "rate": None}
+        for u, r in rates.items() for rep in range(1, repeats + 1)])
+
+
+def test_your_apps_findings_are_as_strong_as_its_data():
+    """Notebook 10: a curve still rising at its highest level has no peak (a lower bound), one
+    that turned has; daily users at the precision the level's repeats support, with the requests
+    behind them; a level where the app waits rather than works said so, and not where it works;
+    plain Locust's p99 beside the lab's."""
+    from sqlitelab.experiments.your_app import agreement
+    from sqlitelab.notebooks import your_app
+
+    def said(pts, plain=pd.DataFrame()):
+        levels = your_app.app_levels(pts)
+        cap = capacity.capacity_at_slo(pts, 100.0, by=("server",))
+        return your_app.your_app(levels, cap, plain, 100.0, 35, 4, agreement, None, points=pts)
+
+    rising = said(app_points({1: 157.0, 8: 300.0, 32: 389.0}))
+    assert "the highest rate measured is **389 requests/s** at 32 users, the highest level" in rising
+    assert "still rising, so no peak was reached — its peak lies beyond it" in rising and "naive peak" not in rising
+    turned = said(app_points({1: 157.0, 8: 400.0, 32: 389.0}))
+    assert "the naive peak is **400 requests/s** at 8 users" in turned and "still rising" not in turned
+    # one run: its rate with no interval, daily users to three figures, the requests behind it
+    assert "**389 requests/s (one run: no interval)** (32 users, from 583 requests in 1 window(s) of 1.5 s)" in rising
+    dau = capacity.daily_active_users(389.0, 35, 4)
+    assert f"about **{intervals.shown(intervals.Interval(dau, float('nan'), float('nan'), 1, 'one run: no interval'))}** daily active users" in rising
+    assert f"{dau:,.0f}" not in rising  # not seven figures from one window
+    twice = said(app_points({1: 157.0, 8: 300.0, 32: 389.0}, repeats=2))
+    iv = intervals.mean_interval([389.0, 389.0 * 1.04])
+    assert intervals.shown(iv, " requests/s") in twice and "2 window(s)" in twice
+    assert intervals.shown(intervals.scaled(iv, capacity.daily_active_users(1.0, 35, 4))) in twice
+    # waiting: 44 ms at 1 user with the app at 2 % of a core; working: the same median at 90 %
+    waits = said(app_points({1: 22.0, 8: 150.0}, p50={1: 44.0}, cpu=2.0))
+    assert "At 1 user the median request took 44.0 ms while notes used 2 % of a core: the app waits" in waits
+    assert "the app waits" not in said(app_points({1: 22.0, 8: 150.0}, p50={1: 44.0}, cpu=90.0))
+    assert "the app waits" not in said(app_points({1: 157.0, 8: 300.0}, cpu=2.0))  # fast: nothing to blame
+    plain = pd.DataFrame([{"users": 8, "requests": 450, "rps": 290.0, "p99_ms": 64.0}])
+    both = said(app_points({1: 157.0, 8: 300.0, 32: 389.0}), plain)
+    assert "Its p99: 64.0 ms by Locust's count against the lab's 8.0 ms (8.00×)" in both
+
+
+def test_your_apps_tables_in_plain_words_show_what_was_audited():
+    """Notebook 10's levels as a reader sees them: plain column names, no row numbers, the audit
+    in words — "ok", "nothing audited" (and no writes or rows where none were counted), "FAILED"."""
+    from sqlitelab.notebooks import your_app
+    pts = app_points({1: 22.0, 8: 150.0}).assign(audit_rule="exact", integrity="ok", audit_ok=True)
+    pts.loc[pts["users"] == 8, "audit_ok"] = False
+    t = your_app.shown(your_app.app_levels(pts), "levels").data
+    assert list(t.columns[:3]) == ["users", "requests/s", "p50 ms"] and "rps" not in t.columns
+    assert list(t["audit"]) == ["ok", "FAILED"] and list(t["rows gained"]) == [0, 0]
+    none = pts.assign(audit_rule=vocabulary.NOT_AUDITED, integrity=None, audit_ok=True)
+    t = your_app.shown(your_app.app_levels(none), "levels").data
+    assert list(t["audit"]) == ["nothing audited"] * 2 and t["rows gained"].isna().all()
+    html = your_app.shown(your_app.app_levels(none), "levels").to_html()
+    assert "nothing audited" in html and "<th class=\"blank" not in html  # no row numbers
+
+
+def test_the_napkin_math_is_printed_at_the_precision_of_its_peak():
+    """Seed 000's napkin math on a peak of three runs (the README's 4,704, 1,994 and 4,499): the
+    peak with its interval, writes/day and daily users rounded to what that interval supports —
+    never seven figures from a mean that moved 2× between runs; one run keeps three figures."""
+    runs = [4704.0, 1994.0, 4499.0]
+    mean = sum(runs) / 3
+    text = linear_writes.napkin(mean, runs=runs)
+    at = intervals.mean_interval(runs)
+    dau = intervals.scaled(at, capacity.daily_active_users(1.0))
+    assert intervals.shown(at, " writes/s") in text and f"**{intervals.rounded(dau)} daily active users**" in text
+    assert f"{capacity.daily_active_users(mean):,.0f}" not in text and intervals.rounded(dau).endswith("00,000")
+    one = linear_writes.napkin(388.0, runs=[388.0])
+    assert "388 writes/s (one run: no interval)" in one and "**160,000 daily active users**" in one

@@ -28,6 +28,8 @@ REPORTS_DIR = DATA_DIR / "reports"  # make report: <scale>/<notebook>.md|.html
 # the committed reference run (sqlitelab.report.reference_run): in the repository, wherever runs go
 REFERENCE_RUN_DIR = PROJ_ROOT / "data" / "reference-run"
 TMP_DIR = DATA_DIR / "tmp"          # scratch databases of running sweeps
+# a refusal's whole traceback (a notebook's cell shows its one line: sqlitelab.notebook.refusal)
+REFUSALS_LOG = DATA_DIR / "logs" / "refusals.log"
 FIGURES_DIR = Path(os.environ.get("LAB_FIGURES_DIR", PROJ_ROOT / "figures"))
 NOTEBOOKS_DIR = Path(os.environ.get("LAB_NOTEBOOKS_DIR", PROJ_ROOT / "notebooks"))  # what batch runs (a test: its own)
 KERNEL_NAME = "sqlitelab"           # the Jupyter kernel `make setup` registers

@@ -10,6 +10,7 @@ import re
 import pandas as pd
 
 STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
+NOT_AUDITED = "no writes audited"  # a point's audit_rule where nothing was counted (an app without a writes rule)
 SYNCHRONOUS = {"0": "off", "1": "normal", "2": "full", "3": "extra"}  # PRAGMA synchronous's numbers
 
 # The lab's column whose rate is counted as each client of a sweep's cross-check counts its own:

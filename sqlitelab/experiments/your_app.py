@@ -18,6 +18,7 @@ read-only on its live file), runs the levels and stores one point per level and 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import sqlite3
@@ -32,6 +33,7 @@ from tqdm.auto import tqdm
 from sqlitelab.core import config, layout, machine, results, schema
 from sqlitelab.core.failures import LockRule
 from sqlitelab.core.processes import log_tail
+from sqlitelab.core.vocabulary import NOT_AUDITED
 from sqlitelab.experiments.sweep import SECOND_KEYS, Counts, audit
 from sqlitelab.infra import apps, databases, hosts, servers
 from sqlitelab.load import calibrate, commands, driver as load, scenarios, verdicts
@@ -167,6 +169,8 @@ def plan(*, app: apps.App, levels, duration: float, warmup: float, repeats: int 
 OWN = "its own settings"
 
 APP_KEYS = ("name", "command", "url", "db", "count_query", "env", "ready_path")
+# The example run when nothing of your own is given (the notebook's `example = None`)
+DEFAULT_EXAMPLE = "datasette"
 EXAMPLES_DIR = config.PROJ_ROOT / "examples" / "your-app"
 
 
@@ -205,33 +209,76 @@ def examples() -> dict[str, dict]:
 
 
 LOAD_KEYS = ("locustfile", "scenario", "scenario_params", "writes", "lock")
+# The settings a notebook may hand over as JSON text (papermill's -p passes a string): name → the
+# type it must be
+JSON_KEYS = {"env": dict, "scenario_params": dict, "writes": dict, "lock": dict}
 
 
-def setup(example: str | None, work_dir: Path, **given) -> tuple[apps.App, dict]:
-    """The app and what its users send: one of the examples below (its shop made fresh in
-    `work_dir`), or your own (`given`: App.of's keywords and plan's load keywords; None values
-    are left out). Returns the checked App and plan's load keywords."""
-    if example is not None:
-        found = examples()
-        if example not in found:
-            raise ValueError(f"example must be one of {', '.join(found)} or None (your own app), "
-                             f"not {example!r}")
-        given = dict(found[example])
-        shop = given.pop("shop")
-        given["db"] = databases.prepare_database(Path(work_dir) / "shop.db", **shop)
+def from_json(name: str, value):
+    """A setting given as JSON text (`-p writes '{"method": "POST", ...}'`) as the value it
+    spells; any other value as it is. Text that is not JSON of the setting's type: one line."""
+    want = JSON_KEYS.get(name)
+    if want is None or not isinstance(value, str):
+        return value
+    try:
+        out = json.loads(value)
+    except ValueError as e:
+        raise ValueError(f"{name} {value!r} is text that is not JSON ({e.msg}): give a "
+                         f"{want.__name__}, or its JSON") from None
+    if not isinstance(out, want):
+        raise ValueError(f"{name} {value!r} must be a {want.__name__} (JSON {{...}}), "
+                         f"not {type(out).__name__}")
+    return out
+
+
+def setup(example: str | None, work_dir: Path, **given) -> tuple[apps.App, dict, str | None]:
+    """The app and what its users send: yours (`given`: App.of's keywords and plan's load
+    keywords; None values are left out, JSON text read as its value: from_json), or, when nothing
+    of yours is given, one of the examples (`example`, DEFAULT_EXAMPLE when None; its shop made
+    fresh in `work_dir`). An example named beside settings of your own is refused in one line
+    naming both: the lab never measures an app you did not mean. Returns the checked App, plan's
+    load keywords and the example that runs (None: your app)."""
     unknown = sorted(set(given) - set(APP_KEYS) - set(LOAD_KEYS))
     if unknown:
         raise ValueError(f"unknown app settings {unknown}; known: {', '.join(APP_KEYS + LOAD_KEYS)}")
-    app = apps.App.of(**{k: given[k] for k in APP_KEYS if given.get(k) is not None})
-    return app, {k: given[k] for k in LOAD_KEYS if given.get(k) is not None}
+    own = {k: from_json(k, v) for k, v in given.items() if v is not None}
+    found = examples()
+    if example is not None and example not in found:
+        raise ValueError(f"example must be one of {', '.join(found)} or None (your own app), "
+                         f"not {example!r}")
+    if example is not None and own:
+        raise ValueError(f"example {example!r} and settings of your own ({', '.join(own)}): one or the "
+                         f"other — example = None measures your app, or leave yours out to run the example")
+    if not own:
+        example = example or DEFAULT_EXAMPLE
+        own = dict(found[example])
+        shop = own.pop("shop")
+        own["db"] = databases.prepare_database(Path(work_dir) / "shop.db", **shop)
+    elif "command" not in own and "url" not in own:
+        raise ValueError(f"your settings ({', '.join(own)}) name no app: give its command (the lab "
+                         f"starts it) or its url (it is listening on loopback)")
+    app = apps.App.of(**{k: own[k] for k in APP_KEYS if own.get(k) is not None})
+    return app, {k: own[k] for k in LOAD_KEYS if own.get(k) is not None}, example
+
+
+def figures_dir(example: str | None, run_dir: Path) -> Path | None:
+    """Where a run's figures go: an example's into the collection's figures/ (None: the default),
+    your app's into its run's folder (`run_dir`/figures), one folder per run, so that no app's
+    figures overwrite another's or the collection's."""
+    return None if example is not None else Path(run_dir) / "figures"
 
 
 def copy_database(src: Path, dst: Path) -> Path:
     """A copy of the app's file that the run may write (SQLite's backup: consistent with a WAL
-    beside it, the journal mode kept); any old copy replaced."""
+    beside it, the journal mode kept); any old copy replaced. A missing `src` leaves no file at
+    `dst` and an empty one an empty file: the app creates its database there."""
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{dst}{suffix}").unlink(missing_ok=True)
     dst.parent.mkdir(parents=True, exist_ok=True)
+    if not src.exists() or src.stat().st_size == 0:
+        if src.exists():
+            dst.touch()
+        return dst
     with apps.read_only(src) as con:
         out = sqlite3.connect(dst)
         try:
@@ -322,6 +369,7 @@ def measure(p: Plan, *, notebook: str, run_id: str, parameters: dict | None = No
         if p.app.command is not None:
             srv = stack.enter_context(apps.start_app(p.app, db, cpus=p.server_cpus,
                                                      log_path=run_dir / "app.log", timeout=120))
+            apps.check_started(p.app, db)  # the file it may just have made, and its count query
         else:
             srv = apps.reach(p.app)
         try:
@@ -378,7 +426,7 @@ def _level(p: Plan, srv, db, counts, users: int, rep: int, run_dir: Path, run_id
                if counts and query else 0)
     cache_after = databases.page_cache(db) if db is not None else None
     checked = (audit(p.writes, window, written, {}) if p.writes is not None else
-               {"rows_written": None, "expected_rows": None, "audit_rule": "no writes audited",
+               {"rows_written": None, "expected_rows": None, "audit_rule": NOT_AUDITED,
                 "unacked_rows": None, "audit_ok": True})
     if window.get("off_host"):
         checked = {**checked, "audit_ok": False,

@@ -192,22 +192,34 @@ class App:
     count_query: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     ready_path: str = "/"
+    # `db` is missing or empty until the app started by `command` creates it: its file and the
+    # count query are checked once the app answers (check_started), not before
+    creates_db: bool = False
 
     @classmethod
     def of(cls, *, name: str = "your app", command: str | None = None, url: str | None = None,
            db: Path | str | None = None, count_query: str | None = None,
            env: dict | None = None, ready_path: str = "/") -> "App":
-        """An App from a notebook's parameters, every one checked (AppError, one line)."""
+        """An App from a notebook's parameters, every one checked (AppError, one line). A `db`
+        that is missing or empty is one the app creates: allowed for an app the lab starts by its
+        `command` (its file and count query are then checked once it answers, check_started);
+        an app reached by its `url` is running, and its file must be there."""
         if (command is None) == (url is None):
             raise AppError("give the app's command (the lab starts it) or its url (it is already "
                            "listening on loopback), not both and not neither")
-        path = check_database(db) if db is not None else None
+        creates = command is not None and db is not None and not _has_content(db)
+        path = (Path(db).expanduser().resolve() if creates else
+                check_database(db) if db is not None else None)
         argv = tuple(check_command(command, path)) if command is not None else None
         base = check_url(url) if url is not None else None
         if count_query is not None:
             if path is None:
                 raise AppError("count_query is run on the app's database: give db= too")
-            check_count_query(path, count_query)
+            if command is None:
+                check_count_query(path, count_query)
+            elif not isinstance(count_query, str) or not count_query.strip():
+                raise AppError("count_query must be a SELECT that returns one number, e.g. "
+                               "\"SELECT count(*) FROM orders\"")
         env = dict(env or {})
         bad = [k for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:
@@ -217,7 +229,30 @@ class App:
         if not isinstance(name, str) or not name.strip():
             raise AppError("name must be a few words that name the app in figures")
         return cls(name=name.strip(), command=argv, url=base, db=path, count_query=count_query,
-                   env=env, ready_path=ready_path)
+                   env=env, ready_path=ready_path, creates_db=creates)
+
+
+def _has_content(db: Path | str) -> bool:
+    """Whether `db` names something other than a missing or empty file (that, check_database
+    judges: a directory, a text file, a SQLite file)."""
+    p = Path(db).expanduser()
+    return p.exists() and not (p.is_file() and p.stat().st_size == 0)
+
+
+def check_started(app: App, db: Path | None) -> int | None:
+    """What an app started by its command was given, checked once it answers its ready_path and
+    before any load: its database file `db` (the run's copy, which the app may just have created:
+    a SQLite file) and its count query on it (one read-only SELECT of one number). Returns the
+    count it gives then (None: no count query). AppError, one line, naming the moment."""
+    if db is None:
+        return None
+    when = f"once {app.name} answered {app.ready_path}"
+    try:
+        check_database(db)
+        return check_count_query(db, app.count_query) if app.count_query is not None else None
+    except AppError as e:
+        raise AppError(f"{when}: {e}" + (" (your app was to create it: does it, at start?)"
+                                        if app.creates_db else "")) from None
 
 
 def start_app(app: App, db: Path | None, *, cpus: str | None, log_path: Path,

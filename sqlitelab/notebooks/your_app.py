@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from sqlitelab.core import intervals
+from sqlitelab.core.vocabulary import users
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.load import scenarios
 from sqlitelab.report import analysis, capacity, findings
@@ -42,6 +44,21 @@ SCALES: dict[str, dict] = {
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget).
 BUDGET_SECONDS: dict[str, float] = {"quick": 20, "seed": 45}  # quick: 17.1-17.5 s (2026-11-28), seed: 40.1 s (make seed of 2026-11-28 at 0f6a81e, fresh clone)
+
+# Its parameters as its parameters cell declares them (but `replay` and `run_id`), stored with each
+# run (`notebook_parameters`): a run made anywhere — papermill writing the executed notebook to a path
+# of its own, JupyterLab — is re-made from results.db into its run's folder, where reports look
+# (publish.missing, `python -m sqlitelab.replay --missing`)
+PARAMETERS = ("scale", "example", "name", "command", "url", "env", "db", "ready_path", "locustfile",
+              "scenario", "scenario_params", "writes", "count_query", "lock", "levels", "rates",
+              "open_users", "duration", "warmup", "repeats", "plain_users", "slo_p99_ms",
+              "requests_per_user", "peak_hours", "server_cpus", "generator_cpus")
+
+
+def notebook_parameters(namespace: dict) -> dict:
+    """The notebook's parameters as given (PARAMETERS, from its namespace: a kernel's globals())."""
+    return {k: namespace.get(k) for k in PARAMETERS}
+
 
 SERVER_SPLIT: int | None = None
 
@@ -131,14 +148,15 @@ def _writes(r) -> str:
 def app_levels(df: pd.DataFrame) -> pd.DataFrame:
     """Notebook 10, per app and level (over repeats): throughput and latency, the window's lock
     errors (by the app's rule) and their share of its requests (`lock_share`), its other server
-    errors, the writes acknowledged and the rows the count query gained, the audit, and the CPU of
-    the app and of the generator. Closed-loop levels only (the open-loop ones: app_rates)."""
+    errors, the writes acknowledged and the rows the count query gained, the audit (`audited`:
+    whether it checked anything, findings.audited), and the CPU of the app and of the generator. Closed-loop levels only (the open-loop ones: app_rates)."""
     df = df[~analysis.open_loop(df)]
+    df = df.assign(_audited=findings.audited(df))
     t = analysis.over_repeats(df, ["server", "users"],
                      ["rps", "mean_ms", "p50_ms", "p99_ms", "max_ms", "requests", "errors",
                       "busy_errors", "server_errors", "acked_writes", "rows_written",
-                      "server_cpu_pct", "gen_cpu_pct", "db_cached_before", "db_cached_after"],
-                     server_errors="sum", acked_writes="sum", rows_written="sum")
+                      "server_cpu_pct", "gen_cpu_pct", "db_cached_before", "db_cached_after", "audited"],
+                     server_errors="sum", acked_writes="sum", rows_written="sum", audited=("_audited", "all"))
     t["lock_share"] = t["busy_errors"] / t["requests"].where(t["requests"] > 0)
     return t
 
@@ -157,6 +175,52 @@ def app_rates(df: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
+# The columns a reader is shown, in plain words, with their format: the levels (the audit's own
+# columns among them), the open-loop rates, plain Locust's run beside them, the capacity.
+SHOWN: dict[str, dict[str, tuple[str, str]]] = {
+    "levels": {"users": ("users", "{:,.0f}"), "rps": ("requests/s", "{:,.0f}"), "p50_ms": ("p50 ms", "{:,.1f}"),
+               "p99_ms": ("p99 ms", "{:,.1f}"), "errors": ("failed", "{:,.0f}"),
+               "busy_errors": ("lock errors", "{:,.0f}"), "lock_share": ("lock share", "{:.1%}"),
+               "server_errors": ("other 5xx", "{:,.0f}"), "acked_writes": ("writes acknowledged", "{:,.0f}"),
+               "rows_written": ("rows gained", "{:,.0f}"), "audit": ("audit", "{}"),
+               "server_cpu_pct": ("app CPU %", "{:,.0f}"), "gen_cpu_pct": ("Locust CPU %", "{:,.0f}"),
+               "set_by": ("pace set by", "{}")},
+    "rates": {"rate": ("offered/s", "{:,.0f}"), "rps": ("requests/s", "{:,.0f}"), "p50_ms": ("p50 ms", "{:,.1f}"),
+              "p99_ms": ("p99 ms", "{:,.1f}"), "errors": ("failed", "{:,.0f}"),
+              "busy_errors": ("lock errors", "{:,.0f}"), "lock_share": ("lock share", "{:.1%}"),
+              "backlog": ("left unsent", "{:,.0f}")},
+    "plain": {"users": ("users", "{:,.0f}"), "duration_s": ("seconds", "{:,.1f}"), "requests": ("requests", "{:,.0f}"),
+              "rps": ("requests/s", "{:,.0f}"), "p50_ms": ("p50 ms", "{:,.1f}"), "p99_ms": ("p99 ms", "{:,.1f}"),
+              "errors": ("failed", "{:,.0f}")},
+    "capacity": {"peak_rps": ("peak requests/s", "{:,.0f}"), "peak_users": ("peak at users", "{:,.0f}"),
+                 "peak_p99_ms": ("p99 ms at the peak", "{:,.1f}"),
+                 "slo_rps": ("requests/s at the objective", "{:,.0f}"),
+                 "slo_users": ("objective met at users", "{:,.0f}"),
+                 "slo_p99_ms": ("p99 ms there", "{:,.1f}")},
+}
+
+
+def shown(table: pd.DataFrame, which: str):
+    """`table` as a reader sees it (SHOWN[which]): its columns in plain words and formats, no row
+    numbers; the levels' audit in words and who set the pace (the app, or the generator). A
+    column the table lacks is left out; an empty cell is blank."""
+    t = table.copy()
+    if which == "levels":
+        audited = t["audited"] if "audited" in t else pd.Series(True, index=t.index)
+        t["audit"] = ["ok" if ok and a else "nothing audited" if ok else "FAILED"
+                      for ok, a in zip(t.get("audit_ok", pd.Series(True, index=t.index)), audited)]
+        t["set_by"] = [analysis.limit_note(r) or "the app" for r in t.to_dict("records")]
+        for col in ("acked_writes", "rows_written"):  # nothing counted: blank, not 0
+            if col in t:
+                t[col] = t[col].astype(object).where(audited.astype(bool), None)
+    cols = {k: v for k, v in SHOWN[which].items() if k in t}
+    t = t[list(cols)]
+    titles = {k: v[0] for k, v in cols.items()}
+    formats = {titles[k]: (lambda f: lambda v: "" if v is None or v != v else f.format(v))(v[1])
+               for k, v in cols.items()}
+    return t.rename(columns=titles).style.hide(axis="index").format(formats)
+
+
 def wal_series(seconds: pd.DataFrame) -> pd.DataFrame:
     """Notebook 10: every level's window second by second, laid end to end in the order they ran
     (`elapsed_s` from the first window's start, by the clock), with the WAL in MiB and the level
@@ -166,31 +230,66 @@ def wal_series(seconds: pd.DataFrame) -> pd.DataFrame:
     s = seconds.sort_values("t").copy()
     s["elapsed_s"] = s["t"] - s["t"].min()
     s["wal_mib"] = s["wal_bytes"] / 2**20
-    s["level"] = s["users"].map(lambda u: f"{int(u)} user{'s' if u != 1 else ''}")
+    s["level"] = s["users"].map(users)
     return s.reset_index(drop=True)
+
+
+# A level where the app waits rather than works: its median at least WAITS_MS while the app used
+# less than WAITS_CPU of a core. At one user a request's CPU time is the app's CPU share times its
+# latency: under a fifth of it on the app's CPU, and tens of ms long, the rest is waiting (on a
+# socket, a sleep, another service, a lock), not SQLite working.
+WAITS_MS, WAITS_CPU = 10.0, 20.0
+
+
+def waits(levels: pd.DataFrame) -> list[str]:
+    """The levels of `levels` (app_levels) where the app waits rather than works (WAITS_MS,
+    WAITS_CPU), in words."""
+    if not len(levels) or "server_cpu_pct" not in levels:
+        return []
+    w = levels[(levels["p50_ms"] >= WAITS_MS) & (levels["server_cpu_pct"] < WAITS_CPU)]
+    return [f"- At {users(r.users)} the median request took "
+            f"{findings.ms(r.p50_ms)} while {stack_title(r.server)} used {r.server_cpu_pct:.0f} % of a core: "
+            f"the app waits (on its socket, a sleep, another service), it does not work — that time is "
+            f"not SQLite's." for r in w.sort_values("users").itertuples()]
 
 
 def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p99_ms: float,
              requests_per_user: float, peak_hours: float, agreement,
-             open_cap: pd.DataFrame | None = None) -> str:
-    """Notebook 10: the app's peak and its capacity at the objective, what that is in daily active
-    users by the articles' napkin math, where lock errors appeared, and how plain Locust's count of
-    the same locustfile compares (`agreement`: experiments.your_app.agreement)."""
+             open_cap: pd.DataFrame | None = None, points: pd.DataFrame | None = None) -> str:
+    """Notebook 10: the app's peak (still rising when it is the highest level measured) and its
+    capacity at the objective, what that is in daily active users by the articles' napkin math at
+    the precision its level's repeats support (`points`: the closed-loop points, for the repeats
+    and the requests behind it), where lock errors appeared, levels where the app waits rather
+    than works, and how plain Locust's count of the same locustfile compares, rate and p99
+    (`agreement`: experiments.your_app.agreement)."""
     lines = []
     for c in cap.itertuples():
         if not findings.finished(c.peak_rps):
             lines.append(f"- **{stack_title(c.server)}**: at every level, {findings.STALLED}: no peak was measured.")
             continue
         note = f" ({c.peak_limit}: a lower bound)" if c.peak_lower_bound else ""
-        lines.append(f"- **{stack_title(c.server)}**: the naive peak is **{c.peak_rps:,.0f} requests/s** at "
-                     f"{c.peak_users} users (p99 {findings.ms(c.peak_p99_ms)}){note}.")
+        top = levels.loc[levels["server"] == c.server, "users"].max() if len(levels) else None
+        if top is not None and c.peak_users == top and (levels["server"] == c.server).sum() > 1:
+            lines.append(f"- **{stack_title(c.server)}**: the highest rate measured is **{c.peak_rps:,.0f} "
+                         f"requests/s** at {c.peak_users} users, the highest level (p99 "
+                         f"{findings.ms(c.peak_p99_ms)}){note}: still rising, so no peak was reached — "
+                         f"its peak lies beyond it (a lower bound).")
+        else:
+            lines.append(f"- **{stack_title(c.server)}**: the naive peak is **{c.peak_rps:,.0f} requests/s** at "
+                         f"{c.peak_users} users (p99 {findings.ms(c.peak_p99_ms)}){note}.")
         if c.slo_rps > 0:
-            dau = capacity.daily_active_users(c.slo_rps, requests_per_user, peak_hours)
+            at = (points[(points["server"] == c.server) & (points["users"] == c.slo_users)]
+                  if points is not None and len(points) else pd.DataFrame())
+            rate = (analysis.rate_interval(list(at["rps"])) if len(at) else
+                    intervals.Interval(c.slo_rps, float("nan"), float("nan"), 1, "one run: no interval"))
+            dau = intervals.scaled(rate, capacity.daily_active_users(1.0, requests_per_user, peak_hours))
+            behind = (f", from {int(at['requests'].sum()):,} requests in {len(at)} window(s) of "
+                      f"{at['window_s'].mean():.1f} s" if len(at) and "window_s" in at else "")
             lines.append(f"- At a p99 of at most {slo_p99_ms:g} ms with no errors it serves "
-                         f"**{c.slo_rps:,.0f} requests/s** ({c.slo_users} users): by the articles' "
-                         f"napkin math ({requests_per_user:g} requests per user per day, the day's "
-                         f"load in {peak_hours:g} peak hours) about **{dau:,.0f} daily active users**"
-                         + (" (a lower bound: the generator set the pace)" if c.slo_lower_bound else "")
+                         f"**{intervals.shown(rate, ' requests/s')}** ({c.slo_users} users{behind}): by the "
+                         f"articles' napkin math ({requests_per_user:g} requests per user per day, the day's "
+                         f"load in {peak_hours:g} peak hours) about **{intervals.shown(dau)}** daily active "
+                         f"users" + (" (a lower bound: the generator set the pace)" if c.slo_lower_bound else "")
                          + ".")
         else:
             lines.append(f"- No level met a p99 of at most {slo_p99_ms:g} ms with no errors: no "
@@ -214,6 +313,7 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
                      f"{worst['lock_share']:.1%} of requests, at {int(worst['users'])} users.")
     elif len(levels):
         lines.append(f"- No response matched the lock rule at any of the {len(levels)} levels.")
+    lines += waits(levels)
     other = levels[levels["server_errors"] > 0]
     if len(other):
         lines.append(f"- Other server errors (5xx the lock rule did not match): "
@@ -222,8 +322,12 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
         lab = levels[levels["users"] == r.users]
         if lab.empty:
             continue
-        lab_rps = float(lab["rps"].iloc[0])
+        lab_rps, lab_p99 = float(lab["rps"].iloc[0]), float(lab["p99_ms"].iloc[0])
+        p99 = (f" Its p99: {findings.ms(r.p99_ms)} by Locust's count against the lab's {findings.ms(lab_p99)}"
+               + (f" ({r.p99_ms / lab_p99:.2f}×)" if lab_p99 > 0 and r.p99_ms == r.p99_ms else "")
+               + ": Locust times every request of its run from the spawn, in whole milliseconds; the lab "
+                 "those that start and end in its window, in microseconds." if lab_p99 == lab_p99 else "")
         lines.append(f"- The same locustfile run by plain `locust --headless` at {r.users} users: "
                      f"{r.requests:,} requests, {r.rps:,.0f} requests/s by Locust's own count, "
-                     f"against the lab's {lab_rps:,.0f} in its window: {agreement(lab_rps, r.rps)}.")
+                     f"against the lab's {lab_rps:,.0f} in its window: {agreement(lab_rps, r.rps)}.{p99}")
     return "\n".join(lines)

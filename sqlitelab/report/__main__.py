@@ -20,6 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs-dir", type=Path, default=None, help="executed notebooks (default: data/runs)")
     ap.add_argument("--db", type=Path, default=None, help="the results store (default: data/results.db)")
     args = ap.parse_args(argv)
+    elsewhere = publish.missing(args.scale, args.runs_dir, args.db)
+    if elsewhere:
+        print(f"{len(elsewhere)} stored {args.scale} run(s) have no executed notebook in their run's folder "
+              f"(run by papermill to a path of its own, or in JupyterLab), e.g. {elsewhere[0]['run_id']}: "
+              f"`python -m sqlitelab.replay --missing --scale {args.scale}` re-makes them there "
+              f"(`make report` does).", file=sys.stderr)
     found = publish.newest(args.scale, args.only, args.runs_dir, args.db)
     if not found:
         print(f"No finished {args.scale} run of any notebook"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sqlitelab.core import probe
+from sqlitelab.core.vocabulary import NOT_AUDITED
 from sqlitelab.infra import servers
 from sqlitelab.load.scenarios import SCENARIOS, scenario_title
 from sqlitelab.report.analysis import flagged, limited, machine_limits
@@ -129,9 +130,25 @@ def health(df: pd.DataFrame) -> str:
         out.append(f"ℹ️ {len(r)} point(s) come from **{r['generator'].iloc[0]}**, measured again where "
                    f"{r['replaced_generator'].iloc[0]} was generator-bound or -influenced.")
     if len(df) and df["audit_ok"].all():
+        checked = audited(df)
         out.append(f"Audit ok at all {len(df)} points: rows written == acknowledged writes, "
-                   "integrity_check ok.")
+                   "integrity_check ok." if checked.all() else
+                   f"Nothing was audited at any of the {len(df)} points: no writes were counted and no "
+                   "database was checked." if not checked.any() else
+                   f"Audit ok at the {int(checked.sum())} of {len(df)} points audited: rows written == "
+                   "acknowledged writes, integrity_check ok; the other points audited nothing.")
     return "\n\n".join(out)
+
+
+def audited(df: pd.DataFrame) -> pd.Series:
+    """Which points an audit checked something at: writes counted (an audit rule other than
+    NOT_AUDITED) or the database's integrity checked; points that record neither column (tables
+    made before them) as audited, as their audit_ok says."""
+    if "audit_rule" not in df and "integrity" not in df:
+        return pd.Series(True, index=df.index)
+    rule = df["audit_rule"] if "audit_rule" in df else pd.Series(NOT_AUDITED, index=df.index)
+    integrity = df["integrity"] if "integrity" in df else pd.Series(None, index=df.index, dtype=object)
+    return (rule.fillna(NOT_AUDITED) != NOT_AUDITED) | integrity.notna()
 
 
 def generators(df: pd.DataFrame) -> str:

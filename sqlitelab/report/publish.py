@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import html
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -116,6 +117,36 @@ def newest(scale: str = "quick", only: list[str] | None = None, runs_dir: Path |
         if r.scale == scale and (not only or any(r.notebook.startswith(o) for o in only)):
             best[r.notebook] = r
     return [best[n] for n in sorted(best)]
+
+
+def missing(scale: str = "quick", runs_dir: Path | None = None, db: Path | None = None) -> list[dict]:
+    """The notebook runs results.db holds at `scale` with no executed notebook in their run's
+    folder (papermill wrote it to a path of its own, or the notebook ran in JupyterLab) that
+    stored their notebook's parameters (`notebook_parameters`, as notebook 10 does), oldest
+    first: {notebook, run_id, parameters} each, what a re-making needs to put it where
+    reports look (`python -m sqlitelab.replay --missing`)."""
+    runs_dir = Path(runs_dir or config.RUNS_DIR)
+    db = Path(db or config.RESULTS_DB)
+    if not db.exists():
+        return []
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        cols = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+        if not {"notebook", "notebook_run", "parameters", "scale"} <= cols:
+            return []
+        rows = con.execute("SELECT notebook, notebook_run, parameters FROM runs WHERE scale = ? "
+                           "GROUP BY notebook_run ORDER BY min(started)", [scale]).fetchall()
+    finally:
+        con.close()
+    out = []
+    for notebook, run_id, parameters in rows:
+        try:
+            given = (json.loads(parameters or "{}") or {}).get("notebook_parameters")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(given, dict) and not (runs_dir / run_id / f"{notebook}.ipynb").exists():
+            out.append({"notebook": notebook, "run_id": run_id, "parameters": given})
+    return out
 
 
 # Where a report says its run's rows are: the results store, or a committed export of it.
