@@ -3,6 +3,7 @@ block equals what `python -m sqlitelab.readme` writes, and a number typed over f
 import pytest
 
 from sqlitelab import notebooks, readme
+from sqlitelab.core import intervals
 from sqlitelab.report import reference_tables, summaries
 from sqlitelab import notebooks
 
@@ -84,6 +85,9 @@ def test_02s_row_leads_with_the_articles_tool_and_says_what_its_own_runs_cannot_
     words = busy_errors.article_words(busy_errors.article_runs(busy_errors.busy_summary(pts), ref, x["crosschecks"]))
     assert words.startswith("The article's set-ups at 3 users, oha (the article's tool, a new connection per request)")
     assert "the article's runs cannot tell them apart" in words and "Wilson's" in words
-    alone = busy_errors.article_words(busy_errors.article_runs(busy_errors.busy_summary(pts), ref, None))
+    runs = busy_errors.article_runs(busy_errors.busy_summary(pts), ref, None)
+    alone = busy_errors.article_words(runs)
     assert "oha, the article's tool, ran none of them at this scale" in alone
-    assert "the lab's generator 0.86 %" in alone and "here, the lab's generator tells them apart" in alone
+    first = runs[runs["users"] == runs["users"].max()].iloc[0]
+    share = intervals.shown_share(intervals.share_interval(first["busy_errors"], first["requests"]))
+    assert f"**{first['setup']}**: the lab's generator {share}" in alone and "here, the lab's generator tells them apart" in alone

@@ -673,7 +673,7 @@ def test_the_clients_are_compared_both_ways_with_and_without_keep_alive():
     text = busy_errors.clients(checks, "ruby-rails", [3])
     assert "a new connection per request: oha 76.3 %" in text and "— within each other's interval; connections kept alive" in text
     assert "the lab's generator 0.00 %" in text and "— apart." in text
-    assert "keep-alive moves oha's share beyond its interval; keep-alive moves the lab's generator's share" in text
+    assert "Keep-alive moves oha's share beyond its interval; keep-alive moves the lab's generator's share" in text
     same = busy_errors.clients(checks.assign(failed=0), "ruby-rails", [3])
     assert same.endswith("Keep-alive moves neither client's share beyond its interval.")
     assert "not compared at this scale" in busy_errors.clients(checks, "ruby-rails", [])
@@ -771,3 +771,14 @@ def test_the_napkin_math_is_printed_at_the_precision_of_its_peak():
     assert f"{capacity.daily_active_users(mean):,.0f}" not in text and intervals.rounded(dau).endswith("00,000")
     one = linear_writes.napkin(388.0, runs=[388.0])
     assert "388 writes/s (one run: no interval)" in one and "**160,000 daily active users**" in one
+
+
+def test_a_curve_highest_at_its_last_level_has_no_peak_within_the_levels():
+    """01's findings: a stack whose highest rate is at the highest level run has no peak within
+    the levels (a lower bound on it); one that fell after its highest has its peak."""
+    df = synthetic_points()  # python-fastapi: 100, 180, 300, 250 writes/s at 1, 2, 4, 8 users
+    turned = linear_writes.linear_writes(linear_writes.seed_table(df), df)
+    assert "**Python · FastAPI** (rails71): throughput peaks at **" in turned and "no peak within" not in turned
+    rising = linear_writes.linear_writes(linear_writes.seed_table(df[df["users"] < 8]), df)
+    assert "**Python · FastAPI** (rails71): its highest rate, **" in rising
+    assert "at 4 users, the highest level run: no peak within the levels (a lower bound on it)" in rising

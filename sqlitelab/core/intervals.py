@@ -265,7 +265,7 @@ def shown(interval: Interval, unit: str = "", of: str = "runs") -> str:
     est = _fmt(interval.estimate, places) + unit
     if interval.bounded:
         return (f"{est} ({interval.level:.0%} interval {_fmt(interval.low, places)}–{_fmt(interval.high, places)}{unit}, "
-                f"{interval.n} {of})").replace("%", " %")
+                f"{interval.n:,} {of})").replace("%", " %")
     if math.isnan(interval.low):
         return f"{est} ({interval.method})"
     return f"{est} ({interval.level:.0%} interval unbounded: the denominator's runs reach zero)".replace("%", " %")

@@ -320,7 +320,8 @@ def clients(checks: pd.DataFrame, server: str, levels: list, tool: str = "oha",
         moved = [f"keep-alive moves {names[w]}'s share beyond its interval" for w in (tool, "lab")
                  if (keepalive, w) in got and (new_connection, w) in got
                  and claims.apart(got[(keepalive, w)], got[(new_connection, w)])]
-        tail = (" " + "; ".join(moved) + "." if moved else
+        said_moved = "; ".join(moved)
+        tail = (" " + said_moved[:1].upper() + said_moved[1:] + "." if moved else
                 " Keep-alive moves neither client's share beyond its interval." if len(said) == 2 else "")
         lines.append(f"- **{profile}**: " + ("; ".join(said) or "not both clients") + "." + tail)
     return "\n".join(lines)
