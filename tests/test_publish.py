@@ -161,3 +161,12 @@ def test_a_page_re_made_from_its_stored_run_says_so(tmp_path):
         run = publish.Run(NOTEBOOK, run_id, nb, "quick", "2026-11-25T10:00:00", {})
         page = publish.write(run, tmp_path / f"out-{says}")["markdown"].read_text()
         assert ("re-made from the stored run by `python -m sqlitelab.replay` (nothing measured again" in page) == says
+
+
+def test_a_re_made_page_is_dated_when_its_run_started_not_when_it_was_re_made(tmp_path):
+    run_id = "20261125T100000Z-05-single-machine-aaaa"
+    _executed(tmp_path / "runs" / run_id / f"{NOTEBOOK}.ipynb", run_id, replay=run_id)  # re-made at 10:00:xx
+    found, = publish.runs(tmp_path / "runs", tmp_path / "none.db")
+    assert found.started == "2026-11-25T10:00:00+00:00"
+    _executed(tmp_path / "own" / run_id / f"{NOTEBOOK}.ipynb", run_id)  # its own: papermill's start
+    assert publish.runs(tmp_path / "own", tmp_path / "none.db")[0].started.startswith("2026-11-25T10:00:")

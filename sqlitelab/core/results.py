@@ -24,9 +24,21 @@ from sqlitelab.core import config, schema
 from sqlitelab.core.machine import machine, machine_label
 
 
+RUN_STAMP = "%Y%m%dT%H%M%SZ"  # a notebook run id's first part: when it started, UTC
+
+
 def new_run_id(notebook: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(timezone.utc).strftime(RUN_STAMP)
     return f"{stamp}-{notebook}-{secrets.token_hex(2)}"
+
+
+def run_started(run_id: str) -> str | None:
+    """When the notebook run `run_id` (new_run_id's) started, ISO 8601 in UTC; None for an id
+    of another form."""
+    try:
+        return datetime.strptime(str(run_id).split("-", 1)[0], RUN_STAMP).replace(tzinfo=timezone.utc).isoformat()
+    except ValueError:
+        return None
 
 
 def sweep_id(notebook_run: str, experiment: str | None) -> str:

@@ -28,7 +28,7 @@ import nbformat
 from nbconvert import HTMLExporter, MarkdownExporter
 from nbconvert.preprocessors import ExtractOutputPreprocessor
 
-from sqlitelab.core import config
+from sqlitelab.core import config, results
 
 # What a report keeps of a code cell's outputs: what the notebook displayed for a reader.
 SHOWN = ("text/markdown", "text/html", "image/png", "image/svg+xml")
@@ -102,8 +102,12 @@ def runs(runs_dir: Path | None = None, db: Path | None = None) -> list[Run]:
             params = pm.get("parameters", {})
             if pm.get("exception") or "run_id" not in params or not pm.get("end_time"):
                 continue  # failed or unfinished: never reported
-            found.append(Run(nb_path.stem, params["run_id"], nb_path, params.get("scale", ""),
-                             pm.get("start_time", ""), provenance(params["run_id"], db)))
+            prov = provenance(params["run_id"], db)
+            # a notebook re-made from its stored run (replay) started when it was re-made: the
+            # run's own start is in its id (else its first sweep's)
+            started = ((results.run_started(params["run_id"]) or prov.get("started") or "") if params.get("replay")
+                       else pm.get("start_time", ""))
+            found.append(Run(nb_path.stem, params["run_id"], nb_path, params.get("scale", ""), started, prov))
     return sorted(found, key=lambda r: r.started)
 
 
