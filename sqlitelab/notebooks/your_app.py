@@ -273,7 +273,7 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
             lines.append(f"- **{stack_title(c.server)}**: the highest rate measured is **{c.peak_rps:,.0f} "
                          f"requests/s** at {c.peak_users} users, the highest level (p99 "
                          f"{findings.ms(c.peak_p99_ms)}){note}: still rising, so no peak was reached — "
-                         f"its peak lies beyond it (a lower bound).")
+                         f"its peak lies beyond it" + ("." if note else " (a lower bound)."))
         else:
             lines.append(f"- **{stack_title(c.server)}**: the naive peak is **{c.peak_rps:,.0f} requests/s** at "
                          f"{c.peak_users} users (p99 {findings.ms(c.peak_p99_ms)}){note}.")
