@@ -153,13 +153,18 @@ def count(path: Path | str, query: str) -> int:
     return row[0]
 
 
+def check_query_text(query) -> None:
+    """A count query's text, before any database can run it: a non-empty string."""
+    if not isinstance(query, str) or not query.strip():
+        raise AppError("count_query must be a SELECT that returns one number, e.g. "
+                       "\"SELECT count(*) FROM orders\"")
+
+
 def check_count_query(path: Path | str, query: str) -> int:
     """`query` as the audit's count: one SELECT that only reads and returns one integer (each
     acknowledged write grows it by one). Run once here, on a read-only connection with an
     authorizer that denies everything but reading; returns the count it gives now."""
-    if not isinstance(query, str) or not query.strip():
-        raise AppError("count_query must be a SELECT that returns one number, e.g. "
-                       "\"SELECT count(*) FROM orders\"")
+    check_query_text(query)
     try:
         with read_only(path) as con:
             con.set_authorizer(_only_reads)
@@ -217,9 +222,8 @@ class App:
                 raise AppError("count_query is run on the app's database: give db= too")
             if command is None:
                 check_count_query(path, count_query)
-            elif not isinstance(count_query, str) or not count_query.strip():
-                raise AppError("count_query must be a SELECT that returns one number, e.g. "
-                               "\"SELECT count(*) FROM orders\"")
+            else:  # run on the app's file once it answers (check_started)
+                check_query_text(count_query)
         env = dict(env or {})
         bad = [k for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:

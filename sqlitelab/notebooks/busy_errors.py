@@ -224,14 +224,11 @@ def article_runs(summary: pd.DataFrame, ref: pd.DataFrame, checks: pd.DataFrame 
 
 
 # What a share's interval holds where each set-up ran once, minutes from the next (not interleaved):
-# the chance in the count of one run, not how far another run would move the share.
-ONE_RUN_EACH = (" (one run each, minutes apart, not interleaved: an interval holds the count's chance, "
-                "not how far another run would move it)")
-
-
-# What the article-runs figure's error bars are
-BAR_INTERVALS = ("Error bars: 95 % interval of each share, Wilson's over its requests; one run each, "
-                 "so they hold the count's chance, not how far another run would move it.")
+# the chance in the count of one run, not how far another run would move the share; in the words
+# and on the article-runs figure's error bars.
+HOLDS = "the count's chance, not how far another run would move it"
+ONE_RUN_EACH = f" (one run each, minutes apart, not interleaved: an interval holds {HOLDS})"
+BAR_INTERVALS = f"Error bars: 95 % interval of each share, Wilson's over its requests; one run each, so they hold {HOLDS}."
 
 
 def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False) -> str:
@@ -243,7 +240,7 @@ def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False
     top = runs[runs["users"] == runs["users"].max()]
     share, pct = intervals.share_interval, intervals.shown_share
     conn = "a new connection per request" if not keepalive else "connections kept alive"
-    users = int(top["users"].iloc[0]) if len(top) else 0
+    level = int(top["users"].iloc[0]) if len(top) else 0
     counts = top.get(f"{tool}_responses", pd.Series(dtype=float))
     ran = bool(counts.notna().any())  # the tool ran at this level (a stall of it is still a run)
     lines, art, lead = [], [], []
@@ -273,9 +270,9 @@ def article_words(runs: pd.DataFrame, tool: str = "oha", keepalive: bool = False
         ours = ("has no share of both" if lead[i] is None or lead[i + 1] is None else
                 "tells them apart" if claims.apart(lead[i], lead[i + 1]) else "cannot tell them apart either")
         lines.append(f"- {first} → {second}: the article's runs {theirs}; here, {who} {ours}.")
-    head = (f"The article's set-ups at {users} users, {tool} (the article's tool, {conn}) first; a share's "
+    head = (f"The article's set-ups at {level} users, {tool} (the article's tool, {conn}) first; a share's "
             f"interval is Wilson's over its requests{ONE_RUN_EACH}:" if ran else
-            f"The article's set-ups at {users} users, from the lab's generator ({conn}): {tool}, the article's "
+            f"The article's set-ups at {level} users, from the lab's generator ({conn}): {tool}, the article's "
             f"tool, ran none of them at this scale (its cross-check runs at seed); a share's interval is "
             f"Wilson's over its requests{ONE_RUN_EACH}:")
     return "\n".join([head, *lines])
@@ -292,18 +289,18 @@ def clients(checks: pd.DataFrame, server: str, levels: list, tool: str = "oha",
     if not levels:
         return ("The clients were not compared at this scale (`client_levels` is empty: the seed scale "
                 f"measures {stack_title(server)} from both clients, with and without keep-alive).")
-    users = max(levels)
+    level = max(levels)
     if checks is None or not len(checks) or "responses" not in checks:
         return (f"The clients were not compared: the run has no cross-check by {tool} (the seed scale "
                 f"runs one at the article's levels).")
-    at = checks[(checks["server"] == server) & (checks["users"] == users)
+    at = checks[(checks["server"] == server) & (checks["users"] == level)
                 & checks["experiment"].isin([keepalive, new_connection]) & checks["responses"].gt(0)]
     if at.empty:
-        return f"The clients were not compared: no cross-check of {stack_title(server)} at {users} users."
+        return f"The clients were not compared: no cross-check of {stack_title(server)} at {level} users."
     pct = intervals.shown_share
     conns = {keepalive: "connections kept alive", new_connection: "a new connection per request"}
     names = {tool: tool, "lab": "the lab's generator"}
-    lines = [f"**The client, and keep-alive**: {stack_title(server)} at {users} users, each set-up measured by "
+    lines = [f"**The client, and keep-alive**: {stack_title(server)} at {level} users, each set-up measured by "
              f"{tool} (the article's tool) and by the lab's generator, with connections kept alive and with a "
              f"new connection per request; a share's interval is Wilson's over its requests{ONE_RUN_EACH}:"]
     for profile, g in at.groupby("profile", sort=False):

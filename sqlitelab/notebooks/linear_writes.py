@@ -348,7 +348,7 @@ def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4,
     support (their mean and its 95 % interval; one run or none given: three figures)."""
     if not findings.finished(peak_rps):
         return f"No napkin math: {findings.STALLED.replace('its window', 'any window')}, so there is no peak."
-    at = peak_interval(peak_rps, runs)
+    at = analysis.rate_with_runs(peak_rps, runs)
     per_day, dau = (intervals.scaled(at, f(1.0)) for f in (
         lambda r: capacity.requests_per_day(r, peak_hours) / 1e6,
         lambda r: capacity.daily_active_users(r, writes_per_user, peak_hours)))
@@ -356,13 +356,6 @@ def napkin(peak_rps: float, writes_per_user: float = 35, peak_hours: float = 4,
             f"hours, this server absorbs **{intervals.rounded(per_day)} million writes per day** — "
             f"**{intervals.rounded(dau)} daily active users** at {writes_per_user:g} writes each "
             f"(the article: ~2,500/s → 35 M/day → 1 M DAU).")
-
-
-def peak_interval(peak_rps: float, runs: list[float] | None = None) -> intervals.Interval:
-    """A peak's rate with the 95 % interval of its level's `runs` (one run or none: none)."""
-    finite = [r for r in runs or () if r == r]
-    return (intervals.mean_interval(finite) if len(finite) >= 2 else
-            intervals.Interval(peak_rps, float("nan"), float("nan"), max(len(finite), 1), "one run: no interval"))
 
 
 def napkin_table(table: pd.DataFrame, first: str, writes_per_user: float = 35,
@@ -374,7 +367,7 @@ def napkin_table(table: pd.DataFrame, first: str, writes_per_user: float = 35,
     best = peak(table)
     best = best.assign(_order=best["server"] != first).sort_values(["_order", "peak_rps"],
                                                                    ascending=[True, False])
-    at = [peak_interval(r.peak_rps, level_runs(points, r.server, r.profile, r.peak_users)
+    at = [analysis.rate_with_runs(r.peak_rps, level_runs(points, r.server, r.profile, r.peak_users)
                         if points is not None else None) for r in best.itertuples()]
     return pd.DataFrame({
         "server": best["server"], "profile": best["profile"], "peak_rps": best["peak_rps"],
@@ -421,7 +414,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
         knobs = pts.loc[(pts["server"] == stack) & (pts["profile"] == profile), "knobs"]
         yjit = {json.loads(k).get("yjit") for k in knobs.dropna()} - {None}
         yjit_words = f", YJIT {'/'.join(sorted(yjit))}" if yjit else ""  # runs before LAB_YJIT: unknown
-        at_peak = peak_interval(best["rps"], level_runs(pts, stack, profile, best["users"]))
+        at_peak = analysis.rate_with_runs(best["rps"], level_runs(pts, stack, profile, best["users"]))
         text = (f"{name} (`{profile}`{yjit_words}) on {summaries.server_cores(study, x)}, "
                 f"{summaries.run_shape(pts[pts['server'] == stack])}: "
                 f"{claims.collapse_words(curve, peak=intervals.shown(at_peak, '/s'))}{summaries.limit(best)} — "
@@ -446,7 +439,7 @@ def summary(study: ModuleType, x: summaries.Tables) -> tuple[str, str]:
     if len(others):
         said, repeated = [], False
         for r in others.itertuples():
-            at_peak = peak_interval(r.peak_rps, level_runs(pts, r.server, r.profile, r.peak_users))
+            at_peak = analysis.rate_with_runs(r.peak_rps, level_runs(pts, r.server, r.profile, r.peak_users))
             repeated |= at_peak.n > 1
             rate = intervals.shown(at_peak, "/s") if at_peak.n > 1 else summaries.once(r.peak_rps, "/s")
             said.append(f"{stack_title(r.server)} {rate} ({users(r.peak_users)})")

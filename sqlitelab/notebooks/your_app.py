@@ -280,8 +280,7 @@ def your_app(levels: pd.DataFrame, cap: pd.DataFrame, plain: pd.DataFrame, slo_p
         if c.slo_rps > 0:
             at = (points[(points["server"] == c.server) & (points["users"] == c.slo_users)]
                   if points is not None and len(points) else pd.DataFrame())
-            rate = (analysis.rate_interval(list(at["rps"])) if len(at) else
-                    intervals.Interval(c.slo_rps, float("nan"), float("nan"), 1, "one run: no interval"))
+            rate = analysis.rate_with_runs(c.slo_rps, at["rps"] if len(at) else None)
             dau = intervals.scaled(rate, capacity.daily_active_users(1.0, requests_per_user, peak_hours))
             behind = (f", from {int(at['requests'].sum()):,} requests in {len(at)} window(s) of "
                       f"{at['window_s'].mean():.1f} s" if len(at) and "window_s" in at else "")

@@ -118,6 +118,13 @@ def rate_interval(values: list) -> intervals.Interval:
     return intervals.mean_interval(finite)
 
 
+def rate_with_runs(rate: float, runs=None) -> intervals.Interval:
+    """A level's `rate` with the 95 % interval of its `runs` (rate_interval); with no run given,
+    or none a number, the rate alone with no interval."""
+    iv = rate_interval(list(runs if runs is not None else ()))
+    return iv if iv.n else intervals.Interval(rate, math.nan, math.nan, 1, "one run: no interval")
+
+
 def _true(v) -> bool:
     return v is not None and v == v and bool(v)  # v == v: not NaN
 

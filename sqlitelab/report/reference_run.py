@@ -32,8 +32,12 @@ ORDER = ("notebook", "notebook_run", "run_id", "experiment", "server", "profile"
          "users", "rate", "repeat", "generator", "method", "variant", "rows_per_txn", "total")
 
 
+def _has(con: sqlite3.Connection, table: str) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [table]).fetchone() is not None
+
+
 def _rows(con: sqlite3.Connection, table: str, notebook_runs: list[str]) -> pd.DataFrame:
-    if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [table]).fetchone():
+    if not _has(con, table):
         return pd.DataFrame()
     cols = [r[1] for r in con.execute(f"PRAGMA table_info([{table}])") if r[1] not in LEFT_OUT.get(table, ())]
     if "notebook_run" not in cols:
@@ -49,7 +53,7 @@ def _power(con: sqlite3.Connection, machines: list[str]) -> pd.DataFrame:
     """The power checks stored for `machines` (report.power's rows) that carry the band they
     judged by: one row per pair of runs, check and metric (the newest judgement of it), oldest
     check first."""
-    if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='power'").fetchone():
+    if not _has(con, "power"):
         return pd.DataFrame()
     marks = ", ".join("?" * len(machines))
     df = pd.read_sql_query(f"SELECT * FROM power WHERE machine IN ({marks})", con, params=machines)
@@ -66,8 +70,7 @@ def _calibrations(con: sqlite3.Connection, runs: pd.DataFrame) -> pd.DataFrame:
     """The generator calibrations the exported `runs` rows name (analysis.calibration_ids),
     oldest first."""
     ids = analysis.calibration_ids(runs)
-    if not ids or not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' "
-                                  "AND name='calibrations'").fetchone():
+    if not ids or not _has(con, "calibrations"):
         return pd.DataFrame()
     marks = ", ".join("?" * len(ids))
     return pd.read_sql_query(f"SELECT * FROM calibrations WHERE calib_id IN ({marks}) "
@@ -90,17 +93,11 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
     written: dict[str, Path] = {}
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        for table in reference_tables.TABLES:
-            df = _rows(con, table, ids)
-            path = out / f"{table}.csv"
-            if df.empty:
-                path.unlink(missing_ok=True)
-                continue
-            df.to_csv(path, index=False)
-            written[table] = path
+        frames = {table: _rows(con, table, ids) for table in reference_tables.TABLES}
         machines = sorted({str(r.provenance.get("machine")) for r in runs})
-        for table, df in ((reference_tables.POWER, _power(con, machines)),
-                          (reference_tables.CALIBRATIONS, _calibrations(con, _rows(con, "runs", ids)))):
+        frames[reference_tables.POWER] = _power(con, machines)
+        frames[reference_tables.CALIBRATIONS] = _calibrations(con, frames["runs"])
+        for table, df in frames.items():
             path = out / f"{table}.csv"
             path.unlink(missing_ok=True)
             if len(df):
