@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 import textwrap
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sqlitelab.core import config, machine, results, schema
+from sqlitelab.core import config, machine, results, schema, turns
 from sqlitelab.lab import kernel_ipc_prefix, kernel_transport
 from sqlitelab.notebooks import studies
 from sqlitelab.report import timing
@@ -113,8 +114,12 @@ def run_notebook(path: Path, scale: str, overrides: dict | None = None,
         error = f"{e.ename}: {e.evalue}"
     except Exception as e:  # the kernel died, the notebook is unreadable...: the batch goes on
         error = f"{type(e).__name__}: {e}"
+    # a run taking turns with others (the power check's: sqlitelab.core.turns) waited for them:
+    # that time is theirs, not its own
+    waited = (turns.waited(os.environ["LAB_TURNS"], int(os.environ["LAB_TURN"]))
+              if "LAB_TURNS" in os.environ else 0.0)
     return {"notebook": path.stem, "run_id": run_id, "executed": str(out),
-            "seconds": round(time.perf_counter() - t, 1), "error": error}
+            "seconds": round(time.perf_counter() - t - waited, 1), "waited": round(waited, 1), "error": error}
 
 
 def _count(run_id: str, table: str) -> int:
@@ -227,10 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {path.stem} ({args.scale})"
               + (f" (it has no parameter {', '.join(skipped)})" if skipped else ""), flush=True)
         done.append(run_notebook(path, args.scale, taken[path]))
-        print(f"   {done[-1]['seconds']} s -> {done[-1]['executed']}"
+        waits = f" (and {done[-1]['waited']} s waiting for its turns)" if done[-1]["waited"] else ""
+        print(f"   {done[-1]['seconds']} s{waits} -> {done[-1]['executed']}"
               + (f"\n   FAILED: {done[-1]['error']}" if done[-1]["error"] else ""), flush=True)
     failed = {d["run_id"]: failed_audits(d["run_id"]) for d in done}
-    print(f"\nSummary ({args.scale} scale, {total_line(done, args.scale, time.perf_counter() - t)}, "
+    own = time.perf_counter() - t - sum(d["waited"] for d in done)  # without waits for turns
+    print(f"\nSummary ({args.scale} scale, {total_line(done, args.scale, own)}, "
           f"{machine.machine_label()}):")
     print(summary(done, failed, args.scale))
     print(f"\nExecuted notebooks: {config.RUNS_DIR}/<run_id>/\nFigures: {config.FIGURES_DIR}/<notebook>/"

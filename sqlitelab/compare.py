@@ -16,8 +16,9 @@ machine's (the default stack's).
 
 `python -m sqlitelab.compare --power NN [--scale quick] [--cap 0.8]`: the lab's power on this
 machine (sqlitelab.report.power): notebook NN run three times with `python -m sqlitelab.batch`
-into data/power/<stamp>/ — twice as it is, then with every server held to `cap` of its CPUs —
-and the share of points compare judges as it should (A/A within noise, held back slower), stored
+into data/power/<stamp>/ — twice as it is, and once with every server held to `cap` of its CPUs,
+the three at once taking turns server by server (sqlitelab.core.turns; each run's output in
+run-<name>.log there) — and the share of points compare judges as it should (A/A within noise, held back slower), stored
 in data/results.db's `power` table and printed. `--power` alone prints the stored rows; `--power
 NN --from data/power/<stamp>` judges a power folder's three runs again, measuring nothing.
 """
@@ -27,11 +28,12 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 
-from sqlitelab.core import config, results
+from sqlitelab.core import config, processes, results, turns
 from sqlitelab.experiments import noise
 from sqlitelab.report import compare, power
 
@@ -91,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# the power check's three runs, in the order they take their turns (and start)
+RUN_NAMES = ("A", "A-again", "held")
+START_GAP_S = 1.0  # between the runs' starts: their ids and runs rows keep the rotation's order
+
+
 def _power(args) -> int:
     """--power: three runs of a notebook into a folder of their own, compared and stored."""
     if not args.power:
@@ -103,17 +110,44 @@ def _power(args) -> int:
     if args.from_ is not None:
         return _judged(args, args.from_)
     folder = config.DATA_DIR / "power" / results.now_iso().replace(":", "").replace("-", "")[:15]
+    folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "LAB_DATA_DIR": str(folder), "LAB_RUNS_DIR": str(folder / "runs"),
            "LAB_FIGURES_DIR": str(folder / "figures"), "LAB_CALIBRATION_DB": str(config.CALIBRATION_DB)}
     env.pop("LAB_SERVER_CPU_CAP", None)
-    for held in (None, None, args.cap):
-        run_env = {**env, **({"LAB_SERVER_CPU_CAP": str(held)} if held else {})}
-        print(f"compare --power: notebook {args.power} at {args.scale}" + (f", servers held to {100 * held:g} %" if held else ""),
-              flush=True)
-        done = subprocess.run([sys.executable, "-m", "sqlitelab.batch", "--scale", args.scale, "--only", args.power],
-                              env=run_env)
-        if done.returncode == 2:
-            return 2
+    caps = (None, None, args.cap)
+    # the three runs at once, taking turns server by server (sqlitelab.core.turns): A, A again,
+    # held, A, A again, held...; each its own batch, its output in a log of the folder
+    taking = turns.start(folder / "turns", len(caps))
+    print(f"compare --power: notebook {args.power} at {args.scale}, three runs taking turns server by "
+          f"server (the third with its servers held to {100 * args.cap:g} %); their output: {folder}/run-*.log",
+          flush=True)
+    procs = []
+    try:
+        for i, (held, mine) in enumerate(zip(caps, taking)):
+            run_env = {**env, **mine, **({"LAB_SERVER_CPU_CAP": str(held)} if held else {})}
+            log = open(folder / f"run-{RUN_NAMES[i]}.log", "w")
+            procs.append((processes.spawn([sys.executable, "-m", "sqlitelab.batch", "--scale", args.scale,
+                                           "--only", args.power], f"power check's run {RUN_NAMES[i]}",
+                                          env=run_env, stdout=log, stderr=subprocess.STDOUT), log))
+            # the runs start in the rotation's order (the runs rows' `started`: _judged's order)
+            time.sleep(START_GAP_S)
+        codes = []
+        for i, (proc, log) in enumerate(procs):
+            codes.append(proc.wait())
+            turns.finished(folder / "turns", i)
+            log.close()
+    finally:
+        for i, (proc, log) in enumerate(procs):
+            if proc.poll() is None:
+                processes.stop(proc)
+            processes.forget(proc.pid)
+            log.close()
+    for i, code in enumerate(codes):
+        text = (folder / f"run-{RUN_NAMES[i]}.log").read_text()
+        print(f"\n== run {RUN_NAMES[i]}: exit {code}\n" + text[text.find("Summary ("):] if "Summary (" in text
+              else f"\n== run {RUN_NAMES[i]}: exit {code}\n" + processes.log_tail(folder / f"run-{RUN_NAMES[i]}.log"))
+    if 2 in codes:
+        return 2
     return _judged(args, folder)
 
 
@@ -132,7 +166,8 @@ def _judged(args, folder: Path) -> int:
     ids = runs["notebook_run"].tolist()
     cap = results.read_sql("SELECT max(server_cpu_cap) AS cap FROM points WHERE notebook_run = ?", [ids[2]], db)
     cap = float(cap["cap"].iloc[0]) if len(cap) and cap["cap"].notna().all() else args.cap  # as it was held
-    rows = power.rows(str(runs["notebook"].iloc[0]), args.scale, cap, *ids, db=db)
+    rows = power.rows(str(runs["notebook"].iloc[0]), args.scale, cap, *ids, db=db,
+                      interleaved=(folder / "turns").is_dir())
     results.store_rows("power", rows, args.db)
     print("\n".join(power.said(r) for r in rows))
     return 0

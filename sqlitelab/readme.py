@@ -82,15 +82,17 @@ def lab_power(x: dict) -> list[str]:
     if not len(rows):
         return []
     scales = x["manifest"]["scale"]
+    machine = x["manifest"]["runs"][0]["machine"]  # the run's: a check of another names its own
     shown = rows[rows["scale"].isin(scales)]
     elsewhere = rows[~rows["scale"].isin(scales)]
     checks = lambda d: d.drop_duplicates(["scale", "measured"]).groupby("scale").size()  # noqa: E731
     more = "; ".join(f"{n} check{'s' * (n > 1)} at {scale}" for scale, n in checks(elsewhere).items())
     return (["", f"What `compare` can tell on this machine (`python -m sqlitelab.compare --power 03 --scale "
-                 f"{'/'.join(scales)}`: notebook 03 twice as it is, then with every server held to a share of "
-                 f"its CPU; every check in [`data/reference-run/power.csv`](data/reference-run/power.csv)"
+                 f"{'/'.join(scales)}`: notebook 03 twice as it is and once with every server held to a share of "
+                 f"its CPU, each line saying whether the three took turns, and naming its machine where it is "
+                 f"another; every check in [`data/reference-run/power.csv`](data/reference-run/power.csv)"
                  + (f", {more} among them" if more else "") + "):", ""]
-            + [f"- {power.said(r)}" for r in shown.to_dict("records")])
+            + [f"- {power.said(r, machine)}" for r in shown.to_dict("records")])
 
 
 def block(export_dir: Path | None = None) -> str:

@@ -403,8 +403,14 @@ def test_the_power_rows_count_what_compare_got_right(tmp_path):
     assert aa["hits"] == 10 and aa["share"] == 1.0 and 0 < aa["band"] < 0.1
     assert held["points"] == 9 and held["hits"] == 9 and held["others"] == 1 and held["others_within"] == 1
     assert held["band"] == aa["band"]
-    assert ("held to 80 % of its CPUs: flagged slower (a point's band ±"
+    assert ("held to 80 % of its CPUs (one run after the other): flagged slower (a point's band ±"
             in power.said(held))
+    assert aa["interleaved"] == 0 and "A/A (the same code twice, one run after the other)" in power.said(aa)
+    turned = power.rows("03-read-write-mix", "quick", 0.8, "a", "a2", "held", db=db, interleaved=True)
+    assert all(r["interleaved"] == 1 for r in turned)
+    assert "A/A (the same code twice, taking turns server by server)" in power.said(turned[0])
+    # a row stored before checks said how their runs ran: one after the other, as they all did
+    assert "one run after the other" in power.said({k: v for k, v in aa.items() if k != "interleaved"})
     assert ("9 of 9 points the hold slows (100 %), goal 90 %; of the other 1 (their servers not busy enough "
             "to be held), 1 within noise; the run as a whole 0.80× (95 % interval 0.80–0.80×): slower, "
             "beyond the A/A drift") in power.said(held)

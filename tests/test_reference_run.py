@@ -93,13 +93,50 @@ def test_the_power_checks_of_the_runs_machine_go_beside_them_and_into_the_readme
     assert "| `power.csv` | 3 |" in (out / "README.md").read_text()
     block = "\n".join(readme.lab_power(x))
     assert "1 check at seed among them" in block
-    assert ("- notebook 03 at quick · throughput · held to 80 % of its CPUs: flagged slower (a point's band ±10 %: "
+    assert ("- notebook 03 at quick · throughput · held to 80 % of its CPUs (one run after the other): flagged "
+            "slower (a point's band ±10 %: "
             "the A/A points' scatter): 7 of 10 points the hold slows (70 %), goal 90 %; of the other 3") in block
     assert block.count("\n- notebook 03") == 2
     shown = compare_runs.lab_power(pd.DataFrame(), out)
     assert "No power check is stored on this machine" in shown and "On the reference machine" in shown
     assert shown.count("\n- notebook 03") == 3
     assert "On the reference machine" not in compare_runs.lab_power(pd.DataFrame(), tmp_path / "nothing")
+
+
+def test_a_power_check_measured_after_the_export_joins_it_and_nothing_else_changes(tmp_path):
+    """`--power`: the checks stored in a results.db are added to the export's power.csv beside
+    those it had (a pair judged again: its newest judgement), another machine's too, which the
+    README's block names; the manifest and the export's README count them, and no other file of
+    the export changes."""
+    from sqlitelab import readme
+    from sqlitelab.core import machine
+    db, runs_dir = _store(tmp_path)
+    here = machine.machine_label()
+    row = {"machine": here, "notebook": "03-read-write-mix", "scale": "seed", "check": "aa", "metric": "rps",
+           "points": 10, "wanted": "within noise", "hits": 8, "share": 0.8, "goal": 0.95, "band": 0.1,
+           "run_ratio": 1.0, "run_low": 0.98, "run_high": 1.02, "run_verdict": "the machine's drift",
+           "run_a": "a", "run_b": "a2", "measured": "2026-11-25T09"}
+    results.store_rows("power", [row], db)
+    out = tmp_path / "export"
+    reference_run.export(publish.newest("quick", runs_dir=runs_dir, db=db), out, db, runs_dir)
+    others = {p.name: p.read_bytes() for p in out.glob("*.csv") if p.name != "power.csv"}
+    later = tmp_path / "later.db"  # another checkout's results.db: the old check judged again, a new one
+    results.store_rows("power", [{**row, "hits": 9, "measured": "2026-11-26T09"},
+                                 {**row, "run_a": "t", "run_b": "t2", "interleaved": 1, "hits": 10,
+                                  "measured": "2026-11-26T10"},
+                                 {**row, "machine": "another machine", "run_a": "x", "measured": "2026-11-26T11"}],
+                       later)
+    assert reference_run.main(["--power", "--out", str(out), "--db", str(later)]) == 0
+    x = reference_tables.load(out)
+    power = x["power"]
+    assert list(zip(power["run_a"], power["hits"])) == [("a", 9), ("t", 10), ("x", 8)]
+    assert "| `power.csv` | 3 |" in (out / "README.md").read_text()
+    assert x["manifest"]["tables"]["power"] == 3
+    x["manifest"]["scale"] = ["seed"]  # the block prints the checks at the run's scale
+    lines = [line for line in readme.lab_power(x) if line.startswith("- ")]
+    assert len(lines) == 3 and sum("on another machine (another machine)" in line for line in lines) == 1
+    assert "taking turns server by server" in lines[1] and "one run after the other" in lines[0]
+    assert others == {p.name: p.read_bytes() for p in out.glob("*.csv") if p.name != "power.csv"}
 
 
 def test_the_calibrations_the_runs_used_go_beside_them(tmp_path):

@@ -488,6 +488,8 @@ TABLES: dict[str, dict] = {
             "run_high": "Its high end.",
             "run_verdict": "What compare said of the run as a whole (within noise, faster, slower).",
             "run_right": "1 when that is the verdict the check wants.",
+            "interleaved": "1 when the three runs took turns server by server (sqlitelab.core.turns: a slow "
+                           "minute falls on all three), 0 or empty when they ran one after the other.",
             "run_a": "The first run compared (its notebook run id, in the power folder's results.db).",
             "run_b": "The second run compared.",
             "measured": "When (UTC, ISO 8601).",

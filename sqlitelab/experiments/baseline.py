@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sqlitelab.core import config, processes, results
+from sqlitelab.core import config, processes, results, turns
 
 _SCRIPT = r"""
 import json, os, sqlite3, sys, time
@@ -112,6 +112,7 @@ def ceiling(notebook: str, run_id: str, seconds: float, cpus: str | None,
         raise ValueError(f"ceiling seconds must be a number > 0, not {seconds!r}")
     if results.replaying():
         return results.replayed_table("ceilings", "ceiling", parameters).iloc[0].to_dict()
+    turns.passing()  # runs taking turns (sqlitelab.core.turns): this measurement is one turn
     full = raw_sqlite(float(seconds), cpus, synchronous="full", reads=False)
     raw = {**raw_sqlite(float(seconds), cpus), "full_commits_per_s": full["commits_per_s"],
            **disk_syncs(float(seconds) / 2, cpus), "seconds": float(seconds)}

@@ -51,7 +51,7 @@ from pathlib import Path
 import pandas as pd
 
 from sqlitelab.load import calibrate, commands, crosscheck as crosschecks, driver as load, scenarios, verdicts
-from sqlitelab.core import config, intervals, layout, machine, probe, results, schema
+from sqlitelab.core import config, intervals, layout, machine, probe, results, schema, turns
 from sqlitelab.infra import databases, hosts, link, operations, postgres
 from sqlitelab.studies import scales
 from sqlitelab.infra import servers as stacks
@@ -586,7 +586,12 @@ def _run(spec: Spec, t_run: float) -> pd.DataFrame:
 
 
 def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
-    """_run's work, with its scratch folder made."""
+    """_run's work, with its scratch folder made. Where runs take turns (sqlitelab.core.turns: the
+    power check's), the sweep's start is a passing point, and so is each server's start: the same
+    server is measured in every run before the next one starts; the time spent waiting is not the
+    sweep's (its runs rows' wall_seconds leave it out)."""
+    waited = turns.waited_here()
+    turns.passing()
     described = {name: results.describe(spec.notebook, spec.notebook_run,
                                         spec.experiment_of(name), spec.parameters)
                  for name in spec.scenarios}
@@ -630,6 +635,8 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
     try:
         for number, order in enumerate(spec.order(), start=1):
             for stack, profile, levels in order:
+                if number > 1 or (stack, profile) != order[0][:2]:
+                    turns.passing()  # the sweep's start was the first server's
                 got, check, st = _one_server(spec, stack, profile, template, bar, onsets,
                                              Round(number, levels))
                 points += got
@@ -643,7 +650,7 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
         slowed(points)
     finally:
         bar.close()
-        wall = results.elapsed(t_run)
+        wall = round(results.elapsed(t_run) - (turns.waited_here() - waited), 3)
         spent = {name: sum(v for row in timing if row["scenario"] == name
                            for k, v in row.items() if k.endswith("_s"))
                  for name in spec.scenarios}

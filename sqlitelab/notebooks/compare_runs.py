@@ -125,15 +125,16 @@ def lab_power(table, reference_dir=None) -> str:
     data/reference-run/) and how to measure this one's."""
     if table.empty:
         how = ("No power check is stored on this machine: `python -m sqlitelab.compare --power 03` runs "
-               "notebook 03 twice as it is and once with its servers held to 80 % of their CPUs, and "
-               "stores how many points compare judged as it should.")
+               "notebook 03 twice as it is and once with its servers held to 80 % of their CPUs, the "
+               "three taking turns server by server, and stores how many points compare judged as it should.")
         try:
-            reference = reference_tables.load(reference_dir).get(reference_tables.POWER, pd.DataFrame())
+            x = reference_tables.load(reference_dir)
+            reference, machine = x.get(reference_tables.POWER, pd.DataFrame()), x["manifest"]["runs"][0]["machine"]
         except FileNotFoundError:
-            reference = pd.DataFrame()
+            reference, machine = pd.DataFrame(), None
         if reference.empty:
             return how
         return "\n".join([how, "", "On the reference machine (`data/reference-run/power.csv`):", ""]
-                         + [f"- {power.said(r)}" for r in reference.to_dict("records")])
+                         + [f"- {power.said(r, machine)}" for r in reference.to_dict("records")])
     newest = table.drop_duplicates(["notebook", "scale", "check", "metric"])
     return "\n".join(f"- {power.said(r)}" for r in newest.to_dict("records"))

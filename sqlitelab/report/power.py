@@ -3,10 +3,14 @@ and of a run whose servers were held back by a known share of their CPUs (an inj
 
     python -m sqlitelab.compare --power 03 [--scale quick] [--cap 0.8]
 
-A notebook is run three times at a scale, one after another, with the same commit: A, then A
-again, then C with every server held to `cap` of its CPUs (a cgroup's CPU quota:
-sqlitelab.core.processes.cap_command; LAB_SERVER_CPU_CAP). Its runs go to a data folder of their
-own (data/power/<stamp>/: results.db, runs, figures), so that the newest run of the notebook in
+A notebook is run three times at a scale with the same commit: A, A again, and C with every
+server held to `cap` of its CPUs (a cgroup's CPU quota: sqlitelab.core.processes.cap_command;
+LAB_SERVER_CPU_CAP). The three run at once, taking turns server by server (sqlitelab.core.turns):
+each server and profile of each sweep is measured in A, then in A again, then in C, before the
+next one, so that a slow minute of the machine falls on the three alike rather than on one run
+(checks stored before the turns ran one run after the other: their rows' `interleaved` is 0).
+Its runs go to a data folder of their own (data/power/<stamp>/: results.db, runs, figures), so
+that the newest run of the notebook in
 data/results.db, what reports and capacity read, stays an unheld one. Then `compare` judges A
 against A again, and A again against C (the two neighbours in time), point by point:
 
@@ -49,9 +53,10 @@ METRIC_WORDS = {"rps": "throughput", "p99_ms": "p99 latency"}
 
 
 def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_held: str,
-         db=None) -> list[dict]:
+         db=None, interleaved: bool = False) -> list[dict]:
     """The `power` rows of three stored runs (A, A again, A held back by `cap`) in `db`: per check
-    and metric, the points compared, how many got the wanted verdict, their share and the goal."""
+    and metric, the points compared, how many got the wanted verdict, their share and the goal;
+    `interleaved`: whether the runs took turns server by server (else one ran after the other)."""
     # the A/A pair measures the machine's drift between two runs and a point's band (its points'
     # own scatter; no stored band or drift assumed); the held pair is judged against both, as any
     # comparison on this machine then is (compare.drift_of, compare.aa_band_of)
@@ -87,6 +92,7 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
                 "run_ratio": whole.ratio, "run_low": whole.low, "run_high": whole.high,
                 "run_verdict": whole.verdict if check == "held" else "the machine's drift",
                 "run_right": whole.verdict in wanted if check == "held" else None,
+                "interleaved": int(interleaved),
                 "run_a": run_a if check == "aa" else run_a2, "run_b": run_a2 if check == "aa" else run_held,
                 "measured": now})
     return out
@@ -116,13 +122,16 @@ def table(db=None) -> pd.DataFrame:
     return results.read_sql("SELECT * FROM power ORDER BY measured DESC", (), db)
 
 
-def said(r: dict) -> str:
-    """One stored row in a line: the check, its share against its goal."""
+def said(r: dict, machine_label: str | None = None) -> str:
+    """One stored row in a line: the check, its share against its goal; a row of another machine
+    than `machine_label` (the one the lines are about) names its own."""
     pct = lambda v: f"{100 * v:.0f} %"  # noqa: E731
     known = lambda v: v is not None and v == v  # noqa: E731
     band = f" (a point's band ±{pct(r['band'])}: the A/A points' scatter)" if known(r.get("band")) else ""
-    what = (f"A/A (the same code twice): within noise{band}" if r["check"] == "aa"
-            else f"held to {pct(r['cap'])} of its CPUs: flagged slower{band}")
+    how = ("taking turns server by server" if known(r.get("interleaved")) and r["interleaved"]
+           else "one run after the other")
+    what = (f"A/A (the same code twice, {how}): within noise{band}" if r["check"] == "aa"
+            else f"held to {pct(r['cap'])} of its CPUs ({how}): flagged slower{band}")
     of = "points" if r["check"] == "aa" or not known(r.get("others")) else "points the hold slows"
     share = f"no {of} compared" if not r["points"] else f"{r['hits']} of {r['points']} {of} ({pct(r['share'])})"
     rest = ""
@@ -136,5 +145,7 @@ def said(r: dict) -> str:
              f"the run as a whole{ratio}: {r['run_verdict']}" + (
                  ", beyond the A/A drift" if r["run_verdict"] in ("faster", "slower") else
                  " (within the A/A drift or its points' scatter)" if r["run_verdict"] == "within noise" else ""))
-    return (f"notebook {r['notebook'][:2]} at {r['scale']} · {METRIC_WORDS.get(r['metric'], r['metric'])} · "
+    where = (f" on another machine ({r['machine']})"
+             if machine_label is not None and r.get("machine") not in (None, machine_label) else "")
+    return (f"notebook {r['notebook'][:2]} at {r['scale']}{where} · {METRIC_WORDS.get(r['metric'], r['metric'])} · "
             f"{what}: {share}, goal {pct(r['goal'])}{rest}; {whole}")

@@ -57,6 +57,12 @@ def _power(con: sqlite3.Connection, machines: list[str]) -> pd.DataFrame:
         return pd.DataFrame()
     marks = ", ".join("?" * len(machines))
     df = pd.read_sql_query(f"SELECT * FROM power WHERE machine IN ({marks})", con, params=machines)
+    return _judgements(df)
+
+
+def _judgements(df: pd.DataFrame) -> pd.DataFrame:
+    """Power rows that carry the band they judged by: the newest judgement of each pair of runs,
+    check and metric, oldest check first."""
     if "band" not in df or df.empty:
         return pd.DataFrame()
     df = df[df["band"].notna()].sort_values("measured", kind="mergesort")
@@ -125,6 +131,30 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
     return written
 
 
+def add_power(out_dir: Path | None = None, db: Path | None = None) -> Path:
+    """The export's power.csv with the power checks stored in `db` added, those of every machine
+    (those it has kept; a check judged again, its newest judgement): a check measured after the
+    run was exported joins it without the run's being exported again, and one measured on another
+    machine stands beside the run's machine's, naming its machine wherever it is shown."""
+    out = Path(out_dir or reference_tables.REFERENCE_DIR)
+    manifest = json.loads((out / "manifest.json").read_text())
+    con = sqlite3.connect(f"file:{Path(db or config.RESULTS_DB)}?mode=ro", uri=True)
+    try:
+        machines = ([r[0] for r in con.execute("SELECT DISTINCT machine FROM power")]
+                    if _has(con, "power") else [])
+        new = _power(con, machines) if machines else pd.DataFrame()
+    finally:
+        con.close()
+    path = out / f"{reference_tables.POWER}.csv"
+    old = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    both = _judgements(pd.concat([old, new], ignore_index=True))
+    both.to_csv(path, index=False)
+    manifest["tables"][reference_tables.POWER] = len(both)  # and the export's README, which counts it
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (out / "README.md").write_text(describe(manifest))
+    return path
+
+
 def describe(manifest: dict) -> str:
     """The export's README: what it is, which runs, each file, how to read it back."""
     lines = ["# The reference run", "",
@@ -153,7 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help=f"default: {reference_tables.REFERENCE_DIR}")
     ap.add_argument("--db", type=Path, default=None)
     ap.add_argument("--runs-dir", type=Path, default=None)
+    ap.add_argument("--power", action="store_true",
+                    help="only add the power checks stored in --db to the export's power.csv (nothing else exported)")
     args = ap.parse_args(argv)
+    if args.power:
+        print(f"power            {add_power(args.out, args.db)}")
+        return 0
     runs = publish.newest(args.scale, args.only, runs_dir=args.runs_dir, db=args.db)
     try:
         written = export(runs, args.out, args.db, args.runs_dir)

@@ -19,7 +19,8 @@ from sqlitelab.core import config
 REFERENCE_DIR = config.REFERENCE_RUN_DIR
 # The tables exported, each filtered to the exported notebook runs.
 TABLES = ("runs", "points", "buffer_points", "buffer_slow_sync", "ceilings", "crosschecks")
-# The lab's power checks on the exported runs' machine (report.power's rows: not a run's own rows).
+# The lab's power checks on the exported runs' machine, and any other machine's added to them
+# (report.power's rows: not a run's own rows; reference_run.add_power).
 POWER = "power"
 # The generator calibrations the exported runs used (runs.calibrations: stored once per machine,
 # not per run): their flags' thresholds and HTTP alone, wrk's rate on /hello.
