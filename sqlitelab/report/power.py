@@ -8,7 +8,7 @@ server held to `cap` of its CPUs (a cgroup's CPU quota: sqlitelab.core.processes
 LAB_SERVER_CPU_CAP). The three run at once, taking turns server by server (sqlitelab.core.turns):
 each server and profile of each sweep is measured in A, then in A again, then in C, before the
 next one, so that a slow minute of the machine falls on the three alike rather than on one run
-(checks stored before the turns ran one run after the other: their rows' `interleaved` is 0).
+(checks stored before the turns ran one run after the other: their rows' `interleaved` is empty).
 Its runs go to a data folder of their own (data/power/<stamp>/: results.db, runs, figures), so
 that the newest run of the notebook in
 data/results.db, what reports and capacity read, stays an unheld one. Then `compare` judges A
