@@ -14,13 +14,14 @@ has no repeats: the one measured over the windows nearest the point's, on the po
 where `--stack` measured that one (a stack can spread more than the machine), else on the
 machine's (the default stack's).
 
-`python -m sqlitelab.compare --power NN [--scale quick] [--cap 0.8]`: the lab's power on this
-machine (sqlitelab.report.power): notebook NN run three times with `python -m sqlitelab.batch`
-into data/power/<stamp>/ — twice as it is, and once with every server held to `cap` of its CPUs,
-the three at once taking turns server by server (sqlitelab.core.turns; each run's output in
-run-<name>.log there) — and the share of points compare judges as it should (A/A within noise, held back slower), stored
-in data/results.db's `power` table and printed. `--power` alone prints the stored rows; `--power
-NN --from data/power/<stamp>` judges a power folder's three runs again, measuring nothing.
+`python -m sqlitelab.compare --power NN [--scale quick] [--cap 0.8] [-p NAME VALUE]`: the lab's
+power on this machine (sqlitelab.report.power): notebook NN run three times with `python -m
+sqlitelab.batch` into data/power/<stamp>/ — twice as it is, and once with every server held to
+`cap` of its CPUs, the three at once taking turns server by server (sqlitelab.core.turns; each
+run's output in run-<name>.log there), each given the same `-p` parameters — and the share of
+points compare judges as it should (A/A within noise, held back slower), stored in
+data/results.db's `power` table and printed. `--power` alone prints the stored rows; `--power NN
+--from data/power/<stamp>` judges a power folder's three runs again, measuring nothing.
 """
 from __future__ import annotations
 
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", default="quick", help="--power: the scale the notebook runs at")
     ap.add_argument("--cap", type=float, default=power.CAP,
                     help="--power: the share of its CPUs each server of the third run is held to")
+    ap.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="--power: a parameter of the notebook, the same for its three runs (as batch's -p)")
     ap.add_argument("--from", dest="from_", type=Path, default=None, metavar="FOLDER",
                     help="--power: judge the three runs of this power folder again, measuring nothing")
     args = ap.parse_args(argv)
@@ -126,8 +129,9 @@ def _power(args) -> int:
         for i, (held, mine) in enumerate(zip(caps, taking)):
             run_env = {**env, **mine, **({"LAB_SERVER_CPU_CAP": str(held)} if held else {})}
             log = open(folder / f"run-{RUN_NAMES[i]}.log", "w")
+            given = [a for name, value in args.param for a in ("-p", name, value)]
             procs.append((processes.spawn([sys.executable, "-m", "sqlitelab.batch", "--scale", args.scale,
-                                           "--only", args.power], f"power check's run {RUN_NAMES[i]}",
+                                           "--only", args.power, *given], f"power check's run {RUN_NAMES[i]}",
                                           env=run_env, stdout=log, stderr=subprocess.STDOUT), log))
             # the runs start in the rotation's order (the runs rows' `started`: _judged's order)
             time.sleep(START_GAP_S)

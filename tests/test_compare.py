@@ -500,3 +500,17 @@ def test_the_comparison_figure_names_the_same_code_twice_as_its_band(tmp_path):
     keys = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()] + \
         [t.get_text() for lg in fig.legends for t in lg.get_texts()]
     assert "noise band (the same code run twice)" in keys
+
+
+def test_a_power_check_with_a_parameter_its_notebook_does_not_have_stops_before_anything_runs(tmp_path):
+    """`compare --power NN -p NAME VALUE` hands the parameter to each of its three runs; one the
+    notebook does not declare is refused by each, in one line, and the check exits 2, judging nothing."""
+    import os
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "sqlitelab.compare", "--power", "03", "-p", "no_such_knob", "1"],
+                          env={**os.environ, "LAB_DATA_DIR": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.count("unknown parameter 'no_such_knob' for notebook 03") == 3
+    assert not (next((tmp_path / "power").iterdir()) / "results.db").exists()
