@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 import sys
 import textwrap
 import time
@@ -116,8 +115,7 @@ def run_notebook(path: Path, scale: str, overrides: dict | None = None,
         error = f"{type(e).__name__}: {e}"
     # a run taking turns with others (the power check's: sqlitelab.core.turns) waited for them:
     # that time is theirs, not its own
-    waited = (turns.waited(os.environ["LAB_TURNS"], int(os.environ["LAB_TURN"]))
-              if "LAB_TURNS" in os.environ else 0.0)
+    waited = turns.waited_by_named()
     return {"notebook": path.stem, "run_id": run_id, "executed": str(out),
             "seconds": round(time.perf_counter() - t - waited, 1), "waited": round(waited, 1), "error": error}
 

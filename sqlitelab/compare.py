@@ -124,32 +124,30 @@ def _power(args) -> int:
     print(f"compare --power: notebook {args.power} at {args.scale}, three runs taking turns server by "
           f"server (the third with its servers held to {100 * args.cap:g} %); their output: {folder}/run-*.log",
           flush=True)
-    procs = []
+    logs = [folder / f"run-{name}.log" for name in RUN_NAMES]
+    given = [a for name, value in args.param for a in ("-p", name, value)]
+    procs, codes = [], []
     try:
-        for i, (held, mine) in enumerate(zip(caps, taking)):
+        for name, held, mine, log in zip(RUN_NAMES, caps, taking, logs):
             run_env = {**env, **mine, **({"LAB_SERVER_CPU_CAP": str(held)} if held else {})}
-            log = open(folder / f"run-{RUN_NAMES[i]}.log", "w")
-            given = [a for name, value in args.param for a in ("-p", name, value)]
-            procs.append((processes.spawn([sys.executable, "-m", "sqlitelab.batch", "--scale", args.scale,
-                                           "--only", args.power, *given], f"power check's run {RUN_NAMES[i]}",
-                                          env=run_env, stdout=log, stderr=subprocess.STDOUT), log))
+            with open(log, "w") as out:  # the child keeps its own copy of the file
+                procs.append(processes.spawn([sys.executable, "-m", "sqlitelab.batch", "--scale", args.scale,
+                                              "--only", args.power, *given], f"power check's run {name}",
+                                             env=run_env, stdout=out, stderr=subprocess.STDOUT))
             # the runs start in the rotation's order (the runs rows' `started`: _judged's order)
             time.sleep(START_GAP_S)
-        codes = []
-        for i, (proc, log) in enumerate(procs):
+        for i, proc in enumerate(procs):
             codes.append(proc.wait())
             turns.finished(folder / "turns", i)
-            log.close()
     finally:
-        for i, (proc, log) in enumerate(procs):
+        for proc in procs:
             if proc.poll() is None:
                 processes.stop(proc)
             processes.forget(proc.pid)
-            log.close()
-    for i, code in enumerate(codes):
-        text = (folder / f"run-{RUN_NAMES[i]}.log").read_text()
-        print(f"\n== run {RUN_NAMES[i]}: exit {code}\n" + text[text.find("Summary ("):] if "Summary (" in text
-              else f"\n== run {RUN_NAMES[i]}: exit {code}\n" + processes.log_tail(folder / f"run-{RUN_NAMES[i]}.log"))
+    for name, code, log in zip(RUN_NAMES, codes, logs):
+        text = log.read_text()
+        print(f"\n== run {name}: exit {code}\n"
+              + (text[text.index("Summary ("):] if "Summary (" in text else processes.log_tail(log)))
     if 2 in codes:
         return 2
     return _judged(args, folder)

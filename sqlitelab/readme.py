@@ -82,7 +82,7 @@ def lab_power(x: dict) -> list[str]:
     if not len(rows):
         return []
     scales = x["manifest"]["scale"]
-    machine = x["manifest"]["runs"][0]["machine"]  # the run's: a check of another names its own
+    machine = reference_tables.machine_of(x)  # the run's: a check of another names its own
     shown = rows[rows["scale"].isin(scales)]
     elsewhere = rows[~rows["scale"].isin(scales)]
     checks = lambda d: d.drop_duplicates(["scale", "measured"]).groupby("scale").size()  # noqa: E731

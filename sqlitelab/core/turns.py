@@ -65,6 +65,13 @@ def finished(folder: Path | str, index: int) -> None:
         _hand_on(folder)
 
 
+def waited_by_named() -> float:
+    """The seconds the participant this process's environment names (LAB_TURNS, LAB_TURN: a child
+    it started, say a notebook's kernel) spent waiting for its turn; 0 without LAB_TURNS."""
+    folder, index = os.environ.get("LAB_TURNS"), os.environ.get("LAB_TURN")
+    return waited(folder, int(index)) if folder and index is not None else 0.0
+
+
 def waited(folder: Path | str, index: int) -> float:
     """The seconds participant `index` spent waiting for its turn (0 when it never ran)."""
     p = Path(folder) / f"p{index}.json"

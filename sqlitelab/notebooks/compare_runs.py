@@ -129,7 +129,7 @@ def lab_power(table, reference_dir=None) -> str:
                "three taking turns server by server, and stores how many points compare judged as it should.")
         try:
             x = reference_tables.load(reference_dir)
-            reference, machine = x.get(reference_tables.POWER, pd.DataFrame()), x["manifest"]["runs"][0]["machine"]
+            reference, machine = x.get(reference_tables.POWER, pd.DataFrame()), reference_tables.machine_of(x)
         except FileNotFoundError:
             reference, machine = pd.DataFrame(), None
         if reference.empty:

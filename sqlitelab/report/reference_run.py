@@ -49,12 +49,14 @@ def _rows(con: sqlite3.Connection, table: str, notebook_runs: list[str]) -> pd.D
     return df.sort_values(order, kind="mergesort").reset_index(drop=True) if order else df
 
 
-def _power(con: sqlite3.Connection, machines: list[str]) -> pd.DataFrame:
+def _power(con: sqlite3.Connection, machines: list[str] | None = None) -> pd.DataFrame:
     """The power checks stored for `machines` (report.power's rows) that carry the band they
     judged by: one row per pair of runs, check and metric (the newest judgement of it), oldest
     check first."""
     if not _has(con, "power"):
         return pd.DataFrame()
+    if machines is None:  # every machine's
+        return _judgements(pd.read_sql_query("SELECT * FROM power", con))
     marks = ", ".join("?" * len(machines))
     df = pd.read_sql_query(f"SELECT * FROM power WHERE machine IN ({marks})", con, params=machines)
     return _judgements(df)
@@ -140,9 +142,7 @@ def add_power(out_dir: Path | None = None, db: Path | None = None) -> Path:
     manifest = json.loads((out / "manifest.json").read_text())
     con = sqlite3.connect(f"file:{Path(db or config.RESULTS_DB)}?mode=ro", uri=True)
     try:
-        machines = ([r[0] for r in con.execute("SELECT DISTINCT machine FROM power")]
-                    if _has(con, "power") else [])
-        new = _power(con, machines) if machines else pd.DataFrame()
+        new = _power(con)
     finally:
         con.close()
     path = out / f"{reference_tables.POWER}.csv"

@@ -27,6 +27,12 @@ POWER = "power"
 CALIBRATIONS = "calibrations"
 
 
+def machine_of(x: dict) -> str | None:
+    """The machine the exported runs ran on (`load`'s manifest), None in an export without runs."""
+    runs = x.get("manifest", {}).get("runs") or []
+    return runs[0].get("machine") if runs else None
+
+
 def load(export_dir: Path | None = None) -> dict[str, pd.DataFrame]:
     """The exported tables by name, and `manifest` (a dict). `points` carries its run's `started`,
     as results.load_points gives it, and only the headline points (those no generator replaced)."""
