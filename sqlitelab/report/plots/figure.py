@@ -279,8 +279,10 @@ def save_figure(fig, name: str, notebook: ModuleType | str | None = None, figure
     check.FigureError when the figure breaks the lab's vocabulary (plots.check). `notebook`: the
     notebook's module (`this`: its ID names the folder, its READING the sentence), or a folder's
     name. `shows`: the other notebooks whose runs the figure draws (06's, 11's), whose
-    experiments' ids the check refuses too. In a notebook, the figure is shown with its sentence
-    (reading) under it."""
+    experiments' ids the check refuses too. In a notebook, the saved PNG itself is shown (at
+    savefig.dpi, 1,200 pixels across, which a report fits to its page: a 7.5-pt caption reads
+    at about 12 px in a 60-rem page, where the figure drawn at figure.dpi read at 10), with its
+    sentence (reading) under it."""
     shown = ((notebook,) if isinstance(notebook, ModuleType) else ()) + tuple(shows)
     dpi = fig.dpi
     fig.set_dpi(plt.rcParams["savefig.dpi"] if plt.rcParams["savefig.dpi"] != "figure" else dpi)
@@ -305,11 +307,12 @@ def save_figure(fig, name: str, notebook: ModuleType | str | None = None, figure
     with matplotlib.rc_context({"svg.hashsalt": "sqlitelab"}):
         fig.savefig(paths[0], metadata={"Software": None})
         fig.savefig(paths[1], metadata={"Date": None, "Creator": None})
-    if sentence and _in_notebook():
-        from IPython.display import Markdown, display  # lazy: only when shown in a notebook
-        display(fig)
-        display(Markdown(f"*{sentence}*"))
-        plt.close(fig)  # shown here, with its sentence, not again at the cell's end
+    if _in_notebook():
+        from IPython.display import Image, Markdown, display  # lazy: only when shown in a notebook
+        display(Image(filename=str(paths[0])))  # the PNG as published (savefig.dpi), fitted to the page
+        if sentence:
+            display(Markdown(f"*{sentence}*"))
+        plt.close(fig)  # shown here, as saved, not again at the cell's end
     return paths
 
 
