@@ -163,8 +163,8 @@ def _parse_sqlite(env, cfg: dict) -> None:
         raise ConfigError("LAB_DB is required (a database made from servers/schema.sql)")
     if not Path(db).is_file():
         raise ConfigError(f"LAB_DB={db!r} does not exist (make it from servers/schema.sql)")
-    try:
-        con = sqlite3.connect(sqlite_uri(db, mode="ro"), uri=True)
+    try:  # read-write, never creating: a hot journal a crash left is rolled back here, as at any open
+        con = sqlite3.connect(sqlite_uri(db, mode="rw"), uri=True)
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         con.close()
     except sqlite3.Error as e:
