@@ -16,7 +16,7 @@ from sqlitelab.core import intervals
 from sqlitelab.core.vocabulary import users
 from sqlitelab.infra.servers import stack_title
 from sqlitelab.load import scenarios
-from sqlitelab.report import analysis, capacity, findings
+from sqlitelab.report import analysis, capacity, findings, plots
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY, NOT_STATED, PIN_WHY
 
 
@@ -213,12 +213,7 @@ def shown(table: pd.DataFrame, which: str):
         for col in ("acked_writes", "rows_written"):  # nothing counted: blank, not 0
             if col in t:
                 t[col] = t[col].astype(object).where(audited.astype(bool), None)
-    cols = {k: v for k, v in SHOWN[which].items() if k in t}
-    t = t[list(cols)]
-    titles = {k: v[0] for k, v in cols.items()}
-    formats = {titles[k]: (lambda f: lambda v: "" if v is None or v != v else f.format(v))(v[1])
-               for k, v in cols.items()}
-    return t.rename(columns=titles).style.hide(axis="index").format(formats)
+    return plots.plain_table(t, SHOWN[which])
 
 
 def wal_series(seconds: pd.DataFrame) -> pd.DataFrame:

@@ -19,7 +19,7 @@ their axes), line_charts, bar_charts, distributions, comparison (the chart kinds
 """
 from __future__ import annotations
 
-from sqlitelab.report.plots.bar_charts import CAPACITY_WIDTH_IN, bar_chart, capacity_chart, dot_chart
+from sqlitelab.report.plots.bar_charts import CAPACITY_WIDTH_IN, bar_chart, capacity_chart, dot_chart, pair_chart
 from sqlitelab.report.plots.check import FigureError, internal_ids, internal_patterns, problems
 from sqlitelab.report.plots.comparison import comparison_chart
 from sqlitelab.report.plots.distributions import latency_ecdf
@@ -36,7 +36,7 @@ from sqlitelab.report.plots.style import (BOUND_STYLE, CATEGORY_COLORS, GENERATO
                                           LIMIT_MARKS, MARKERS, ORDERED, RAMPS, REFERENCE_COLORS,
                                           REFERENCE_DASHES, STACK_STYLES, SeriesStyles, _order,
                                           colours_for, ordered_colours, style_for, value_title)
-from sqlitelab.report.plots.tables import status_table, summarise
+from sqlitelab.report.plots.tables import plain_table, status_table, summarise
 
 __all__ = [
     # style: the visual vocabulary

@@ -1,5 +1,6 @@
 """The small tables the charts draw from and the notebooks show: each level over its repeats
-(summarise) and the status codes per point (status_table)."""
+(summarise), the status codes per point (status_table), and a table as a reader sees it
+(plain_table: its columns in plain words, formatted, no row numbers)."""
 from __future__ import annotations
 
 import json
@@ -26,3 +27,13 @@ def status_table(df: pd.DataFrame, by=("server", "profile", "users")) -> pd.Data
         rows.append({**{k: r[k] for k in by}, **{f"[{k}]": v for k, v in counts.items()}})
     t = pd.DataFrame(rows).fillna(0)
     return t.groupby(list(by)).sum().astype(int).reset_index()
+
+
+def plain_table(table: pd.DataFrame, columns: dict[str, tuple[str, str]]):
+    """`table` as a reader sees it: the `columns` it has ({column: (its title, its format)}), in
+    that order, titled and formatted, no row numbers; an empty cell blank."""
+    cols = {k: v for k, v in columns.items() if k in table}
+    titles = {k: v[0] for k, v in cols.items()}
+    formats = {titles[k]: (lambda f: lambda v: "" if v is None or v != v else f.format(v))(v[1])
+               for k, v in cols.items()}
+    return table[list(cols)].rename(columns=titles).style.hide(axis="index").format(formats)
