@@ -22,7 +22,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from sqlitelab.core import config, results
-from sqlitelab.experiments import baseline, buffer, your_app
+from sqlitelab.experiments import baseline, buffer, power_cut, your_app
 from sqlitelab.experiments.sweep import run, spec
 from sqlitelab.infra import link, operations, postgres
 from sqlitelab.infra import servers as stacks
@@ -66,6 +66,6 @@ try:  # in a kernel (JupyterLab's, papermill's): refusals in one line
 except NameError:  # imported outside IPython (a test, a script): nothing to install
     pass
 
-__all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer",
+__all__ = ["plt", "pd", "Markdown", "display", "config", "results", "baseline", "buffer", "power_cut",
            "your_app", "run", "spec", "link", "operations", "postgres", "stacks", "analysis", "capacity",
            "compare", "findings", "methods", "plots", "power", "scales", "studies"]

@@ -352,6 +352,12 @@ def every_table_db(path):
     results.store_rows("noise", noise.spread_rows(runs, 0.5), path)  # as noise.measure stores them
     from sqlitelab.report import power  # a power check's rows, as `compare --power` stores them
     results.store_rows("power", power.rows("test", "quick", 0.8, R1, R2, R2, db=path), path)
+    from sqlitelab.experiments import power_cut  # a cut's row, as notebook 12 stores it
+    file = power_cut.fresh_file(path.parent / "cut.db", "wal")
+    found = power_cut.audit(file, {1: 1.0}, cut_at=2.0)
+    row = {**power_cut.cut_row("go-nethttp", "pool", "wal-normal", 8, 1, 0.0, 2.0, {1: 1.0}, 2.0, 0, 1, found,
+                               True, ""), "round": 0}
+    results.store_table("nb-run", "12-power-cut", "cuts", pd.DataFrame([row]), path=path, experiment="cuts")
     return path
 
 

@@ -19,8 +19,8 @@ import pytest
 from sqlitelab.notebooks import studies
 from sqlitelab import notebooks
 from sqlitelab.notebooks import (busy_errors, capacity as capacity_notebook, compare_runs, linear_writes,
-                                 network_delay, operations_under_load, read_write_mix, single_machine,
-                                 sqlite_vs_postgres, your_app)
+                                 network_delay, operations_under_load, power_cut, read_write_mix,
+                                 single_machine, sqlite_vs_postgres, your_app)
 from sqlitelab.core import config
 from sqlitelab.report import analysis, capacity, compare, findings
 from sqlitelab import notebooks
@@ -30,6 +30,7 @@ NOT_REQUEST_LEVELS = {
     "buffer": "seed 003's buffer points count records written by one process, not requests",
     "lab_power": "notebook 11's power checks count compare's verdicts, not a level's requests",
     "ms": "a latency in words (or 'not measured'), for the findings functions that are run here",
+    "shown_above": "notebook 12's table heading: the settings every row of its cuts shares, no level's requests",
 }
 
 
@@ -129,6 +130,15 @@ def cases(shape: dict) -> dict:
     art = pd.concat([one.assign(profile=p, users=u) for p in ref["profile"].unique() for u in (1, 3)], ignore_index=True)
     oha = pd.DataFrame({"profile": ref["profile"].unique(), "users": 3, "generator": "oha", "skipped": None,
                         "ok_responses": 0, "errors": 0})
+    # 12's throughput on the real disk: the stacks' curves as two modes' sweeps, beside cuts
+    # (NORMAL's from the stalling curve)
+    speed = power_cut.speeds(pd.concat([df[df["server"] == s].assign(server="go-nethttp", experiment=f"speed-{m}-pool")
+                                        for s, m in (("ruby-puma", "wal-normal"), ("go-nethttp", "wal-full"))],
+                                       ignore_index=True))
+    loss = power_cut.loss_table(pd.DataFrame([
+        {"server": "go-nethttp", "write_path": "pool", "mode": m, "users": 8, "writeback": 0.0, "rate": None,
+         "checkpoint": None, "replica": False, "lost": lost, "acked": 100, "integrity": "ok", "restarted": True,
+         "lost_seconds": 0.1 if lost else 0.0, "acked_per_s": 500.0} for m, lost in (("wal-normal", 10), ("wal-full", 0))]))
     # 02's clients: the top level from oha and from the lab's generator, kept alive and not
     top_level = int(df["users"].max())
     checks = pd.DataFrame([{"experiment": e, "server": "ruby-puma", "profile": "rails71", "users": top_level,
@@ -163,6 +173,7 @@ def cases(shape: dict) -> dict:
             your_app.app_levels(app), capacity.capacity_at_slo(app, 100.0, by=("server",)), pd.DataFrame(),
             100.0, 35, 4, lambda a, b: "agree", None, points=app),
         "comparison": lambda: compare_runs.comparison(comparison(**shape), studies()),
+        "power_cut_findings": lambda: power_cut.power_cut_findings(loss, power_cut.tradeoff(loss, speed)),
     }
 
 
@@ -202,7 +213,7 @@ def test_a_stalled_level_is_said_in_words(name, shape):
 # level or its peak does not show a stall at another level).
 SAYS_IT = {"one level of several": {"network", "comparison"},
            "the only level": {"peaks_text", "linear_writes", "napkin_first", "workers_finding", "stack_ratios", "ceiling", "beyond", "network",
-                              "versus", "your_app", "capacity_findings", "comparison"}}
+                              "versus", "your_app", "capacity_findings", "comparison", "power_cut_findings"}}
 
 
 def test_a_side_that_finished_nothing_has_no_ratio_and_its_own_verdict():

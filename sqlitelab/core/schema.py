@@ -64,7 +64,8 @@ TYPES: dict[str, type] = {
     # the cores' speed beside a window (sqlitelab.core.probe; NaN where not pinned) and a cap
     "probe_server_before_ms": float, "probe_server_after_ms": float,
     "probe_generator_before_ms": float, "probe_generator_after_ms": float, "core_slowdown": float,
-    "server_cpu_cap": float, "round": int, "run_right": bool, "band": float, "others": int, "others_within": int,
+    "server_cpu_cap": float, "round": int, "run_right": bool, "readable": bool, "restarted": bool, "replica": bool,
+    "checkpoint": int, "replica_lost": int, "replica_lost_seconds": float, "lost_span_s": float, "band": float, "others": int, "others_within": int,
 }
 
 
@@ -664,6 +665,48 @@ TABLES: dict[str, dict] = {
             "rows": "Rows the commit half wrote (the table the read half reads).",
             "cpus": "CPU list the measuring process was pinned to (the server's), or empty.",
             "seconds": "Seconds of each half (the notebook's ceiling_seconds; the sync loops half that).",
+        },
+    },
+    "cuts": {
+        "description": "Notebook 12: one power cut each (sqlitelab.experiments.power_cut) — a server "
+                       "writing under load to a file on the lab's lazy filesystem (sqlitelab.infra.lazyfs), "
+                       "the power cut at a drawn moment, and what the file then held against every write "
+                       "the server had acknowledged.",
+        "columns": {
+            **_shared(*DESCRIBED),
+            **_shared("run_id", "server", "users", "synchronous", "integrity"),
+            "round": "Which round of the cuts it was (each round cuts every stack, write path, mode and level once).",
+            "write_path": "How the server writes: pool, writer (a single writer thread) or batch "
+                          "(group commit).",
+            "mode": "The journal and synchronous setting, e.g. wal-normal (journal_mode=wal, synchronous=normal).",
+            "journal": "PRAGMA journal_mode of the file: wal or delete (the rollback journal).",
+            "seed": "The cut's own seed (its moment, and the dirty pages a partial write-back keeps).",
+            "writeback": "The share of dirty pages the cut wrote back (0: none, the worst case).",
+            "cut_after_s": "Seconds from the load's start to the cut.",
+            "acked": "Writes the server answered 201 before the server was gone (the ledger).",
+            "acked_after_cut": "Of them, answers that arrived after the cut's moment (committed before it).",
+            "acked_per_s": "Acknowledged writes per second on the mount up to the cut (its rate, not a "
+                           "throughput: the mount answers from one Python thread).",
+            "other_answers": "Answers other than 201.",
+            "failed_requests": "Requests that got no answer (the cut among them).",
+            "readable": "1 when SQLite could read the file the cut left.",
+            "rows": "Items in the file after the cut (its WAL recovered, as a restart would).",
+            "lost": "Acknowledged writes the file does not hold.",
+            "kept": "Acknowledged writes it holds.",
+            "unacked_rows": "Rows it holds that no client was told of (committed, the answer cut off).",
+            "lost_seconds": "Seconds of acknowledged writes lost: from the oldest lost acknowledgement to the cut.",
+            "restarted": "1 when the server started again on the file (on the real disk) and took a write.",
+            "restart_error": "Why it did not, in one line.",
+            "lost_span_s": "Seconds between the first and the last answer of the writes lost (empty: none lost).",
+            "rate": "The writes per second the writers offered together at most (empty: each wrote as soon "
+                    "as it was answered).",
+            "checkpoint": "PRAGMA wal_autocheckpoint, pages (empty: SQLite's default, 1,000; WAL modes only).",
+            "replica": "1 when Litestream replicated the file to the real disk during the load (cut with the "
+                       "server); its replica was then restored and audited.",
+            "replica_lost": "Acknowledged writes the restored replica does not hold (its recovery point).",
+            "replica_lost_seconds": "Seconds of acknowledged writes the replica lost, as `lost_seconds`.",
+            "replica_integrity": "`PRAGMA integrity_check` of the restored replica.",
+            "replica_error": "Why nothing could be restored, in one line.",
         },
     },
     "buffer_slow_sync": {

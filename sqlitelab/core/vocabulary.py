@@ -12,6 +12,7 @@ import pandas as pd
 STALL_MS = 1000.0  # a request still running this long after the window closed has stalled
 NOT_AUDITED = "no writes audited"  # a point's audit_rule where nothing was counted (an app without a writes rule)
 SYNCHRONOUS = {"0": "off", "1": "normal", "2": "full", "3": "extra"}  # PRAGMA synchronous's numbers
+JOURNAL_MODES = ("wal", "delete")  # the journal modes a power cut is measured in (notebook 12): WAL, the rollback journal
 
 # The lab's column whose rate is counted as each client of a sweep's cross-check counts its own:
 # a lab generator's rate is compared with the client's in it (sweep's cross-check,

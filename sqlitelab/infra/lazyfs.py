@@ -64,8 +64,7 @@ class Overlay:
 
     def __init__(self, root: Path | str, *, writeback: float = 0.0, seed: int = 0, torn: bool = False,
                  ignore_fsync: bool = False) -> None:
-        if not (isinstance(writeback, (int, float)) and 0.0 <= writeback <= 1.0):
-            raise ValueError(f"writeback must be a share from 0 to 1, not {writeback!r}")
+        self.check_writeback(writeback)
         self.root = Path(root)
         if not self.root.is_dir():
             raise ValueError(f"{self.root} is not a directory (the backing directory)")
@@ -79,6 +78,12 @@ class Overlay:
         self._trashed = 0
 
     # ----------------------------------------------------------------- reading the state
+    @staticmethod
+    def check_writeback(writeback) -> None:
+        """A share of dirty pages a cut writes back, 0 to 1; anything else refused in one line."""
+        if isinstance(writeback, bool) or not (isinstance(writeback, (int, float)) and 0.0 <= writeback <= 1.0):
+            raise ValueError(f"writeback must be a share from 0 to 1, not {writeback!r}")
+
     def real(self, path: str) -> Path:
         return self.root / path
 
@@ -434,17 +439,20 @@ class Mount:
             time.sleep(0.05)
         return self
 
-    def cut(self, clients: list[int] = ()) -> None:
+    def cut(self, clients: list[int] = ()) -> float:
         """The power cut: the control file's "crash", then every client killed (SIGKILL) and the
-        mount gone (the page cache above it with it)."""
+        mount gone (the page cache above it with it). Returns the moment the power went
+        (time.monotonic(), once the filesystem took the "crash")."""
         with open(self.mountpoint / CONTROL, "w") as f:
             f.write("crash")
+        at = time.monotonic()
         for pid in clients:
             try:
                 os.kill(pid, 9)
             except ProcessLookupError:
                 pass
         self._stop()
+        return at
 
     def _stop(self) -> None:
         if os.path.ismount(self.mountpoint):

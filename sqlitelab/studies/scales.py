@@ -21,6 +21,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Iterable
 
+from sqlitelab.core.vocabulary import JOURNAL_MODES, SYNCHRONOUS
+from sqlitelab.infra import servers as stacks
 from sqlitelab.load import commands
 
 # The collection's wall time per scale on the reference machine (2 cores, set-up warm): `make run`
@@ -115,6 +117,22 @@ ACCEPTS: dict[str, tuple] = {
     "generator": (lambda v: v in commands.GENERATORS, f"one of {', '.join(commands.GENERATORS)}"),
     **{k: (lambda v: isinstance(v, str) and bool(v.strip()),
            "a run: its id, newest:<scale>:<NN> or reference:<NN>") for k in ("run_a", "run_b")},
+    "write_paths": (lambda v: isinstance(v, (list, tuple)) and bool(v)
+                    and all(w in stacks.KNOBS["write_path"]["values"] for w in v),
+                    "a non-empty list of write paths: pool, writer, batch"),
+    "modes": (lambda v: isinstance(v, (list, tuple)) and bool(v) and all(
+        isinstance(m, str) and m.partition("-")[0] in JOURNAL_MODES and m.partition("-")[2] in SYNCHRONOUS.values()
+        for m in v), "a non-empty list of <journal>-<synchronous> modes (journal wal or delete; synchronous "
+                     "off, normal, full or extra), e.g. [\"wal-normal\", \"wal-full\"]"),
+    "writebacks": (lambda v: isinstance(v, (list, tuple)) and bool(v) and all(_number(b) and 0 <= b <= 1 for b in v),
+                   "a non-empty list of shares of dirty pages written back at a cut, 0 to 1, e.g. [0, 0.5]"),
+    "write_rates": (lambda v: isinstance(v, (list, tuple)) and bool(v) and all(r is None or (_number(r) and r > 0) for r in v),
+                    "a non-empty list of writes per second > 0, or null: as fast as answered, e.g. [100, null]"),
+    "checkpoints": (lambda v: isinstance(v, (list, tuple)) and bool(v) and all(c is None or (_integer(c) and c >= 0) for c in v),
+                    "a non-empty list of wal_autocheckpoint pages >= 0, or null: SQLite's 1,000, e.g. [100, null]"),
+    "litestream": (lambda v: isinstance(v, bool), "true or false (each WAL mode's cuts again with Litestream replicating)"),
+    "cut_window": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(_number(x) for x in v)
+                   and 0 <= v[0] <= v[1] <= 60, "[from, to]: seconds after the load began, 0 <= from <= to <= 60"),
 }
 
 

@@ -1,7 +1,7 @@
 """The bar and dot charts: grouped bars of a measure per category (bar_chart), capacity's dumbbells
 — the capacity at the objective against the naive peak per workload and stack, in daily users
-(capacity_chart) — and dots on one row per category (dot_chart: ratios, or rates that span
-decades, on a log axis)."""
+(capacity_chart) — dots on one row per category (dot_chart: ratios, or rates that span
+decades, on a log axis), and two measures of each row side by side (pair_chart: a trade-off)."""
 from __future__ import annotations
 
 import math
@@ -18,8 +18,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from sqlitelab.report.analysis import flagged
-from sqlitelab.report.plots.figure import _titled, caption_room, new_figure
-from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends
+from sqlitelab.report.plots.figure import _titled, caption_room, new_figure, new_panels
+from sqlitelab.report.plots.legends import _extra_handles, _legend_below, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (CORNERS, PlainLogFormatter, _bar_limit, _limit_patches,
                                           _ref_line_labels, draw_ceilings, mark_limits, place_clear,
                                           plain_numbers)
@@ -440,4 +440,63 @@ def dot_chart(df: pd.DataFrame, category: str | list[str], value: str, series: s
     else:
         ax.set_title(title)
     _legend_below(ax, ax.get_legend_handles_labels()[0], ncols=min(len(sers) + 1, 5))
+    return fit_legends(fig)
+
+
+def pair_chart(df: pd.DataFrame, category: str, left: str, right: str, series: str, title: str,
+               left_label: str, right_label: str, caption: str | None = None):
+    """A trade-off read across each row: two panels on the same rows (one per category), a dot
+    per series (a stack in its colour and marker) in each — on the left what a category costs
+    (`left`), on the right what it gives (`right`), each on its own axis: linear from zero; where
+    the values span more than 30×, logarithmic — linear to 1 and logarithmic above it where one
+    is 0 (a count of 1 stays apart from 0). A row a series has no value for gets no dot in that
+    panel."""
+    cats = list(dict.fromkeys(df[category]))
+    sers = sorted(df[series].unique(), key=_order)
+    styles = colours_for(sers, series)
+    row_in = max(0.42, 0.12 * len(sers))
+    fig, axes, key = new_panels(1, 2, caption=caption, figsize=(8, max(3.5, 1.9 + row_in * len(cats))), sharey=True)
+    step = 0.75 / max(len(sers), 1)
+    handles = []
+    for ax, column, label in ((axes[0], left, left_label), (axes[1], right, right_label)):
+        for i, s in enumerate(sers):
+            g = df[df[series] == s]
+            vals = [g[g[category] == c][column].mean() for c in cats]
+            pos = np.arange(len(cats)) + (i - (len(sers) - 1) / 2) * step
+            st = styles[s]
+            ax.plot(vals, pos, linestyle="none", marker=st["marker"], color=st["color"], markersize=6.5,
+                    markerfacecolor=st["markerfacecolor"], gid=st.get("gid"), label="_" + value_title(series, s))
+            if ax is axes[0]:
+                handles.append(Line2D([], [], linestyle="none", marker=st["marker"], color=st["color"],
+                                      markersize=6.5, markerfacecolor=st["markerfacecolor"],
+                                      gid=st.get("gid"), label=value_title(series, s)))
+        values = pd.to_numeric(df[column], errors="coerce").dropna()
+        top = values.max() if len(values) else float("nan")
+        small = values[values > 0].min() if (values > 0).any() else float("nan")
+        if top == top and small == small and top / small > 30 and (values == 0).any():
+            ax.set_xscale("symlog", linthresh=1, linscale=0.5)  # counts from 0 to thousands: 1 apart from 0
+            ax.set_xlim(-0.3, top * 1.5)  # a dot at 0 clear of the axis
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+            label += " (log scale above 1)"
+        elif top == top and small == small and top / small > 30:  # rates over decades
+            ax.set_xscale("log")
+            ax.set_xlim(small / 1.5, top * 1.5)
+            ax.xaxis.set_major_formatter(PlainLogFormatter())
+            ax.xaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+            label += " (log scale)"
+        else:
+            top = top if top == top and top > 0 else 1
+            ax.set_xlim(-0.02 * top, 1.08 * top)
+        ax.set_xlabel(label)
+        plain_numbers(ax)
+    axes[0].set_yticks(range(len(cats)))  # a row's name in lines of at most a third of the canvas
+    axes[0].set_yticklabels([textwrap.fill(value_title(category, c), 34, break_long_words=False) for c in cats],
+                            fontsize=8.5)
+    axes[0].set_ylim(len(cats) - 0.5, -0.5)
+    _titled(fig, title)
+    panel_legend(key, handles)
+    fig.canvas.draw()  # each panel's label in lines no wider than its panel, once the layout has sized it
+    for ax in axes:
+        inches = ax.get_position().width * fig.get_figwidth()
+        ax.set_xlabel(textwrap.fill(ax.get_xlabel(), max(16, int(inches * 72 / (0.55 * plt.rcParams["axes.labelsize"])))))
     return fit_legends(fig)
