@@ -193,6 +193,8 @@ def _thin(axis, renderer, gap: float) -> bool:
     majors = {id(t) for t in axis.get_major_ticks()}
     shown = [(t, id(t) in majors, t.label1.get_window_extent(renderer)) for t in drawn
              if t.label1.get_visible() and t.label1.get_text().strip()]
+    # neighbours along the axis (drawn lists the major ticks before the minor ones: 100 before 90)
+    shown.sort(key=lambda s: s[2].x0 if axis.axis_name == "x" else s[2].y0)
     if not any(overlaps(a, b, gap) for (_, _, a), (_, _, b) in zip(shown, shown[1:])):
         return False
     if not all(_NUMBER.fullmatch(t.label1.get_text().strip()) for t, _, _ in shown):
