@@ -6,6 +6,7 @@ and what it accepts, before any server starts (scales.ACCEPTS, sweep's Spec chec
 import contextlib
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -348,3 +349,15 @@ def test_notebook_10_measures_a_strangers_app_that_makes_its_own_table_first_try
     with servers_started() as started:
         done = batch.run_notebook(path, "quick", {**given, "example": "bundled"}, log_output=False)
     assert_refused_before_anything_ran(done, lab_data, started, "example 'bundled' and settings of your own")
+
+
+def test_notebook_10_stores_the_files_it_was_given_as_absolute_paths(tmp_path, monkeypatch):
+    """A papermill run started from the checkout names `tests/apps/notes_locustfile.py`; its
+    re-making (make report) runs from the notebooks' folder and must find the same file."""
+    from sqlitelab.notebooks import your_app as this
+    monkeypatch.chdir(tmp_path)
+    got = this.notebook_parameters({"locustfile": "apps/l.py", "db": "~/x.db", "command": "python3 app.py",
+                                    "scenario": None})
+    assert got["locustfile"] == str(tmp_path / "apps" / "l.py")
+    assert got["db"] == os.path.expanduser("~/x.db") and got["command"] == "python3 app.py"
+    assert got["scenario"] is None

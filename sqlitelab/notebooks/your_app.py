@@ -8,6 +8,8 @@ Its code: its levels and open-loop rates, its WAL over the window, and the findi
 """
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 import pandas as pd
@@ -55,9 +57,16 @@ PARAMETERS = ("scale", "example", "name", "command", "url", "env", "db", "ready_
               "requests_per_user", "peak_hours", "server_cpus", "generator_cpus")
 
 
+FILES = ("db", "locustfile")  # parameters that name a file: stored as absolute paths
+
+
 def notebook_parameters(namespace: dict) -> dict:
-    """The notebook's parameters as given (PARAMETERS, from its namespace: a kernel's globals())."""
-    return {k: namespace.get(k) for k in PARAMETERS}
+    """The notebook's parameters as given (PARAMETERS, from its namespace: a kernel's globals()),
+    a file's path made absolute from where the run found it (FILES): a re-making runs elsewhere
+    (the notebooks' folder) and must find the same file."""
+    given = {k: namespace.get(k) for k in PARAMETERS}
+    return {k: (os.path.abspath(os.path.expanduser(v)) if k in FILES and isinstance(v, str) and v else v)
+            for k, v in given.items()}
 
 
 SERVER_SPLIT: int | None = None
