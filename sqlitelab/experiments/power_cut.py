@@ -79,10 +79,6 @@ class Ledger:
         self.other = 0
         self.failed = 0
 
-    def count(self) -> int:
-        with self.lock:
-            return len(self.acked)
-
 
 def _writer(host: str, port: int, ledger: Ledger, stop: threading.Event, deadline: float,
             interval: float = 0.0) -> None:
@@ -269,18 +265,20 @@ def cut_once(stack: str, write_path: str, name: str, users: int, window: tuple[f
     if stream is not None:
         found.update(restored(work / "replica", work / "restored.db", work / "litestream.log", acked, cut_at))
     ok, why = restarts(stack, db, knobs, work / "restart.log")
-    return {**cut_row(stack, write_path, name, users, seed, writeback, cut_at - t0, acked, cut_at,
-                      other, failed, found, ok, why), "replica": replica, "rate": rate, "checkpoint": checkpoint}
+    return cut_row(stack, write_path, name, users, seed, writeback, cut_at - t0, acked, cut_at,
+                   other, failed, found, ok, why, replica=replica, rate=rate, checkpoint=checkpoint)
 
 
 def cut_row(stack: str, write_path: str, name: str, users: int, seed: int, writeback: float,
             after_s: float, acked: dict[int, float], cut_at: float, other: int, failed: int,
-            found: dict, restarted: bool, restart_error: str) -> dict:
+            found: dict, restarted: bool, restart_error: str, *, replica: bool = False,
+            rate: float | None = None, checkpoint: int | None = None) -> dict:
     """A cut's stored row (schema's `cuts`): what was cut, what the ledger says, what the file
     held (audit) and whether the server came back (restarts)."""
     journal, synchronous = parse_mode(name)
     return {"server": stack, "write_path": write_path, "mode": name, "journal": journal,
             "synchronous": synchronous, "users": users, "seed": seed, "writeback": writeback,
+            "replica": replica, "rate": rate, "checkpoint": checkpoint,
             "cut_after_s": round(after_s, 3), "acked": len(acked),
             "acked_after_cut": sum(1 for at in acked.values() if at > cut_at),
             "acked_per_s": round(len(acked) / max(after_s, 1e-9), 1),

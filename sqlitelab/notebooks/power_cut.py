@@ -141,7 +141,7 @@ def speeds(points: pd.DataFrame) -> pd.DataFrame:
     if points.empty:
         return points.assign(mode=[], write_path=[])
     parts = points["experiment"].str.extract(r"^speed-(?P<mode>\w+-\w+)-(?P<write_path>pool|writer|batch)$")
-    return points.drop(columns=[c for c in ("write_path",) if c in points]).join(parts)
+    return points.drop(columns="write_path", errors="ignore").join(parts)
 
 
 SETTINGS = ["server", "write_path", "users", "writeback", "rate", "checkpoint", "replica"]  # beside the mode
