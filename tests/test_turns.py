@@ -140,12 +140,18 @@ def test_two_real_sweeps_taking_turns_run_their_servers_one_at_a_time_alternatel
                                       env={**os.environ, **e, "LAB_DATA_DIR": str(tmp_path / f"p{i}")}))
 
     def serving(p: subprocess.Popen) -> str | None:
-        """The stack whose server runs under `p`, None when none does."""
+        """The stack whose server runs under `p`, None when none does: a process whose program or
+        arguments lie in the stack's folder (its run script, its binary; the generator's line
+        names a URL). Not a child still between fork and exec: it shows the sweep's own command
+        line, whose code names both stacks."""
         try:
-            for c in psutil.Process(p.pid).children(recursive=True):
+            me = psutil.Process(p.pid)
+            for c in me.children(recursive=True):
+                if c.cmdline() == me.cmdline():
+                    continue
                 line = " ".join([c.exe(), *c.cmdline()])
                 for stack in ("go-nethttp", "rust-axum"):
-                    if stack in line:  # its run script, its binary (the generator's line names a URL)
+                    if f"servers/{stack}/" in line:
                         return stack
         except psutil.Error:
             pass
