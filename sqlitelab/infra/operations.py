@@ -54,6 +54,7 @@ PARAMS: dict[str, dict[str, type]] = {  # each operation's parameters and their 
 }
 LITESTREAM_VERSION = "v0.3.13"  # the Makefile builds it: github.com/benbjohnson/litestream/cmd/litestream
 LITESTREAM = config.PROJ_ROOT / ".setup" / "bin" / "litestream"
+SNAPSHOT_WAIT_S = 30.0  # how much longer than asked a replication waits for Litestream's first snapshot
 NAME_OK = set("abcdefghijklmnopqrstuvwxyz_0123456789")
 
 
@@ -158,9 +159,10 @@ def checkpoint(db: Path, scratch: Path, busy_timeout_ms: int = 5000) -> dict:
 
 
 def litestream(db: Path, scratch: Path, seconds: float = 5.0) -> dict:
-    """Replicate for `seconds` (Litestream's own process, in this one's process group, so that
-    stopping this operation by its PID stops it too), then restore the replica and check it:
-    the replica is verified when its restore is."""
+    """Replicate for `seconds`, and until Litestream's first snapshot is in the replica
+    (Litestream's own process, in this one's process group, so that stopping this operation by
+    its PID stops it too), then restore the replica and check it: the replica is verified when
+    its restore is. `replicated_s`: how long it replicated."""
     if not LITESTREAM.exists():
         raise OperationError(f"litestream is not built ({LITESTREAM}): run make setup")
     replica = scratch / "litestream-replica"
@@ -171,8 +173,15 @@ def litestream(db: Path, scratch: Path, seconds: float = 5.0) -> dict:
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(LITESTREAM), "replicate", str(db), f"file://{replica}"],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    started = time.monotonic()
     try:
         time.sleep(seconds)
+        # and until its first snapshot is in the replica (a busy machine can take longer than
+        # `seconds` to write it; a restore before it finds no backup), at most SNAPSHOT_WAIT_S more
+        deadline = time.monotonic() + SNAPSHOT_WAIT_S
+        while not any(replica.glob("generations/*/snapshots/*")) and time.monotonic() < deadline \
+                and proc.poll() is None:
+            time.sleep(0.1)
         if proc.poll() is not None:
             raise OperationError(f"litestream exited {proc.returncode} while replicating:\n{_tail(log)}")
     finally:
@@ -183,7 +192,7 @@ def litestream(db: Path, scratch: Path, seconds: float = 5.0) -> dict:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
-    replicated = time.time()
+    replicated, replicated_at = time.time(), time.monotonic()
     with open(log, "ab") as out:
         r = subprocess.run([str(LITESTREAM), "restore", "-o", str(restored), f"file://{replica}"],
                            stdout=out, stderr=subprocess.STDOUT, timeout=300)
@@ -193,7 +202,7 @@ def litestream(db: Path, scratch: Path, seconds: float = 5.0) -> dict:
     checked = _verify(restored, tables=("requests", "metrics", "items", "users"))
     copy = {"path": str(replica), "bytes": _bytes(replica), "restored_into": restored.name,
             "verified": checked["verified"]}
-    return {"replicated_s": seconds, "restore_s": restore_s, "litestream": LITESTREAM_VERSION,
+    return {"replicated_s": round(replicated_at - started, 3), "restore_s": restore_s, "litestream": LITESTREAM_VERSION,
             "copies": {replica.name: copy, restored.name: checked},
             "log": [line for line in _tail(log, 40).splitlines() if line.strip()]}
 
