@@ -387,6 +387,12 @@ def test_busy_summary_counts_stalls_and_busy_errors_outside_the_window():
     assert "30 busy errors with deferred" in text and "0 with immediate" in text
     assert "stalled** in 2 of 3 repeats" in text and "3 busy errors came outside the windows" in text
     assert "stalls** from 3 users" in busy_errors.busy(s.reset_index())
+    # the deferred-vs-immediate bars: every level's busy 503s together, the counts the words give
+    # (a bar of the levels' mean read as their total: 207 drawn where the text said 414)
+    more = busy_errors.busy_summary(pd.DataFrame(rows + [{**rows[0], "users": 16, "busy_errors": 12, "errors": 12}]))
+    totals = busy_errors.busy_totals(more).set_index("txn_mode")["busy_errors"]
+    assert totals.to_dict() == {"deferred": 42, "immediate": 0}
+    assert "42 busy errors with deferred" in busy_errors.txn_mode(more)
 
 
 def test_every_series_has_its_own_colour():

@@ -200,6 +200,13 @@ def busy_summary(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def busy_totals(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per server, profile and transaction mode, the busy 503s of every level together (the
+    deferred-vs-immediate figure's bars, and txn_mode's counts): busy_summary's rows summed."""
+    keys = [k for k in ("server", "profile", "txn_mode") if k in summary]
+    return summary.groupby(keys, as_index=False, sort=False)["busy_errors"].sum()
+
+
 def article_runs(summary: pd.DataFrame, ref: pd.DataFrame, checks: pd.DataFrame | None = None,
                  tool: str = "oha") -> pd.DataFrame:
     """Seed 001's runs beside the same set-ups here: per profile and users, the share of
