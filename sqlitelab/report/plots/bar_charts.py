@@ -41,8 +41,8 @@ def _wrap_at(fig, slots: int) -> int:
     figure's width holds at the tick labels' size (18 at most), so that neighbours never touch
     (check.overlapping_texts refuses a figure where they still do)."""
     size = matplotlib.font_manager.FontProperties(size=plt.rcParams["xtick.labelsize"]).get_size_in_points()
-    slot_pt = 0.8 * fig.get_figwidth() * 72 / max(slots, 1)
-    return max(6, min(18, int(slot_pt / (0.62 * size))))
+    slot_pt = 0.75 * fig.get_figwidth() * 72 / max(slots, 1)  # the axes keep about 3/4 of the width
+    return max(6, min(18, int(slot_pt / (0.65 * size))))
 
 
 def _fill(text: str, width: int) -> str:

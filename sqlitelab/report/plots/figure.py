@@ -20,7 +20,7 @@ from sqlitelab.core import config
 from sqlitelab.report.plots.check import TICK_GAP_PT, check
 from sqlitelab.report.plots.legends import (ClippedLegendError, _extra_handles, _legend, clipped_legends,
                                             fit_legends, panel_legend)
-from sqlitelab.report.plots.marks import overlaps, settle_notes
+from sqlitelab.report.plots.marks import overlaps, settle_notes, spread_line_names
 from sqlitelab.report.plots.style import _order, value_title
 from sqlitelab.infra.servers import profile_knobs, profile_title
 
@@ -229,13 +229,16 @@ def _thin(axis, renderer, gap: float) -> bool:
 def lay_out(fig):
     """What save_figure does to a figure before checking it: y axis labels taller than their axes
     wrapped, legends fitted to the canvas, numbers on an axis thinned where they would touch,
-    and notes on hidden series placed where they are clear. Returns `fig` (tests check what a
+    the names of lines above a plot spread where the layout left it, and notes on hidden series
+    placed where they are clear. Returns `fig` (tests check what a
     saved figure would be: plots.problems(lay_out(fig)))."""
     wrap_axis_labels(fig)
     if added := settle_notes(fig):  # notes moved to the caption: its room, then the legends
         caption_room(fig, added)
     fit_legends(fig)
     thin_tick_labels(fig)
+    spread_line_names(fig)
+    spread_line_names(fig)  # where the first moved the axes
     settle_notes(fig)
     return fig
 

@@ -122,29 +122,62 @@ def _ref_line_labels(ax, ref_lines: dict[str, float], ceilings: dict[str, float]
     # reference value (an article's, a published load) as it was given
     texts = [f"{textwrap.fill(label, 22 if across == 'y' else 16)}\n{once(v, '/s') if ceiling else f'{v:,.0f}'}"
              for label, v, ceiling in items]
-    # a name's half extent in axes fractions: across y, its lines of 7.5-pt text (1.25 apart) and
-    # a point of air over at most half the figure's height (what the axes keep beside legend and
-    # caption); across x, its widest line (0.62 of the size a character) and 8 points of air over
-    # the axes' width as laid out now
-    if across == "y":
-        half = [(1.25 * 7.5 * (t.count("\n") + 1) + 2) / 2 / (0.5 * 72 * ax.figure.get_figheight()) for t in texts]
-    else:
-        ax.figure.draw_without_rendering()
-        width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
-        half = [(0.62 * 7.5 * max(map(len, t.split("\n"))) + 8) / 2 / width_pt for t in texts]
+    if across == "x":  # names above the plot, spread over its width (spread_line_names)
+        for label_text, (_, v, _c) in zip(texts, items):
+            ax.annotate(label_text, xy=(v, 1.0), xycoords=("data", "axes fraction"), xytext=(frac(v), 1.03),
+                        textcoords="axes fraction", ha="center", va="bottom", fontsize=7.5,
+                        color="#333333", annotation_clip=False, clip_on=False, gid=LINE_NAME,
+                        arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.8,
+                                    "shrinkA": 0, "shrinkB": 0})
+        spread_line_names(ax.figure)
+        return
+    # a name's half extent in axes fractions: its lines of 7.5-pt text (1.25 apart) and a point
+    # of air over at most half the figure's height (what the axes keep beside legend and caption)
+    half = [(1.25 * 7.5 * (t.count("\n") + 1) + 2) / 2 / (0.5 * 72 * ax.figure.get_figheight()) for t in texts]
     placed: list[float] = []
     for i, (_, v, _c) in enumerate(items):
         placed.append(max(frac(v), placed[-1] + half[i - 1] + half[i]) if placed else frac(v))
     for (label, v, ceiling), text, at in zip(items, texts, placed):
         moved = abs(at - frac(v)) > 1e-9
-        where = ({"xy": (1.0, v), "xycoords": ("axes fraction", "data"), "xytext": (1.02, at),
-                  "ha": "left", "va": "center"} if across == "y" else
-                 {"xy": (v, 1.0), "xycoords": ("data", "axes fraction"), "xytext": (at, 1.03),
-                  "ha": "center", "va": "bottom"})
-        ax.annotate(text, **where, textcoords="axes fraction", fontsize=7.5,
+        ax.annotate(text, xy=(1.0, v), xycoords=("axes fraction", "data"), xytext=(1.02, at),
+                    ha="left", va="center", textcoords="axes fraction", fontsize=7.5,
                     color="#333333", annotation_clip=False, clip_on=False,
                     arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.8, "shrinkA": 0,
                                 "shrinkB": 0} if moved else None)
+
+
+# The gid of a line's name above a plot (a dot chart's reference lines and limits: _ref_line_labels)
+LINE_NAME = "line-name"
+
+
+def spread_line_names(fig) -> None:
+    """The names above each plot (LINE_NAME) where the figure's layout has left its axes: each
+    over its line, and where neighbours would touch (their widths as drawn and 6 points of air),
+    moved apart, all within the axes' width, each with a leader to its line (none where it did
+    not move). Within that width a name never makes the layout narrow the axes (a name centred
+    on a line at the right edge would, and the names then stand where the axes were): run by
+    the chart and again by lay_out, once the legends are fitted."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    air = 6 * fig.dpi / 72
+    for ax in fig.axes:
+        names = [t for t in ax.texts if t.get_gid() == LINE_NAME]
+        if not names:
+            continue
+        box = ax.get_window_extent(renderer)
+        at = [float(ax.transData.transform((t.xy[0], 1.0))[0]) for t in names]  # the lines, in pixels
+        order = sorted(range(len(names)), key=lambda i: at[i])
+        half = {i: (Text.get_window_extent(names[i], renderer).width + air) / 2 for i in order}
+        pos = {i: at[i] for i in order}
+        for a, b in zip(order, order[1:]):  # left to right, each clear of the one before
+            pos[b] = max(pos[b], pos[a] + half[a] + half[b])
+        pos[order[-1]] = min(pos[order[-1]], box.x1 - half[order[-1]] + air / 2)
+        for a, b in reversed(list(zip(order, order[1:]))):  # then within the axes' right edge
+            pos[a] = min(pos[a], pos[b] - half[a] - half[b])
+        pos[order[0]] = max(pos[order[0]], box.x0 + half[order[0]] - air / 2)
+        for i in order:
+            names[i].set_position(((pos[i] - box.x0) / box.width, 1.03))
+            names[i].arrow_patch.set_visible(abs(pos[i] - at[i]) > 0.5)
 
 
 def draw_ceilings(axes, ceilings, ref_lines: dict[str, float] | None = None) -> None:

@@ -48,14 +48,15 @@ ORDERED = ["#C5BDE6", "#A093D1", "#7D6BBB", "#5C48A3", "#3F2C85", "#271866"]
 RAMPS = {"rows_per_txn": ["#E6D2B5", "#CDAA7D", "#A98054", "#855F34", "#5E421F", "#3B2912"]}
 # A spare colour for an extra stack whose stack.toml declares none (never a category's).
 CATEGORY_COLORS = ["#999933", "#56B4E9", "#882255", "#44AA99", "#E69F00", "#777777"]
-MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "h", "<", ">", "p", "*"]
 
 
 class _StackStyles(Mapping):
     """One colour and one marker per stack, the same in every figure: what its stack.toml
     declares (sqlitelab.infra.servers.STACKS, read live: an extra stack registered later is in
-    it), in STACKS' order. The bundled stacks' are Okabe–Ito colours, safe for colour-blind
-    readers; red and orange are left to LIMIT_MARKS' rings. A stack that declares none (an extra
+    it), in STACKS' order. The bundled stacks' are Okabe–Ito and Tol colours, safe for
+    colour-blind readers, each with a marker of its own, so that a stack is told apart in grey
+    too; LIMIT_MARKS' rings are black. A stack that declares none (an extra
     stack's folder) takes a spare one, in its place among them: CATEGORY_COLORS and MARKERS that
     no stack declares."""
 
