@@ -556,6 +556,11 @@ GVL_HELD_BY_BUSY_TIMEOUT = ("ruby-puma", "ruby-rails")
 def test_every_profile_starts_and_reports_its_knobs(stack, profile, tmp_path):
     db = databases.prepare_database(tmp_path / "p.db", users=5)
     spec = {**DEFAULT_KNOBS, **servers.load_profiles()[profile]}
+    if servers.cannot(stack, spec):  # its stack.toml says it cannot: it refuses, in one line
+        cannot_knob = next(k for k, c in servers.STACKS[stack]["cannot"].items() if str(spec.get(k)) in c["values"])
+        refused_in_one_line(stack, {**os.environ, "LAB_PORT": str(processes.free_port()), "LAB_DB": str(db),
+                                    **servers.knob_env(profile, stack=stack)}, servers.KNOB_ENV[cannot_knob])
+        return
     # Ruby's C busy_timeout holds the GVL while it waits (seed 000). Where a thread is switched
     # out inside its transaction (at the SQL log's writes, rails-dev alone, or between Rails'
     # statements), another's wait stalls the whole process for the full timeout (5 s), and a
@@ -768,8 +773,13 @@ def test_sql_log_on_logs_every_statement_in_order(stack, tmp_path):
 def test_shared_cache_endpoints_and_burst(stack, tmp_path):
     """LAB_CACHE=shared: every endpoint still works; a burst of reads and writes gets only
     2xx/302 or 503 (SQLITE_LOCKED_SHAREDCACHE), never a 500 or a dropped connection, and the
-    database holds exactly the acknowledged writes."""
+    database holds exactly the acknowledged writes. A stack whose stack.toml says it cannot
+    (servers.cannot: its driver's SQLite has no shared cache) refuses it in one line instead."""
     db = databases.prepare_database(tmp_path / "sc.db", users=USERS, items=ITEMS)
+    if servers.cannot(stack, {"cache": "shared"}):
+        refused_in_one_line(stack, {**os.environ, "LAB_PORT": str(processes.free_port()), "LAB_DB": str(db),
+                                    **servers.knob_env("rails71", stack=stack, cache="shared")}, "LAB_CACHE")
+        return
     with servers.start_server(stack, db, profile="rails71", cache="shared", timeout=300) as s:
         assert s.health["knobs"]["cache"] == "shared"
         with httpx.Client(base_url=s.url, follow_redirects=False, timeout=30) as c:

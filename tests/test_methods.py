@@ -116,6 +116,22 @@ def test_a_stack_the_run_did_not_include_is_not_a_recording_gap():
     assert verdicts(t)["Puma workers × threads"].startswith("differs: the run has no points")
 
 
+def test_a_named_stack_that_cannot_run_the_profile_is_said_in_a_row_of_its_own():
+    """05 runs seed 004's shared cache on every stack; node-sqlite's driver has none, the sweep
+    left it out, and the method table says so (a stack that simply has no points is not)."""
+    pts = points(server="go-nethttp", profile="go-seed004")
+    named = {**PARAMS, "servers": ["go-nethttp", "node-sqlite"]}
+    rows = methods.table(study("05-single-machine").ARTICLE, pts, named).set_index("aspect")
+    assert rows.loc["stacks left out", "this run"] == (
+        "Node · better-sqlite3 cannot run LAB_CACHE=shared: better-sqlite3 bundles an SQLite built "
+        "without shared cache (SQLITE_OMIT_SHARED_CACHE)")
+    assert rows.loc["stacks left out", "verdict"].startswith("differs: the stack cannot run")
+    for params in ({**PARAMS, "servers": ["go-nethttp", "python-django"]}, PARAMS):
+        assert "stacks left out" not in set(methods.table(study("05-single-machine").ARTICLE, pts, params)["aspect"])
+    assert methods.left_out(points(server="go-nethttp", profile="rails71"),
+                            {"servers": ["go-nethttp", "node-sqlite"]}) == []
+
+
 def test_synchronous_reads_as_a_name_and_the_seed002_default_is_full():
     pts = points(server="python-fastapi", knobs={"pragmas": {"journal_mode": "wal", "synchronous": "2"},
                                                  "write_path": "writer"})

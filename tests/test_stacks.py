@@ -84,6 +84,14 @@ def test_every_manifest_sets_the_required_keys_with_their_types():
     ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = true\nmultiprocess = false\n"
      "[knobs.pool]\nenv = 'LAB_POOL'\nvalues = ['a']\ndefault = 'b'\ndescription = 'x'\n",
      r"knobs.pool must have exactly env, values, default, description"),
+    ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = true\nmultiprocess = false\n"
+     "[cannot.cache]\nvalues = ['public']\nwhy = 'x'\n", r"cannot.cache must have exactly values \(a non-empty "
+     r"list of the knob's values: private\|shared\) and why"),
+    ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = true\nmultiprocess = false\n"
+     "[cannot.cache]\nvalues = ['shared']\n", r"cannot.cache must have exactly values"),
+    ("title = 'x'\norder = 1\ncolor = '#000000'\nmarker = 'o'\ncompiled = true\nmultiprocess = false\n"
+     "[cannot.threads]\nvalues = ['2']\nwhy = 'x'\n", r"cannot.threads must have exactly values \(a non-empty "
+     r"list of the knob's values\) and why \(words\), for a knob of servers/shared.toml with a list of values"),
     ("title = 'x'\norder = 1\n", r"missing key\(s\) color, marker, compiled, multiprocess"),
     ("title = \n", r"not valid TOML"),
 ])
@@ -171,6 +179,32 @@ def test_build_outputs_are_what_make_distclean_removes_and_git_ignores():
                                  cwd=config.PROJ_ROOT, capture_output=True, text=True, timeout=60)
         assert ignored.returncode == 0, \
             f"{out}/ is not ignored: add it to servers/{Path(out).parts[1]}/.gitignore ({ignored.stderr.strip()})"
+
+
+def test_a_stack_that_cannot_run_a_profile_sits_out_of_that_profile_alone_and_the_sweep_says_why(tmp_path, monkeypatch):
+    """A stack.toml's [cannot] (a driver without shared cache): the sweep runs every other pair,
+    records the pair it left out with the reason, and refuses a sweep left with nothing; on
+    Postgres, where SQLite's knobs are not set, nothing sits out."""
+    folder = stack_folder(tmp_path / "no-cache-app", 'title = "No cache"\n[cannot.cache]\nvalues = ["shared"]\n'
+                                                      'why = "its driver has no shared cache"\n')
+    for name, entry in servers.extra_stacks(str(folder)).items():
+        monkeypatch.setitem(servers.STACKS, name, entry)
+    assert servers.cannot("no-cache-app", servers.profile_knobs("go-seed004")) == \
+        "No cache cannot run LAB_CACHE=shared: its driver has no shared cache"
+    assert servers.cannot("no-cache-app", servers.profile_knobs("rails71")) is None
+    assert servers.cannot("no-cache-app", {"cache": "shared"}, database="postgres") is None
+    assert servers.cannot("go-nethttp", {"cache": "shared"}) is None
+    s = sweep.spec(notebook="t", servers=["go-nethttp", "no-cache-app"], profiles=["rails71", "go-seed004"])
+    assert s.pairs() == [("go-nethttp", "rails71"), ("go-nethttp", "go-seed004"), ("no-cache-app", "rails71")]
+    assert [(st, p) for r in s.order() for st, p, _ in r] == s.pairs()
+    assert s.sat_out() == {"no-cache-app · go-seed004": "No cache cannot run LAB_CACHE=shared: its driver has no shared cache"}
+    assert s.record()["sat_out"] == s.sat_out()
+    # a knob of the sweep's own counts as the profile's, and one set to None clears it
+    assert list(sweep.spec(notebook="t", servers=["go-nethttp", "no-cache-app"], profiles=["rails71"],
+                           knobs={"cache": "shared"}).sat_out()) == ["no-cache-app · rails71"]
+    assert not sweep.spec(notebook="t", servers=["no-cache-app"], profiles=["go-seed004"], knobs={"cache": None}).sat_out()
+    with pytest.raises(ValueError, match="the sweep has nothing its stacks can run: No cache cannot run LAB_CACHE=shared"):
+        sweep.spec(notebook="t", servers=["no-cache-app"], profiles=["go-seed004"])
 
 
 def test_openapi_names_no_stack():

@@ -453,7 +453,7 @@ class Spec:
             if s.database != "sqlite" or not server_host.is_local:
                 raise ValueError("an operation runs on the SQLite file of a server on this machine")
         scenario_list = [s.scenario] if isinstance(s.scenario, str) else list(s.scenario)
-        return cls(
+        made = cls(
             notebook=s.notebook, notebook_run=s.run_id or results.new_run_id(s.notebook),
             # several sweeps of one notebook run are its experiments; a list of scenarios: each
             # is stored as its own experiment (`<experiment>/<scenario>`), as separate sweeps
@@ -481,6 +481,9 @@ class Spec:
             scenario_params={name: _scenario_params(s, name) for name in scenario_list},
             parameters=dict(s.parameters or {}), progress=s.progress,
             results_db=s.results_db, runs_dir=Path(s.runs_dir or config.RUNS_DIR))
+        if not made.pairs():  # every stack of it cannot run every profile of it (servers.cannot)
+            raise ValueError("the sweep has nothing its stacks can run: " + "; ".join(made.sat_out().values()))
+        return made
 
     def beyond(self, profile: str | None) -> "list[Spec]":
         """The same sweep with `profile`, on those of its stacks that take one of the profile's
@@ -526,11 +529,28 @@ class Spec:
     def repeats_of(self, stack: str) -> int:
         return self.server_repeats.get(stack, self.repeats)
 
+    def _cannot(self, stack: str, profile: str) -> str | None:
+        """Why `stack` cannot run `profile` with this sweep's knobs (servers.cannot), None: it can."""
+        return stacks.cannot(stack, {**stacks.profile_knobs(profile), **self.knobs_for(stack)}, self.database)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (stack, profile) the sweep runs, in the order given: each stack with each profile,
+        but where the stack cannot run the profile (sat_out)."""
+        return [(stack, profile) for stack in self.servers for profile in self.profiles
+                if self._cannot(stack, profile) is None]
+
+    def sat_out(self) -> dict[str, str]:
+        """The stacks and profiles the sweep leaves out, `<stack> · <profile>`, and why in words:
+        a stack whose stack.toml says it cannot honour one of the profile's knob values (node-sqlite
+        and shared cache), which would refuse to start."""
+        return {f"{stack} · {profile}": why for stack in self.servers for profile in self.profiles
+                if (why := self._cannot(stack, profile))}
+
     def order(self) -> list[list[tuple[str, str, tuple[int, ...]]]]:
         """Each round's (stack, profile, levels) in the order they run: one round in the order
         given, or `rounds` rounds each shuffled anew (its stacks and profiles, and each one's
         levels) from `order_seed`, the same order again from the same seed."""
-        pairs = [(stack, profile) for stack in self.servers for profile in self.profiles]
+        pairs = self.pairs()
         if self.rounds == 1:
             return [[(stack, profile, self.levels_of(stack)) for stack, profile in pairs]]
         rng = random.Random(self.order_seed)
@@ -566,7 +586,7 @@ class Spec:
                 "generator": self.generator, "keepalive": self.keepalive, "confirm": self.confirm,
                 "crosscheck": list(self.crosscheck) if self.crosscheck else None,
                 "crosscheck_tool": self.crosscheck_tool if self.crosscheck else None, "knobs": self.knobs,
-                "server_knobs": self.server_knobs, "seed_users": self.seed["users"],
+                "server_knobs": self.server_knobs, "sat_out": self.sat_out(), "seed_users": self.seed["users"],
                 "seed_user_bytes": self.seed["user_bytes"], "seed_items": self.seed["items"]}
 
 
@@ -628,8 +648,10 @@ def _sweep_in(spec: Spec, t_run: float) -> pd.DataFrame:
                   "seed_cached": seed_cached, "calibration_seconds": 0.0, "seed_seconds": 0.0})
     first.update({"calibration_seconds": calibration_s, "seed_seconds": seed_s})
 
-    total = (spec.rounds * len(spec.profiles) * len(spec.scenarios) * len(spec.rates or [None])
-             * sum(spec.repeats_of(s) * len(spec.levels_of(s)) for s in spec.servers))
+    total = (spec.rounds * len(spec.scenarios) * len(spec.rates or [None])
+             * sum(spec.repeats_of(s) * len(spec.levels_of(s)) for s, _ in spec.pairs()))
+    for why in spec.sat_out().values():
+        print(f"{spec.notebook}: left out: {why}", flush=True)
     bar = tqdm(total=total, desc=spec.notebook, disable=not spec.progress, mininterval=0.5)
     stopped = {"rounds_run": 0, "stopped_by": "rounds"}
     try:

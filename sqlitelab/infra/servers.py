@@ -31,6 +31,11 @@ from sqlitelab.core.processes import cap_command, free_port, log_tail, own_path,
 
 # --------------------------------------------------------------------------- stacks
 
+# Every knob a server takes from its environment, with its variable, values and default:
+# declared once, in servers/shared.toml's [knobs] (each stack enforces them in its own language).
+KNOBS: dict[str, dict] = tomllib.loads(config.SHARED_TOML.read_text())["knobs"]
+KNOB_ENV = {knob: k["env"] for knob, k in KNOBS.items()}
+
 # A stack is its folder: servers/<stack>/ (or an extra stack's own, LAB_EXTRA_STACKS) with an
 # executable `run` and a `stack.toml` that says what the lab needs to know of it. Its keys, with
 # their type and the value an extra stack's folder gets when its stack.toml (optional there)
@@ -47,6 +52,7 @@ MANIFEST_KEYS: dict[str, tuple[type, object]] = {
     "seed": (bool, True),           # false: so does the seed scale
     "build_outputs": (list, []),    # what its build writes inside the folder (make distclean, .gitignore)
     "knobs": (dict, {}),            # knobs only this stack takes: [knobs.<name>], as shared.toml's (KNOB_KEYS)
+    "cannot": (dict, {}),           # shared knobs' values it cannot honour: [cannot.<knob>] values, why (cannot)
 }
 # A stack-only knob's table: its variable, its values (in the order the start-up error names
 # them), its default and what it is. The stack reports it in /health's knobs; other stacks
@@ -92,6 +98,16 @@ def read_manifest(folder: Path, *, bundled: bool = True) -> dict:
         if bad:
             raise StackManifestError(f"{path}: knobs.{name} must have exactly {', '.join(KNOB_KEYS)} "
                                      f"(env a LAB_* variable, values a list, default one of them)")
+    for name, c in data.get("cannot", {}).items():
+        allowed = KNOBS.get(name, {}).get("values")
+        bad = (allowed is None or not isinstance(c, dict) or set(c) != {"values", "why"}
+               or not isinstance(c["values"], list) or not c["values"] or not set(c["values"]) <= set(allowed)
+               or not isinstance(c["why"], str) or not c["why"].strip())
+        if bad:
+            raise StackManifestError(
+                f"{path}: cannot.{name} must have exactly values (a non-empty list of the knob's values"
+                + (f": {'|'.join(allowed)}" if allowed else "") + ") and why (words), for a knob of "
+                f"servers/shared.toml with a list of values ({', '.join(k for k in KNOBS if 'values' in KNOBS[k])})")
     missing = [k for k in REQUIRED_KEYS if k not in data] if bundled else []
     if missing:
         raise StackManifestError(f"{path}: missing key(s) {', '.join(missing)} "
@@ -185,15 +201,21 @@ def compiled_stacks() -> tuple[str, ...]:
     return tuple(sorted(name for name, s in STACKS.items() if s.get("compiled") and s.get("bundled")))
 
 
-# Every knob a server takes from its environment, with its variable, values and default:
-# declared once, in servers/shared.toml's [knobs] (each stack enforces them in its own language).
-KNOBS: dict[str, dict] = tomllib.loads(config.SHARED_TOML.read_text())["knobs"]
-KNOB_ENV = {knob: k["env"] for knob, k in KNOBS.items()}
-
-
 def knob_value_title(knob: str, value) -> str:
     """A knob's value in plain words (its `titles` in shared.toml); otherwise the value itself."""
     return KNOBS.get(knob, {}).get("titles", {}).get(str(value), str(value))
+
+
+def cannot(stack: str, knobs: dict, database: str = "sqlite") -> str | None:
+    """Why `stack` cannot run with these knob values (by knob name, as a profile's: its stack.toml's
+    [cannot], a driver without a feature), in words; None when it can. The stack refuses such a
+    start in one `lab:` line; a sweep leaves that stack and profile out and says so (sweep.Spec).
+    On Postgres, SQLite's knobs are not set (SQLITE_ONLY_KNOBS) and none is refused."""
+    for name, c in (STACKS.get(stack, {}).get("cannot") or {}).items():
+        value = knobs.get(name)
+        if value is not None and str(value) in c["values"] and not (database != "sqlite" and name in SQLITE_ONLY_KNOBS):
+            return f"{stack_title(stack)} cannot run {KNOB_ENV[name]}={value}: {c['why']}"
+    return None
 
 
 def stack_knobs(stack: str | None) -> dict[str, dict]:

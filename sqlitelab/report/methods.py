@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from sqlitelab.core import config
+from sqlitelab.infra import servers
 from sqlitelab.studies.method import NOT_STATED, Article, Detail, NotRecorded, NotRun, RunView
 
 NOT_RECORDED = "NOT RECORDED"
@@ -95,7 +96,29 @@ def table(article: Article, points: pd.DataFrame | None = None, parameters: dict
         else:
             verdict = f"differs: {d.why}" if d.why else "differs"
         rows.append({"aspect": d.aspect, "article": d.article, "this run": shown, "verdict": verdict})
+    rows += [{"aspect": "stacks left out", "article": "—", "this run": why,
+              "verdict": "differs: the stack cannot run the run's profile (its stack.toml's [cannot])"}
+             for why in left_out(points, parameters)]
     return pd.DataFrame(rows, columns=["aspect", "article", "this run", "verdict"])
+
+
+def left_out(points: pd.DataFrame | None, parameters: dict | None) -> list[str]:
+    """Why a stack the run named (its `servers` parameter, as stored) has no point: it cannot run
+    the profile its points ran (servers.cannot, as the sweep left it out: node-sqlite and seed
+    004's shared cache), in words, one per stack; [] where every named stack ran, or where one
+    that did not is not explained so (a run that stopped early)."""
+    named = (parameters or {}).get("servers")
+    if points is None or not len(points) or not isinstance(named, (list, tuple)) \
+            or not {"server", "profile"} <= set(points):
+        return []
+    ran, profiles = set(points["server"]), sorted(set(points["profile"].dropna()))
+    out = []
+    for stack in named:
+        if stack in ran or stack not in servers.STACKS:
+            continue
+        whys = sorted({w for p in profiles if (w := servers.cannot(stack, servers.profile_knobs(p)))})
+        out += whys[:1]
+    return out
 
 
 def unrecorded(method: pd.DataFrame) -> list[str]:
