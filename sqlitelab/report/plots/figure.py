@@ -238,7 +238,6 @@ def lay_out(fig):
     fit_legends(fig)
     thin_tick_labels(fig)
     spread_line_names(fig)
-    spread_line_names(fig)  # where the first moved the axes
     settle_notes(fig)
     return fig
 

@@ -156,7 +156,13 @@ def spread_line_names(fig) -> None:
     moved apart, all within the axes' width, each with a leader to its line (none where it did
     not move). Within that width a name never makes the layout narrow the axes (a name centred
     on a line at the right edge would, and the names then stand where the axes were): run by
-    the chart and again by lay_out, once the legends are fitted."""
+    the chart and again by lay_out, once the legends are fitted. Twice each time: the first
+    placing can still move the axes the layout fits around it."""
+    for _ in range(2):
+        _spread_line_names_once(fig)
+
+
+def _spread_line_names_once(fig) -> None:
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     air = 6 * fig.dpi / 72
