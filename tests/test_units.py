@@ -598,6 +598,13 @@ def test_an_experiment_is_checked_whole_before_any_sweep_starts(tmp_path):
                                              "002-mix/sqlite", "002-mix/postgres"]
     with pytest.raises(ValueError, match="repeats"):
         sqlite_vs_postgres.specs(workloads=["000-writes", "002-mix"], **{**common, "repeats": 0})
+    users = sqlite_vs_postgres.specs(workloads=["004-users"], users_scenarios=["user-read"], **common)
+    assert [s.scenarios for s in users] == [("user-read",), ("user-read",)]
+    whole = sqlite_vs_postgres.specs(workloads=["004-users"], **common)
+    assert whole[0].scenarios == sqlite_vs_postgres.WORKLOADS["004-users"].scenarios
+    for bad in (["user-delete"], []):
+        with pytest.raises(ValueError, match=r"users_scenarios must be a non-empty list of the endpoints of 004-users \(user-read"):
+            sqlite_vs_postgres.specs(workloads=["004-users"], users_scenarios=bad, **common)
     with pytest.raises(TypeError, match="checked by spec"):
         sweep.run({"notebook": "scratch"})
 

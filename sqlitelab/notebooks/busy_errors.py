@@ -39,11 +39,13 @@ SCALES: dict[str, dict] = {
     # would put the notebook over its budget). Quick's levels: the article's 3 and 16, where
     # every profile that hands SQLITE_BUSY to its client shows it (one user meets no other
     # writer's lock: its share is 0 by construction; the article's own runs keep it), in 1-s
-    # windows (02's quick runs of 2026-11-28 with 1 among them took 137-149 s).
+    # windows (02's quick runs of 2026-11-28 with 1 among them took 137-149 s), without warm-up,
+    # as the seed's and the article's oha (0.3 s until 2026-12-02: 17 s of the 150 s of sweeps of
+    # a quick run with all seven stacks).
     # The clients compared (`client_levels`: the article's stack with a new connection per request,
     # beside its keep-alive points of `profiles`, both cross-checked by oha) at seed only, as the
     # cross-check.
-    "quick": {"levels": [3, 16], "article_levels": [1, 3], "duration": 1.0, "warmup": 0.3,
+    "quick": {"levels": [3, 16], "article_levels": [1, 3], "duration": 1.0, "warmup": 0.0,
               "repeats": 1, "crosscheck_users": None, "client_levels": []},
     "seed": {"levels": [1, 3, 16], "article_levels": [1, 3], "duration": 5.0, "warmup": 0.0,
              "repeats": 1, "crosscheck_users": [1, 3], "client_levels": [3]},

@@ -36,7 +36,7 @@ README_FIGURE = "write-paths"
 
 SCALES: dict[str, dict] = {
     # Quick: the article's lowest, middle and highest stretch of levels (8, 32, 128: each stack's
-    # rise, knee and plateau), each a 1.5-s window rather than the article's count of requests:
+    # rise, knee and plateau), each a 1-s window rather than the article's count of requests:
     # a window of seconds lets one loadgen process step through a stack's levels (sweep's
     # steps_levels; a count needs a process per level) and makes every stack's window the same
     # length (5,000 requests, the count until 2026-11-26, lasted 0.19 s on Rust and 1.1 s on
@@ -45,20 +45,21 @@ SCALES: dict[str, dict] = {
     # at every quick level of Go, Rust and Ruby (the quick run of 2026-11-26 at 3e90405), each then
     # measured again with loadgen. A 0.3-s warm-up, as the other quick notebooks': 0.5 s put it at
     # 150 s and over (2026-11-26). The sweeps beyond the article (shares, paths) take the same
-    # window; quick's shares are none and all writes, the article's 10 % being the main sweep's
-    # 32-user point (share_line), and its synchronous=NORMAL sweep runs the upper two levels: the peaks sweep
-    # took 15.1 s of 151.7 with a half-writes share and all three levels (2026-11-28; 147 s with
-    # four shares). wrk's cross-check counts whole seconds after a warm-up of at least one: 1 s of
-    # it is the least.
+    # window; the article's 10 % share is the main sweep's 32-user point (share_line). wrk's
+    # cross-check counts whole seconds after a warm-up of at least one: 1 s of it is the least.
     # At seed too the synchronous=NORMAL sweep runs two levels (at all five it took 344 s of the
     # 1,170 s of the seed run of 2026-11-28 at d027339), and loadgen drives every level: in that run
     # Locust set the pace at 60 of 74 points, each then measured again with loadgen.
     # The peaks sweep: the article's two stacks at their peak levels again, interleaved, in rounds
     # until the rate's 95 % interval is within ±5 % or the rounds run out (the README's ratio).
-    "quick": {"levels": [8, 32, 128], "requests": None, "duration": 1.5, "warmup": 0.3, "repeats": 1,
+    # So that quick holds every bundled stack (with all six, 03 quick took 205 s of its 150 on
+    # 2026-12-02 at 9ee6dc4, 66 points), its windows are 1 s (1.5 s until then), its share sweep
+    # is all writes alone (beside the main sweep's 10 % at 32 users) and its synchronous=NORMAL
+    # sweep the top level alone.
+    "quick": {"levels": [8, 32, 128], "requests": None, "duration": 1.0, "warmup": 0.3, "repeats": 1,
               "peak_rounds": 3, "peak_half_width": 0.05,
-              "fine_levels": [], "write_shares": [0.0, 1.0], "share_users": 32,
-              "synchronous_levels": [32, 128],
+              "fine_levels": [], "write_shares": [1.0], "share_users": 32,
+              "synchronous_levels": [128],
               "paths_users": 64, "beyond_requests": None, "crosscheck_users": 32,
               "crosscheck_seconds": 1.0, "ceiling_seconds": 1.0, "generator": "loadgen"},
     "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "duration": None, "warmup": 0.0,
@@ -75,7 +76,7 @@ SCALES: dict[str, dict] = {
 # (make seed of 2026-11-28 at 0f6a81e, fresh clone), loadgen at every level, the peaks sweep
 # stopped after 2 of its 6 rounds; each further round costs about 20 s (FastAPI's 50,000
 # requests at ~3,300/s, Axum's), so 4 more: ~550 s.
-BUDGET_SECONDS: dict[str, float] = {"quick": 150, "seed": 560}
+BUDGET_SECONDS: dict[str, float] = {"quick": 145, "seed": 560}
 
 SERVER_SPLIT: int | None = 4
 

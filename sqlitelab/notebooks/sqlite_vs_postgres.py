@@ -44,17 +44,24 @@ SCALES: dict[str, dict] = {
     # level), 1-s windows, and no Postgres behind a link: 48 server starts (seed 004's three
     # endpoints each start their own) and 16 Postgres clusters leave no room for a second level
     # or the link within the notebook's budget. The ratio is then the one level's, not the best of two;
-    # the throughput curves and the link are left to the seed scale.
-    "quick": {"levels": [8], "duration": 1.0, "warmup": 0.3, "repeats": 1,
-              "users_rows": 10_000, "user_bytes": 700, "db_delays_us": [], "ceiling_seconds": 1.0},
+    # the throughput curves and the link are left to the seed scale. Seed 004's workload runs one
+    # of its three endpoints at quick (`users_scenarios`), the read its article headlined: each
+    # endpoint is a server start per stack and database, and with all six stacks and the three,
+    # 07 quick took 186 s of its 125 (2026-12-02 at 9ee6dc4, 69 points); 05 runs all three. No
+    # warm-up at quick (each server is primed before its window; 0.3 s until 2026-12-02, 14 s of
+    # the 137 s of a quick run with one endpoint of seed 004's).
+    "quick": {"levels": [8], "duration": 1.0, "warmup": 0.0, "repeats": 1,
+              "users_rows": 10_000, "user_bytes": 700, "users_scenarios": ["user-read"],
+              "db_delays_us": [], "ceiling_seconds": 1.0},
     "seed": {"levels": [8, 64], "duration": 5.0, "warmup": 0.5, "repeats": 1,
-             "users_rows": 100_000, "user_bytes": 700, "db_delays_us": [100, 500],
+             "users_rows": 100_000, "user_bytes": 700,
+             "users_scenarios": ["user-read", "user-page", "user-update"], "db_delays_us": [100, 500],
              "ceiling_seconds": 2.0},
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget).
-BUDGET_SECONDS: dict[str, float] = {"quick": 125, "seed": 740}  # quick: 111 s without ruby-rails (2026-11-28), seed: 709 s (make seed of 2026-11-28 at 0f6a81e, fresh clone)
+BUDGET_SECONDS: dict[str, float] = {"quick": 130, "seed": 740}  # seed: 709 s (make seed of 2026-11-28 at 0f6a81e, fresh clone)
 
 SERVER_SPLIT: int | None = None
 
@@ -85,6 +92,20 @@ WORKLOADS: dict[str, Workload] = {
                           "go-seed004", "seed 004: GET /users/{uid}, its 100 KB page, POST /users/{uid}",
                           seeds_users=True),
 }
+
+
+def scenarios_run(name: str, users_scenarios: list[str] | None = None) -> tuple[str, ...]:
+    """The scenarios of workload `name` that run: all of them, or for the workload seeded with
+    users rows the ones of `users_scenarios` (None: all), in the workload's order."""
+    w = WORKLOADS[name]
+    return tuple(s for s in w.scenarios if s in users_scenarios) if w.seeds_users and users_scenarios else w.scenarios
+
+
+def workloads_table(workloads: list[str], users_scenarios: list[str] | None = None) -> pd.DataFrame:
+    """The workloads a run measures, one row each: seed, what, profile and the scenarios that run."""
+    return pd.DataFrame([{"workload": k, "seed": w.seed, "what": w.what, "profile": w.profile,
+                          "scenarios": ", ".join(scenarios_run(k, users_scenarios))}
+                         for k, w in WORKLOADS.items() if k in workloads])
 
 
 def workload_of(experiment: str) -> str:
@@ -188,6 +209,10 @@ ARTICLE = Article(ID, "000, 001, 002, 004", "the articles' workloads, on Postgre
     Detail("windows", "000: 10 s; 001: 5 s; 002: 50,000 requests; 004: not stated",
            "param:duration", expect=None,
            why="one window length for every workload, so that each pair is measured alike"),
+    Detail("seed 004's endpoints", "GET /users/{uid}, its 100 KB page and POST /users/{uid}",
+           "param:users_scenarios", expect=list(WORKLOADS["004-users"].scenarios), compare="superset",
+           why="all three at seed; quick runs the read alone (`users_scenarios`: each endpoint is a "
+               "server start per stack and database), and 05 runs all three on SQLite"),
     Detail("machine", "the authors' laptops and servers", "col:machine", why=MACHINE_WHY),
 ))
 
@@ -196,11 +221,13 @@ ARTICLE = Article(ID, "000, 001, 002, 004", "the articles' workloads, on Postgre
 
 def specs(*, notebook: str, workloads: list[str], servers: list[str] | None, levels: list[int],
           duration: float, warmup: float, repeats: int, users_rows: int, user_bytes: int,
+          users_scenarios: list[str] | None = None,
           databases=("sqlite", "postgres"), db_link_workloads: list[str] = (),
           db_delays_us: list[int] = (), postgres_readers: int | None = None, **common) -> list[Spec]:
     """Every workload on every database (each a sweep: the database made, seeded and audited
     per server and profile), then the workloads of `db_link_workloads` on Postgres behind a link
-    of each delay: the sweeps, each checked, for `sweep.run`. `servers`: as servers.chosen
+    of each delay: the sweeps, each checked, for `sweep.run`. `users_scenarios`: the endpoints
+    of the workload seeded with users rows that run (None: all its scenarios). `servers`: as servers.chosen
     reads it (None: every bundled stack). `postgres_readers`: the connections
     each server process keeps to Postgres (LAB_READERS; None: the stack's default, which follows
     its CPUs as on SQLite). `common`: the rest of sweep's arguments (generator, CPUs, run_id, ...)."""
@@ -211,11 +238,17 @@ def specs(*, notebook: str, workloads: list[str], servers: list[str] | None, lev
     for w in db_link_workloads:
         if w not in workloads:
             raise ValueError(f"db_link_workloads: {w!r} is not among the workloads run")
+    for name, w in WORKLOADS.items():
+        if w.seeds_users and users_scenarios is not None and (
+                not users_scenarios or any(s not in w.scenarios for s in users_scenarios)):
+            raise ValueError(f"users_scenarios must be a non-empty list of the endpoints of {name} "
+                             f"({', '.join(w.scenarios)}), not {users_scenarios!r}")
     sweeps = []
 
     def one(name: str, database: str, delay: int | None = None):
         w = WORKLOADS[name]
-        scenario = w.scenarios[0] if len(w.scenarios) == 1 else list(w.scenarios)
+        run = scenarios_run(name, users_scenarios)
+        scenario = run[0] if len(run) == 1 else list(run)
         sweeps.append(spec(notebook=notebook, experiment=experiment(name, database, delay), servers=servers,
                            profiles=[w.profile], scenario=scenario, levels=levels,
                            duration=duration, warmup=warmup, repeats=repeats,

@@ -114,6 +114,8 @@ ACCEPTS: dict[str, tuple] = {
               "a non-empty list of numbers > 0 (requests/s), e.g. [100, 200]"),
     "fraction": (lambda v: _number(v) and v > 0, "a number > 0 (share of the open-loop capacity)"),
     "slo_p99_ms": (lambda v: _number(v) and v > 0, "a number of milliseconds > 0"),
+    "users_scenarios": (lambda v: isinstance(v, (list, tuple)) and bool(v) and all(isinstance(x, str) for x in v),
+                        "a non-empty list of seed 004's endpoints, e.g. [\"user-read\"]"),
     "generator": (lambda v: v in commands.GENERATORS, f"one of {', '.join(commands.GENERATORS)}"),
     **{k: (lambda v: isinstance(v, str) and bool(v.strip()),
            "a run: its id, newest:<scale>:<NN> or reference:<NN>") for k in ("run_a", "run_b")},
