@@ -72,7 +72,8 @@ SCALES: dict[str, dict] = {
 }
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
-# names a run over it with where its time went (sqlitelab.studies.scales.budget). Seed: 468 s
+# names a run over it with where its time went (sqlitelab.studies.scales.budget). Quick: 135.6 s
+# with every bundled stack (make run of 2026-12-02 at d3a296c, fresh clone). Seed: 468 s
 # (make seed of 2026-11-28 at 0f6a81e, fresh clone), loadgen at every level, the peaks sweep
 # stopped after 2 of its 6 rounds; each further round costs about 20 s (FastAPI's 50,000
 # requests at ~3,300/s, Axum's), so 4 more: ~550 s.

@@ -61,6 +61,7 @@ SCALES: dict[str, dict] = {
 
 # Its wall time per scale on the reference machine (2 cores, set-up warm), in seconds: batch
 # names a run over it with where its time went (sqlitelab.studies.scales.budget).
+# Quick: 122.3 s with every bundled stack (make run of 2026-12-02 at d3a296c, fresh clone).
 BUDGET_SECONDS: dict[str, float] = {"quick": 130, "seed": 740}  # seed: 709 s (make seed of 2026-11-28 at 0f6a81e, fresh clone)
 
 SERVER_SPLIT: int | None = None
