@@ -108,3 +108,39 @@ def test_estimate_of_nothing_says_so():
     assert empty.empty and capacity_notebook.headline(empty, studies()).empty
     assert "No points" in capacity_notebook.capacity_findings(empty, studies())
     assert capacity_notebook.chart_frame(empty, 100, studies())["what"].tolist() == ["(no points)"]
+
+
+def test_capacity_carries_its_levels_interval_over_runs_and_none_for_one_run():
+    """The capacity at the objective is a level's mean over its runs: three runs give Student's t
+    interval of that mean (slo_interval), one run none; daily users carry it, scaled."""
+    def pts(runs):
+        return pd.DataFrame([{"users": u, "rps": r, "p99_ms": 10.0 * u, "errors": 0, "generator_bound": False,
+                              "server": "s", "profile": "p", "scenario": "x"}
+                             for u in (1, 4) for r in runs])
+    three = capacity.capacity_at_slo(pts([380.0, 400.0, 420.0]), 100).iloc[0]
+    iv = capacity.slo_interval(three.to_dict())
+    assert three["slo_runs"] == 3 and iv.n == 3 and iv.estimate == 400
+    assert iv.low == pytest.approx(400 - 4.302653 * 20 / 3 ** 0.5, rel=1e-5) and iv.contains(400)
+    one = capacity.capacity_at_slo(pts([400.0]), 100).iloc[0]
+    iv1 = capacity.slo_interval(one.to_dict())
+    assert one["slo_runs"] == 1 and not iv1.bounded and iv1.method == "one run: no interval"
+    est = capacity_notebook.estimate(pts([380.0, 400.0, 420.0]).assign(notebook="n", experiment=""), 100)
+    assert est["slo_dau_low"].iloc[0] == pytest.approx(capacity.daily_active_users(iv.low))
+    assert est["slo_dau_high"].iloc[0] == pytest.approx(capacity.daily_active_users(iv.high))
+
+
+def test_findings_give_daily_users_with_their_interval_only_where_runs_repeat():
+    """06's findings: each headline row's daily users at the precision its interval supports,
+    with the interval where its level ran three times, and 'one run: no interval' once where it
+    ran once; a row that met the objective nowhere has no daily users."""
+    repeated = pd.DataFrame(_pts("01-linear-writes", "o", None, "t", rps=100, scenario="rails-writes", users=(1,)) * 1)
+    repeated = pd.concat([repeated.assign(rps=r) for r in (380.0, 400.0, 420.0)], ignore_index=True)
+    text = capacity_notebook.capacity_findings(capacity_notebook.estimate(repeated, 100), studies())
+    dau = capacity.daily_active_users(400)
+    assert f"{round(dau, -3):,.0f} (95 % interval" in text and "3 runs) DAU" in text and "no interval" not in text
+    once = repeated.iloc[:1]
+    text1 = capacity_notebook.capacity_findings(capacity_notebook.estimate(once, 100), studies())
+    assert "(one run: no interval)." in text1 and text1.count("no interval") == 1 and "95 %" not in text1
+    slow = once.assign(p99_ms=500.0)
+    assert "no daily users to count on" in capacity_notebook.capacity_findings(
+        capacity_notebook.estimate(slow, 100), studies())

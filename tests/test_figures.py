@@ -299,6 +299,30 @@ def test_a_capacity_chart_of_one_stack_keeps_its_workload_name_clear_of_the_refe
     assert plots.save_figure(fig, "capacity", figures_dir=tmp_path)  # checked: no words over a line
 
 
+def test_a_capacity_with_repeated_runs_shows_its_interval_and_one_run_shows_none():
+    """06's dot carries an error bar of its 95 % interval where its level ran three times, and its
+    daily users at the row's end the interval's ends; a level of one run has neither."""
+    base = points(stacks=["go-nethttp"], profiles=["rails71"], levels=[1])
+    base = base[base["repeat"] == 1].assign(notebook="01-linear-writes", experiment=None)
+    three = pd.concat([base.assign(rps=r, repeat=i) for i, r in enumerate((380.0, 400.0, 420.0), 1)],
+                      ignore_index=True)
+    per_rps, assumption = capacity_notebook.users_axis(35, 4)
+    drawn = {}
+    for name, pts in (("three", three), ("one", base.assign(rps=400.0))):
+        frame = capacity_notebook.chart_frame(capacity_notebook.estimate(pts, slo_p99_ms=100), 100, studies())
+        fig = plots.lay_out(plots.capacity_chart(frame, title="t", caption="c", users=(per_rps, assumption)))
+        ax = fig.axes[0]
+        ends = [t.get_text() for t in ax.texts if t.get_gid() == "daily-users"][1:]
+        keys = [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else \
+            [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+        drawn[name] = (len(ax.containers), ends, any(plots.bar_charts.CAPACITY_INTERVAL in k for k in keys))
+    bars, ends, key = drawn["three"]
+    iv = intervals.mean_interval([380.0, 400.0, 420.0])
+    users = plots.bar_charts._users
+    assert bars == 1 and key and ends == [f"{users(400 * per_rps)} ({users(iv.low * per_rps)}–{users(iv.high * per_rps)})"]
+    assert drawn["one"] == (0, [plots.bar_charts._users(400 * per_rps)], False)
+
+
 def test_capacity_is_one_block_of_rows_per_workload_on_one_axis_with_daily_users():
     """06's figure answers its question: one log axis, a block per workload (its name on a row
     with no data), a row per stack; daily users on the top axis and at each row's end, in the
@@ -328,7 +352,7 @@ def test_capacity_is_one_block_of_rows_per_workload_on_one_axis_with_daily_users
         assert t.get_window_extent().x0 >= ax.get_window_extent().x1
     best = slo.loc[slo["rps"].idxmax()]
     words = plots.bar_charts._users(best["rps"] * per_rps)
-    assert any(t.get_text().endswith(words) for t in ends)
+    assert any(re.fullmatch(rf"(≥ )?{re.escape(words)}( \(.+–.+\))?", t.get_text()) for t in ends)
     assert sum(t.get_text() == "objective not met" for t in ends) == int((slo["rps"] <= 0).sum())
     assert sum(t.get_text().startswith("≥ ") for t in ends) == int((slo["generator_bound"] | slo["generator_influenced"]).sum())
     assert [s.get_xlabel() for s in ax.child_axes][0].startswith("daily active users (35 requests each")

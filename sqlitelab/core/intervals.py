@@ -134,6 +134,11 @@ def t_quantile(p: float, df: float) -> float:
 
 # --------------------------------------------------------------------------- intervals
 
+def mean_method(n: int) -> str:
+    """How mean_interval made the interval of a mean over `n` repeats, in words."""
+    return "one run: no interval" if n < 2 else f"Student's t over {n} runs"
+
+
 def mean_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
     """The mean of a level's repeats with Student's t interval over them (n - 1 degrees of
     freedom); one repeat: the value with no interval."""
@@ -141,10 +146,10 @@ def mean_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
     xs = _values(values, "repeats")
     n = len(xs)
     if n < 2:
-        return Interval(xs[0], float("nan"), float("nan"), n, "one run: no interval")
+        return Interval(xs[0], float("nan"), float("nan"), n, mean_method(n))
     m, var = _mean_var(xs)
     h = t_quantile((1 + level) / 2, n - 1) * math.sqrt(var / n)
-    return Interval(m, m - h, m + h, n, f"Student's t over {n} runs")
+    return Interval(m, m - h, m + h, n, mean_method(n))
 
 
 def ratio_interval(numerator: Iterable[float], denominator: Iterable[float], level: float = LEVEL) -> Interval:

@@ -12,9 +12,10 @@ from types import ModuleType
 
 import pandas as pd
 
-from sqlitelab.infra.servers import stack_title
+from sqlitelab.core import intervals, results
+from sqlitelab.infra.servers import profile_title, stack_title
 from sqlitelab.load.scenarios import scenario_title
-from sqlitelab.report import analysis, capacity, findings
+from sqlitelab.report import analysis, capacity, findings, reference_tables, summaries
 from sqlitelab.studies.method import Article, Detail, MACHINE_WHY
 
 
@@ -70,7 +71,8 @@ ARTICLE = Article(ID, "000, 002, 004", "the articles' napkin math", (
            expect=None, why="a peak reached with seconds of queueing is not capacity; the naive "
                             "peak is shown beside it"),
     Detail("which measurements", "each article's own runs, on its own hardware",
-           lambda r: f"the newest {r.param('scale')!r} run of each load notebook on this machine",
+           lambda r: (f"the newest {r.param('scale')!r} run of each load notebook "
+                      + ("in the committed reference run" if r.param("source") == "reference" else "on this machine")),
            expect=None, why=MACHINE_WHY),
 ))
 
@@ -105,6 +107,21 @@ def collection(studies: dict[str, ModuleType]) -> list[str]:
 GROUP = ("notebook", "experiment", "server", "profile", "scenario", "database")
 
 
+# Where 06 reads its points (its `source`): the lab's results store (data/results.db), or the
+# committed reference run's export (data/reference-run/, sqlitelab.report.reference_tables), so
+# that the committed seed figure is re-made from what the repository keeps.
+SOURCES = ("results", "reference")
+
+
+def stored_points(source: str = "results") -> pd.DataFrame:
+    """Every stored point `source` (SOURCES) holds, as results.load_points gives them."""
+    if source == "results":
+        return results.load_points()
+    if source == "reference":
+        return reference_tables.load()["points"]
+    raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+
+
 def latest_runs(points: pd.DataFrame, studies: dict[str, ModuleType], scale: str | None = None,
                 notebooks: list[str] | tuple[str, ...] | None = None) -> pd.DataFrame:
     """The points of each notebook's newest run — every experiment of that run, nothing of
@@ -126,7 +143,9 @@ def latest_runs(points: pd.DataFrame, studies: dict[str, ModuleType], scale: str
 def estimate(points: pd.DataFrame, slo_p99_ms: float = 100.0, requests_per_user: float = 35,
              seconds_between_requests: float = 10, peak_hours: float = 4) -> pd.DataFrame:
     """`capacity_at_slo` per notebook, experiment, server, profile and scenario, with daily
-    active users and concurrently active users from both the naive peak and the SLO capacity."""
+    active users and concurrently active users from both the naive peak and the SLO capacity,
+    and the SLO capacity's daily users at the ends of its 95 % interval (`slo_dau_low`,
+    `slo_dau_high`: NaN for a level of one run)."""
     capacity.positive(requests_per_user=requests_per_user, peak_hours=peak_hours,
               seconds_between_requests=seconds_between_requests)
     if points.empty:
@@ -144,6 +163,8 @@ def estimate(points: pd.DataFrame, slo_p99_ms: float = 100.0, requests_per_user:
                              for r in rps]
         cap[f"{col}_active_users"] = [capacity.active_users(r, seconds_between_requests) if r > 0 else 0.0
                                       for r in rps]
+    per_rps = capacity.daily_active_users(1.0, requests_per_user, peak_hours)  # DAU is proportional to rps
+    cap["slo_dau_low"], cap["slo_dau_high"] = cap["slo_rps_low"] * per_rps, cap["slo_rps_high"] * per_rps
     return cap.sort_values(["notebook", "experiment", "scenario", "slo_rps"],
                            ascending=[True, True, True, False]).reset_index(drop=True)
 
@@ -169,7 +190,9 @@ def chart_frame(cap: pd.DataFrame, slo_p99_ms: float, studies: dict[str, ModuleT
     peak and SLO capacity per headline row on SQLite, with its notebook, scenario, server and
     profile; a workload measured by several notebooks (07 and 08 measure 03's and 05's again for
     their own questions) from the first of them. `generator_bound` and `generator_influenced` mark
-    lower bounds. Postgres is 07's question, in its own figures and in the tables here."""
+    lower bounds; `rps_low`, `rps_high`: the capacity's 95 % interval over its level's runs (NaN
+    for one run, and for the naive peak). Postgres is 07's question, in its own figures and in
+    the tables here."""
     h = headline(cap, studies)
     if len(h):
         h = h[h["database"].fillna("sqlite") == "sqlite"] if "database" in h else h
@@ -188,6 +211,7 @@ def chart_frame(cap: pd.DataFrame, slo_p99_ms: float, studies: dict[str, ModuleT
                       "generator_bound": h["peak_limit"] == "generator-bound",
                       "generator_influenced": h["peak_limit"] == "generator-influenced"}),
         pd.DataFrame({**ids, "kind": f"p99 ≤ {slo_p99_ms:g} ms", "rps": h["slo_rps"],
+                      "rps_low": h["slo_rps_low"], "rps_high": h["slo_rps_high"],
                       "generator_bound": h["slo_limit"] == "generator-bound",
                       "generator_influenced": h["slo_limit"] == "generator-influenced"}),
     ], ignore_index=True)
@@ -228,15 +252,24 @@ def capacity_findings(cap: pd.DataFrame, studies: dict[str, ModuleType], request
         return "No points: nothing to estimate yet (run notebooks 01–05 at this scale first)."
     lines = []
     for r in h.sort_values("slo_rps", ascending=False).itertuples():
+        who = (f"**{stack_title(r.server)} · {scenario_title(r.scenario)}** "
+               f"({profile_title(r.profile)}; notebook {r.notebook[:2]})")
         if not findings.finished(r.peak_rps):
-            lines.append(f"- **{stack_title(r.server)} · {r.scenario}** ({r.profile}, {r.notebook}): at every level, "
-                         f"{findings.STALLED}: no capacity measured.")
+            lines.append(f"- {who}: at every level, {findings.STALLED}: no capacity measured.")
+            continue
+        if not r.slo_rps > 0:
+            lines.append(f"- {who}: no level met the latency objective with no errors (a peak of "
+                         f"{summaries.once(r.peak_rps)} req/s): no daily users to count on.")
             continue
         cut = 1 - r.slo_rps / r.peak_rps
         bound = f" ({r.slo_limit}: at least this)" if r.slo_lower_bound else ""
-        lines.append(f"- **{stack_title(r.server)} · {r.scenario}** ({r.profile}, {r.notebook}): "
-                     f"{r.slo_rps:,.0f} req/s within the latency objective{bound} vs a peak of {r.peak_rps:,.0f} "
-                     f"({cut:.0%} lower) → {r.slo_dau:,.0f} DAU at {requests_per_user:g} requests "
-                     f"each, {r.slo_active_users:,.0f} active users at one request per "
-                     f"{seconds_between_requests:g} s.")
+        iv = capacity.slo_interval(r)  # daily and active users are proportional to it (estimate)
+        dau, active = intervals.scaled(iv, r.slo_dau / r.slo_rps), intervals.scaled(iv, r.slo_active_users / r.slo_rps)
+        said = intervals.shown if iv.bounded else intervals.rounded
+        lines.append(f"- {who}: {said(dau)} DAU at {requests_per_user:g} requests each, from "
+                     f"{said(iv)} req/s within the latency objective{bound} ("
+                     + ("the naive peak itself" if cut <= 0 else
+                        f"{cut:.0%} below the naive peak of {summaries.once(r.peak_rps)}") + "); "
+                     f"{intervals.rounded(active)} active users at one request per "
+                     f"{seconds_between_requests:g} s" + ("." if iv.bounded else f" ({iv.method})."))
     return "\n".join(lines)

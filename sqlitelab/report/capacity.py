@@ -17,7 +17,8 @@ from __future__ import annotations
 import pandas as pd
 
 from sqlitelab.core.vocabulary import keeps_up
-from sqlitelab.report.analysis import limit_note, limited, open_loop, over_repeats, rate_points
+from sqlitelab.core import intervals
+from sqlitelab.report.analysis import limit_note, limited, open_loop, over_repeats, rate_points, rate_with_runs
 
 SECONDS_PER_HOUR = 3600
 DAY = 24 * SECONDS_PER_HOUR
@@ -66,12 +67,15 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
 
     Repeats of a level are averaged first; a level whose generator was the limit or set the
     pace means the server could do at least that much (`*_lower_bound`, and `*_limit` says
-    which: generator-bound or generator-influenced)."""
+    which: generator-bound or generator-influenced). The capacity carries the 95 % interval of
+    its level's mean over its runs (`slo_rps_low`, `slo_rps_high`, NaN for one run; `slo_runs`:
+    analysis.rate_with_runs; `slo_interval` gives it back as an Interval)."""
     positive(slo_p99_ms=slo_p99_ms)
     if points.empty:
         return pd.DataFrame()
     # a level meets the objective only if its worst repeat does: p99 the worst, not the mean
     lv = over_repeats(points, list(by) + ["users"], ["rps", "p99_ms", "errors"], p99_ms="max")
+    runs = points.groupby(list(by) + ["users"], sort=True)["rps"].agg(list)
     rows = []
     for key, grp in lv.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -83,14 +87,30 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
                     "peak_lower_bound": bool(limited(peak)), "peak_limit": limit_note(peak)})
         if len(ok):
             best = ok.loc[ok["rps"].idxmax()]
+            iv = rate_with_runs(best["rps"], runs.get(key + (best["users"],)))
             row.update({"slo_rps": best["rps"], "slo_users": int(best["users"]),
                         "slo_p99_ms": best["p99_ms"], "slo_lower_bound": bool(limited(best)),
-                        "slo_limit": limit_note(best)})
+                        "slo_limit": limit_note(best), "slo_rps_low": iv.low, "slo_rps_high": iv.high,
+                        "slo_runs": iv.n})
         else:
             row.update({"slo_rps": 0.0, "slo_users": None, "slo_p99_ms": None, "slo_lower_bound": False,
-                        "slo_limit": ""})
+                        "slo_limit": "", "slo_rps_low": float("nan"), "slo_rps_high": float("nan"),
+                        "slo_runs": 0})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def slo_interval(row) -> intervals.Interval:
+    """A capacity_at_slo row's capacity (a dict or a named tuple) with its 95 % interval over
+    its level's runs, from `slo_rps_low`, `slo_rps_high` and `slo_runs` (none of them, or one
+    run: no interval)."""
+    get = row.get if isinstance(row, dict) else lambda k, d=None: getattr(row, k, d)
+    low, high, n = get("slo_rps_low", float("nan")), get("slo_rps_high", float("nan")), get("slo_runs", 1)
+    n = int(n) if n is not None and n == n else 1
+    if not (low == low and high == high):
+        low = high = float("nan")
+        n = min(n, 1)
+    return intervals.Interval(float(get("slo_rps")), float(low), float(high), n, intervals.mean_method(n))
 
 
 def open_loop_capacity(points: pd.DataFrame, slo_p99_ms: float = 100.0,

@@ -14,6 +14,8 @@ import matplotlib.ticker
 import numpy as np
 import pandas as pd
 from matplotlib import patheffects
+from matplotlib.collections import LineCollection
+from matplotlib.container import ErrorbarContainer
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -233,14 +235,29 @@ CAPACITY_ROW_IN = 0.22  # inches per stack's row of the capacity chart
 LINE_OVERHANG = 0.45  # rows a reference line reaches past a block's first and last stack
 
 
+CAPACITY_INTERVAL = "95 % interval of the capacity over its level's runs"  # its legend entry
+
+
 def _dumbbell(ax, y: float, server: str, st: dict, peaks: pd.DataFrame, slos: pd.DataFrame,
-              value: str) -> tuple[float, bool]:
+              value: str) -> tuple[float, bool, tuple[float, float] | None]:
     """One stack's row of capacity_chart: its capacity's dot joined to its naive peak's tick, a
-    ring where a load generator set the pace. Returns the capacity and whether it is a lower
-    bound (a generator set the pace there)."""
+    ring where a load generator set the pace, and the capacity's 95 % interval as an error bar in
+    its colour where its frame row has one (`<value>_low`, `<value>_high`). Returns the capacity,
+    whether it is a lower bound (a generator set the pace there) and its interval (or None)."""
     peak_rows, slo_rows = peaks[peaks["server"] == server], slos[slos["server"] == server]
     peak = float(peak_rows[value].max()) if len(peak_rows) else 0.0
     cap = float(slo_rows[value].max()) if len(slo_rows) else 0.0
+    interval = None
+    if cap > 0 and {f"{value}_low", f"{value}_high"} <= set(slo_rows):
+        best = slo_rows.loc[slo_rows[value].idxmax()]
+        low, high = float(best[f"{value}_low"]), float(best[f"{value}_high"])
+        if low == low and high == high:
+            interval = (max(low, 0.0), high)
+            bar = ax.errorbar([cap], [y], xerr=[[cap - interval[0]], [interval[1] - cap]], fmt="none",
+                              ecolor=st["color"], capsize=INTERVAL_CAPSIZE * 0.6, linewidth=1, zorder=3,
+                              label="_interval")
+            for line in bar.get_children():
+                line.set_gid(st.get("gid"))
     if peak > 0:
         ax.plot([cap if cap > 0 else peak, peak], [y, y], color=st["color"], linewidth=1.6, zorder=2,
                 gid=st.get("gid"), label="_" + value_title("server", server))
@@ -258,7 +275,7 @@ def _dumbbell(ax, y: float, server: str, st: dict, peaks: pd.DataFrame, slos: pd
                     markeredgecolor=m["color"], markeredgewidth=1.1, linestyle="none", zorder=5,
                     gid="limit", label=m["label"])
             lower |= is_cap
-    return cap, lower
+    return cap, lower, interval
 
 
 def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
@@ -271,7 +288,8 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
     `users`: (daily active users per request/s, what that assumes): the top axis in those users,
     and at the end of each row, in the right margin, the daily active users the capacity serves
     ("objective not met" where no level met it; "≥" where a load generator set the
-    pace: LIMIT_MARKS rings the point). `ref_lines`: reference loads, each one dashed line
+    pace: LIMIT_MARKS rings the point), with its interval's ends where the frame has one
+    (`<value>_low`, `<value>_high`: an error bar on the dot). `ref_lines`: reference loads, each one dashed line
     through every block, named in the legend."""
     kinds = list(dict.fromkeys(frame["kind"]))
     peak_kind, slo_kind = (kinds + [None, None])[:2]
@@ -331,8 +349,10 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
         top.tick_params(labelsize=8)
         ax.text(1.01, -0.6, "daily users", transform=ax.get_yaxis_transform(), fontsize=8, ha="left",
                 va="bottom", color="#222222", fontweight="bold", gid="daily-users")
-        for yr, cap, lower in ends:
+        for yr, cap, lower, interval in ends:
             words = (("≥ " if lower else "") + _users(cap * per_rps)) if cap > 0 else "objective not met"
+            if cap > 0 and interval:
+                words += f" ({_users(interval[0] * per_rps)}–{_users(interval[1] * per_rps)})"
             ax.text(1.01, yr, words, transform=ax.get_yaxis_transform(), fontsize=8 if cap > 0 else 7.5,
                     va="center", ha="left", color="#222222" if cap > 0 else "#555555", gid="daily-users")
     if not blocks:
@@ -346,6 +366,12 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
     if peak_kind:
         handles.append(Line2D([], [], color=KEY_GREY, marker="|", markersize=10, markeredgewidth=2,
                               linestyle="none", label=peak_kind))
+    if any(e[3] for e in ends):  # an error bar's key, drawn by the legend alone
+        handles.append(ErrorbarContainer(
+            (Line2D([], [], color=KEY_GREY, linestyle="none"),
+             (Line2D([], [], color=KEY_GREY, marker="|", markersize=INTERVAL_CAPSIZE * 1.2),),
+             (LineCollection([], colors=KEY_GREY, linewidths=1),)),
+            has_xerr=True, has_yerr=False, label=CAPACITY_INTERVAL + " (daily users: its ends)"))
     handles += _extra_handles(ax)
     _legend_below(ax, handles, ncols=2)
     fit_legends(fig)
