@@ -393,6 +393,14 @@ def test_busy_summary_counts_stalls_and_busy_errors_outside_the_window():
     totals = busy_errors.busy_totals(more).set_index("txn_mode")["busy_errors"]
     assert totals.to_dict() == {"deferred": 42, "immediate": 0}
     assert "42 busy errors with deferred" in busy_errors.txn_mode(more)
+    # a stack whose deferred profile ran without immediate beside it has no bars (a missing bar
+    # read as a zero) and is named in the caption's words; with both modes, nothing is named
+    alone = more.iloc[:1].assign(server="python-django", txn_mode="deferred", busy_errors=500)
+    both = pd.concat([more, alone], ignore_index=True)
+    drawn = busy_errors.deferred_vs_immediate(both)
+    assert set(drawn["server"]) == {"ruby-puma"} and drawn.set_index("txn_mode")["busy_errors"].to_dict() == totals.to_dict()
+    assert busy_errors.deferred_only(both).endswith(": Python · Django")
+    assert busy_errors.deferred_only(more) == ""
 
 
 def test_every_series_has_its_own_colour():

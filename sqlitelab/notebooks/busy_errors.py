@@ -211,6 +211,32 @@ def busy_totals(summary: pd.DataFrame) -> pd.DataFrame:
     return summary.groupby(keys, as_index=False, sort=False)["busy_errors"].sum()
 
 
+def _both_modes(summary: pd.DataFrame) -> pd.Series:
+    """Whether each row's server and profile ran with both transaction modes."""
+    if "txn_mode" not in summary or summary.empty:
+        return pd.Series(False, index=summary.index)
+    modes = summary.groupby(["server", "profile"])["txn_mode"].transform(lambda m: m.nunique())
+    return modes >= 2
+
+
+def deferred_vs_immediate(summary: pd.DataFrame) -> pd.DataFrame:
+    """The deferred-vs-immediate figure's bars: busy_totals of the servers and profiles that ran
+    with both transaction modes (txn_mode_servers), so that no missing bar reads as a zero."""
+    return busy_totals(summary[_both_modes(summary)])
+
+
+def deferred_only(summary: pd.DataFrame) -> str:
+    """The stacks whose deferred profiles ran without an immediate run beside them (not in
+    txn_mode_servers), in words for that figure's caption ("" when none)."""
+    if "txn_mode" not in summary or summary.empty:
+        return ""
+    both = _both_modes(summary)
+    ran = summary[summary["txn_mode"] == "deferred"]
+    alone = [s for s in dict.fromkeys(ran["server"]) if s not in set(summary.loc[both, "server"])]
+    return ("not run with immediate transactions (their deferred runs: the busy-share figure): "
+            + ", ".join(stack_title(s) for s in alone)) if alone else ""
+
+
 def article_runs(summary: pd.DataFrame, ref: pd.DataFrame, checks: pd.DataFrame | None = None,
                  tool: str = "oha") -> pd.DataFrame:
     """Seed 001's runs beside the same set-ups here: per profile and users, the share of
