@@ -263,8 +263,8 @@ def capacity_findings(cap: pd.DataFrame, studies: dict[str, ModuleType], request
             continue
         cut = 1 - r.slo_rps / r.peak_rps
         bound = f" ({r.slo_limit}: at least this)" if r.slo_lower_bound else ""
-        iv = capacity.slo_interval(r)  # daily and active users are proportional to it (estimate)
-        dau, active = intervals.scaled(iv, r.slo_dau / r.slo_rps), intervals.scaled(iv, r.slo_active_users / r.slo_rps)
+        iv, dau = capacity.slo_interval(r._asdict()), capacity.slo_interval(r._asdict(), "slo_dau")
+        active = intervals.scaled(iv, r.slo_active_users / r.slo_rps)  # proportional to it (estimate)
         said = intervals.shown if iv.bounded else intervals.rounded
         lines.append(f"- {who}: {said(dau)} DAU at {requests_per_user:g} requests each, from "
                      f"{said(iv)} req/s within the latency objective{bound} ("

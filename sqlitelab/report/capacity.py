@@ -100,17 +100,15 @@ def capacity_at_slo(points: pd.DataFrame, slo_p99_ms: float = 100.0,
     return pd.DataFrame(rows)
 
 
-def slo_interval(row) -> intervals.Interval:
-    """A capacity_at_slo row's capacity (a dict or a named tuple) with its 95 % interval over
-    its level's runs, from `slo_rps_low`, `slo_rps_high` and `slo_runs` (none of them, or one
-    run: no interval)."""
-    get = row.get if isinstance(row, dict) else lambda k, d=None: getattr(row, k, d)
-    low, high, n = get("slo_rps_low", float("nan")), get("slo_rps_high", float("nan")), get("slo_runs", 1)
-    n = int(n) if n is not None and n == n else 1
-    if not (low == low and high == high):
+def slo_interval(row: dict, column: str = "slo_rps") -> intervals.Interval:
+    """A capacity_at_slo (or estimate) row's `column` — the capacity, or a number proportional to
+    it such as its daily users — with the 95 % interval over its level's `slo_runs` runs, from
+    `<column>_low` and `<column>_high` (missing, or one run: no interval)."""
+    low, high = row.get(f"{column}_low", float("nan")), row.get(f"{column}_high", float("nan"))
+    n = int(row.get("slo_runs") or 1) if low == low and high == high else 1
+    if n < 2:
         low = high = float("nan")
-        n = min(n, 1)
-    return intervals.Interval(float(get("slo_rps")), float(low), float(high), n, intervals.mean_method(n))
+    return intervals.Interval(float(row[column]), float(low), float(high), n, intervals.mean_method(n))
 
 
 def open_loop_capacity(points: pd.DataFrame, slo_p99_ms: float = 100.0,
