@@ -26,6 +26,7 @@ data/results.db's `power` table and printed. `--power` alone prints the stored r
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 # the power check's three runs, in the order they take their turns (and start)
 RUN_NAMES = ("A", "A-again", "held")
 START_GAP_S = 1.0  # between the runs' starts: their ids and runs rows keep the rotation's order
+PARAMETERS = "parameters.json"  # in a power folder: the -p parameters its three runs were given, as typed
 
 
 def _power(args) -> int:
@@ -126,6 +128,8 @@ def _power(args) -> int:
           flush=True)
     logs = [folder / f"run-{name}.log" for name in RUN_NAMES]
     given = [a for name, value in args.param for a in ("-p", name, value)]
+    # the parameters the three runs were given, kept with them (their power rows store them)
+    (folder / PARAMETERS).write_text(json.dumps(dict(args.param), sort_keys=True))
     procs, codes = [], []
     try:
         for name, held, mine, log in zip(RUN_NAMES, caps, taking, logs):
@@ -168,8 +172,10 @@ def _judged(args, folder: Path) -> int:
     ids = runs["notebook_run"].tolist()
     cap = results.read_sql("SELECT max(server_cpu_cap) AS cap FROM points WHERE notebook_run = ?", [ids[2]], db)
     cap = float(cap["cap"].iloc[0]) if len(cap) and cap["cap"].notna().all() else args.cap  # as it was held
+    given = folder / PARAMETERS
     rows = power.rows(str(runs["notebook"].iloc[0]), args.scale, cap, *ids, db=db,
-                      interleaved=(folder / "turns").is_dir())
+                      interleaved=(folder / "turns").is_dir(),
+                      parameters=json.loads(given.read_text()) if given.is_file() else {})
     results.store_rows("power", rows, args.db)
     print("\n".join(power.said(r) for r in rows))
     return 0

@@ -23,10 +23,10 @@ MACHINE = "2 cores (test), 1 GiB"
 def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, p99: dict | None = None,
           commit: str = "aaaa", machine: str = MACHINE, window: dict | None = None,
           parameters: dict | None = None, stacks=("go-nethttp",), probe: dict | None = None,
-          outlasted: tuple = (), cpu: dict | None = None) -> None:
+          outlasted: tuple = (), cpu: dict | None = None, rounds: bool = False) -> None:
     """A notebook run of one stack (or of each of `stacks`, alike): `rps` maps users to a list of
-    repeats' rates; at the levels of `outlasted` a request outlasted the window; `cpu` maps users to
-    the server's CPU %."""
+    repeats' rates (with `rounds`, each repeat a round of its own); at the levels of `outlasted` a
+    request outlasted the window; `cpu` maps users to the server's CPU %."""
     points = []
     for (users, rates), stack in ((u, st) for u in rps.items() for st in stacks):
         for rep, r in enumerate(rates, 1):
@@ -34,7 +34,7 @@ def store(path, run_id: str, notebook: str = "03-read-write-mix", *, rps: dict, 
                            "scenario": "mix", "database": "sqlite", "users": users, "rate": None,
                            "repeat": rep, "rps": r, "p99_ms": (p99 or {}).get(users, 10.0),
                            "generator": "loadgen", "headline": True, "audit_ok": True,
-                           "outlasted": users in outlasted,
+                           "outlasted": users in outlasted, "round": rep if rounds else 1,
                            **({"server_cpu_pct": cpu[users]} if cpu else {}),
                            **({"window_s": window[users]} if window else {}),
                            **({"probe_server_before_ms": probe[users], "probe_server_after_ms": probe[users]}
@@ -386,6 +386,50 @@ def test_repeats_give_the_ratio_its_interval(tmp_path):
     assert t["rps_low"] > 1
 
 
+def test_points_measured_in_rounds_are_judged_by_their_ratios_interval_both_ways(tmp_path):
+    """The same rates as four interleaved rounds: 1.2x is beyond the ratio's interval (faster),
+    where four repeats within one round, judged by their band (range over mean of each side), call
+    it within noise; the same code twice stays within noise either way; fewer rounds than
+    compare.ROUNDS: the band again."""
+    db = tmp_path / "results.db"
+    a, b = {8: [1000, 1200, 1000, 1200], 16: [1000, 1200, 1000, 1200]}, {8: [1220, 1420, 1220, 1420],
+                                                                          16: [1050, 1150, 1100, 1000]}
+    for tag, rounds in (("rounds", True), ("one", False)):
+        store(db, f"a-{tag}", rps=a, rounds=rounds)
+        store(db, f"b-{tag}", rps=b, rounds=rounds)
+    t = compare.compare(compare.side("a-rounds", db), compare.side("b-rounds", db)).table.set_index("users")
+    assert t.loc["8", "rps_low"] > 1 and t.loc["8", "rps_verdict"] == "faster"
+    assert t.loc["16", "rps_verdict"] == "within noise"
+    assert t.loc["8", "rps_spread_from_a"] == "its 4 interleaved rounds (the ratio's 95 % interval)"
+    one = compare.compare(compare.side("a-one", db), compare.side("b-one", db)).table.set_index("users")
+    assert one.loc["8", "rps_band"] > 0.2 and one.loc["8", "rps_verdict"] == "within noise"
+    assert one.loc["8", "rps_spread_from_a"] == "its 4 repeats"
+    assert compare.in_rounds(compare.ROUNDS, compare.ROUNDS) and not compare.in_rounds(compare.ROUNDS - 1, 9)
+    assert compare.interval_verdict(0.8, 0.7, 0.9, None, -1) == "faster"
+    assert compare.interval_verdict(1.2, 1.1, 1.3, None, -1) == "slower"
+    assert compare.interval_verdict(1.0, float("-inf"), float("inf"), None, 1) == "within noise"
+
+
+def test_a_point_in_rounds_moves_only_beyond_its_interval_and_the_machines_band_together(tmp_path):
+    """4 % faster with a tight interval (1.02-1.06): a move by the interval alone, within noise
+    against a band of ±10 % (what the same code moved between two runs); 30 % faster moves
+    against both; the band and the interval are combined in quadrature on the log scale."""
+    import math
+    db = tmp_path / "results.db"
+    base = [1000, 1010, 990, 1000]
+    store(db, "a", rps={8: base, 16: base}, rounds=True)
+    store(db, "b", rps={8: [1.04 * v for v in base], 16: [1.3 * v for v in base]}, rounds=True)
+    alone = compare.compare(compare.side("a", db), compare.side("b", db), band={}).table.set_index("users")
+    assert alone.loc["8", "rps_low"] > 1 and alone.loc["8", "rps_verdict"] == "faster"
+    banded = compare.compare(compare.side("a", db), compare.side("b", db),
+                             band={"rps": (0.10, "the same code twice here")}).table.set_index("users")
+    assert banded.loc["8", "rps_verdict"] == "within noise" and banded.loc["16", "rps_verdict"] == "faster"
+    r, lo, hi = (banded.loc["8", k] for k in ("rps_ratio", "rps_low", "rps_high"))
+    assert banded.loc["8", "rps_band"] == pytest.approx(math.exp(math.hypot(math.log(r / lo), math.log(1.1))) - 1)
+    assert banded.loc["8", "rps_spread_from_a"] == ("its 4 interleaved rounds (the ratio's 95 % interval) "
+                                                    "and the same code twice here")
+
+
 def test_the_power_rows_count_what_compare_got_right(tmp_path):
     """A/A: every point within the band of its own scatter. Held: of the points whose server was
     busy enough to be held (CPU 99 % of one core against a cap of 80 %), every one flagged slower;
@@ -419,6 +463,30 @@ def test_the_power_rows_count_what_compare_got_right(tmp_path):
     assert "the run as a whole moved 1.00× (95 % interval 0.97–1.03×): the machine's drift" in power.said(aa)
     unmoved = {**held, "run_verdict": "within noise"}  # a hold the servers never met
     assert power.said(unmoved).endswith(": within noise (within the A/A drift or its points' scatter)")
+
+
+def test_a_power_check_in_rounds_counts_the_points_its_intervals_judged_and_says_its_parameters(tmp_path):
+    """Every point measured in four interleaved rounds in each run: the A/A pair within noise by
+    the ratios' intervals, the held run a fifth slower flagged by them; the rows keep the `-p`
+    parameters the runs were given and say both."""
+    from sqlitelab.report import power
+    db = tmp_path / "results.db"
+    wobble = [1.0, 1.06, 0.95, 1.02]
+    busy = {u: 99.0 for u in RATES}
+    store(db, "a", rps={u: [r * w for w in wobble] for u, r in RATES.items()}, cpu=busy, rounds=True)
+    store(db, "a2", rps={u: [r * w for w in wobble[::-1]] for u, r in RATES.items()}, cpu=busy, rounds=True)
+    store(db, "held", rps={u: [0.8 * r * w for w in wobble] for u, r in RATES.items()}, cpu=busy, rounds=True)
+    rows = {(r["check"], r["metric"]): r for r in power.rows(
+        "03-read-write-mix", "quick", 0.8, "a", "a2", "held", db=db, interleaved=True,
+        parameters={"rounds": "4", "order_seed": "1"})}
+    aa, held = rows[("aa", "rps")], rows[("held", "rps")]
+    assert aa["share"] == 1.0 and aa["in_rounds"] == len(RATES)
+    assert held["hits"] == held["points"] == held["in_rounds"] == len(RATES)
+    said = power.said(held)
+    assert "taking turns server by server, order_seed 1, rounds 4" in said
+    assert f"({len(RATES)} of them judged by their ratio's interval over interleaved rounds)" in said
+    plain = power.rows("03-read-write-mix", "quick", 0.8, "a", "a2", "held", db=db)[0]
+    assert plain["parameters"] == "{}" and ", rounds" not in power.said(plain)
 
 
 def test_a_point_counts_as_slowed_when_its_server_would_lose_half_the_injected_share():

@@ -491,6 +491,11 @@ TABLES: dict[str, dict] = {
             "run_right": "1 when that is the verdict the check wants.",
             "interleaved": "1 when the three runs took turns server by server (sqlitelab.core.turns: a slow "
                            "minute falls on all three), 0 or empty when they ran one after the other.",
+            "parameters": "The notebook parameters the three runs were given (`-p` NAME VALUE pairs as "
+                          "typed, JSON; {}: none).",
+            "in_rounds": "Of `points`, those judged by their ratio's 95 % interval over interleaved "
+                         "rounds (both runs measured them in compare.ROUNDS rounds or more: `-p rounds N`); "
+                         "the others by a band.",
             "run_a": "The first run compared (its notebook run id, in the power folder's results.db).",
             "run_b": "The second run compared.",
             "measured": "When (UTC, ISO 8601).",

@@ -50,6 +50,10 @@ SCALES: dict[str, dict] = {
     # At seed too the synchronous=NORMAL sweep runs two levels (at all five it took 344 s of the
     # 1,170 s of the seed run of 2026-11-28 at d027339), and loadgen drives every level: in that run
     # Locust set the pace at 60 of 74 points, each then measured again with loadgen.
+    # `rounds` (1 at both scales) runs every other sweep in interleaved rounds too, each round every
+    # stack started afresh in an order shuffled from `order_seed`: what the power check asks for
+    # (`python -m sqlitelab.compare --power 03 -p rounds 4 -p order_seed 1`), its points then judged
+    # by their ratios' intervals (report.compare.ROUNDS).
     # The peaks sweep: the article's two stacks at their peak levels again, interleaved, in rounds
     # until the rate's 95 % interval is within ±5 % or the rounds run out (the README's ratio).
     # So that quick holds every bundled stack (with all six, 03 quick took 205 s of its 150 on
@@ -57,13 +61,14 @@ SCALES: dict[str, dict] = {
     # is all writes alone (beside the main sweep's 10 % at 32 users) and its synchronous=NORMAL
     # sweep the top level alone.
     "quick": {"levels": [8, 32, 128], "requests": None, "duration": 1.0, "warmup": 0.3, "repeats": 1,
+              "rounds": 1, "order_seed": None,
               "peak_rounds": 3, "peak_half_width": 0.05,
               "fine_levels": [], "write_shares": [1.0], "share_users": 32,
               "synchronous_levels": [128],
               "paths_users": 64, "beyond_requests": None, "crosscheck_users": 32,
               "crosscheck_seconds": 1.0, "ceiling_seconds": 1.0, "generator": "loadgen"},
     "seed": {"levels": [8, 32, 64, 128, 256], "requests": 50_000, "duration": None, "warmup": 0.0,
-             "repeats": 1, "peak_rounds": 6, "peak_half_width": 0.05,
+             "repeats": 1, "rounds": 1, "order_seed": None, "peak_rounds": 6, "peak_half_width": 0.05,
              "fine_levels": [],
              "write_shares": [0.0, 0.1, 0.5, 1.0], "share_users": 64, "paths_users": 128,
              "synchronous_levels": [32, 128],

@@ -27,7 +27,9 @@ is judged too (`overall`): the median of its points' ratios with its distributio
 stores: sqlitelab.core.probe), shown, not used to adjust. Where both sides repeated a
 point, its ratio also carries its 95 % interval (`<metric>_low`, `_high`: Fieller's, over the
 repeats: sqlitelab.core.intervals). A point where a side finished no request in its window (its
-rate 0: a stall) has no ratio: its verdict is `none finished in a` (or b).
+rate 0: a stall) has no ratio: its verdict is `none finished in a` (or b). A point both sides
+measured in ROUNDS interleaved rounds or more (sweep's `rounds`) is judged by that interval
+instead of a band: `faster` or `slower` where it leaves out 1, else `within noise`.
 """
 from __future__ import annotations
 
@@ -47,6 +49,11 @@ from sqlitelab.report import reference_tables
 KEYS = ("notebook", "experiment", "server", "profile", "scenario", "database", "users", "rate")
 # a point's server-core probes (sqlitelab.core.probe), before and after its window
 PROBES = ("probe_server_before_ms", "probe_server_after_ms")
+# A point both sides measured in this many interleaved rounds or more (sweep's `rounds`: each round
+# its server started afresh, in a shuffled order) is judged by its ratio's 95 % interval over them
+# (Fieller's) instead of a band: the rounds hold the variance that lives between server starts and
+# minutes of the machine, which repeats within one start do not (Kalibera & Jones, 2013).
+ROUNDS = 3
 # the comparison's own points as the band (own_band): at least this many points with a ratio, and
 # a band of OWN_Z robust standard deviations of their log ratios
 OWN_POINTS, OWN_Z = 8, 1.96
@@ -239,6 +246,8 @@ def _levels(s: Side) -> pd.DataFrame:
         agg[f"{m}_spread"] = (m, lambda v: (v.max() - v.min()) / v.mean() if len(v) > 1 and v.mean() else math.nan)
         agg[f"{m}_runs"] = (m, lambda v: [float(x) for x in v if x is not None and x == x])
     agg["repeats"] = ("rps", "size")
+    # the interleaved rounds its repeats came from (sweep's `rounds`: each a server started afresh)
+    agg["rounds"] = ("round", lambda v: int(v.dropna().nunique()) or 1) if "round" in pts else ("rps", lambda v: 1)
     agg["outlasted"] = (("outlasted", lambda v: bool(v.fillna(False).astype(bool).any())) if "outlasted" in pts
                         else ("rps", lambda v: False))
     agg["probe_ms"] = ("_probe", "mean")
@@ -254,6 +263,37 @@ def _levels(s: Side) -> pd.DataFrame:
             f"its {n} repeats" if mine else _spread_from(w, on, srv) if v == v else "none"
             for mine, n, srv, (v, w, on) in zip(own, out["repeats"], out["server"], stored)]
     return out
+
+
+def in_rounds(rounds_a, rounds_b) -> bool:
+    """Whether a point is judged by its ratio's interval (ROUNDS or more interleaved rounds on
+    each side) rather than by a band."""
+    return min(int(rounds_a), int(rounds_b)) >= ROUNDS
+
+
+def interval_verdict(ratio: float, low: float, high: float, band: float | None, better: int) -> str:
+    """faster / slower / within noise for a ratio b / a measured in rounds: its 95 % interval over
+    the rounds (low, high) and the band of the same code run twice on the machine (`band`, a
+    share; None: not known), combined in quadrature on the log scale — a move where the ratio's
+    distance from 1 exceeds both together, sqrt(d² + log(1 + band)²), d being the distance from the
+    ratio to its interval's end toward 1 (without a band: where the interval leaves out 1). The
+    rounds hold the variance between server starts within a run; the band, what moves a point
+    between two runs (`better`: +1 when higher is better; an unbounded interval is within noise)."""
+    if not (ratio == ratio and ratio > 0 and low == low and high == high):
+        return "not measured"
+    if low <= 0 or math.isinf(high):
+        return "within noise"
+    if abs(math.log(ratio)) <= rounds_band(ratio, low, high, band):
+        return "within noise"
+    return "faster" if (ratio > 1) == (better > 0) else "slower"
+
+
+def rounds_band(ratio: float, low: float, high: float, band: float | None) -> float:
+    """How far from 1 (on the log scale) a ratio measured in rounds must lie to count as a move:
+    its interval's half toward 1 and the machine's band in quadrature (interval_verdict)."""
+    d = math.log(ratio) - math.log(low) if ratio >= 1 else math.log(high) - math.log(ratio)
+    b = math.log(1 + band) if band is not None and band == band and band > 0 else 0.0
+    return math.hypot(d, b)
 
 
 def _spread_from(window: float, on: str | None, server: str) -> str:
@@ -322,10 +362,25 @@ def compare(a: Side, b: Side, drift: dict | None = None, band: dict | None = Non
             both.loc[none, f"{m}_band"] = own[0]
             for side in ("a", "b"):
                 both.loc[none, f"{m}_spread_from_{side}"] = own[1]
+        # a point measured in rounds on both sides: its ratio's interval and the machine's band
+        # judge it (interval_verdict), not its repeats' range
+        rounds = [in_rounds(x, y) and lo == lo and r == r and r > 0 and lo > 0 and hi < math.inf
+                  for x, y, r, lo, hi in zip(both["rounds_a"], both["rounds_b"], both[f"{m}_ratio"],
+                                             both[f"{m}_low"], both[f"{m}_high"])]
+        machine_band = own[0] if own is not None else None
+        both.loc[rounds, f"{m}_band"] = [
+            math.exp(rounds_band(r, lo, hi, machine_band)) - 1
+            for r, lo, hi in zip(both.loc[rounds, f"{m}_ratio"], both.loc[rounds, f"{m}_low"], both.loc[rounds, f"{m}_high"])]
+        for side in ("a", "b"):
+            both.loc[rounds, f"{m}_spread_from_{side}"] = [
+                f"its {int(n)} interleaved rounds (the ratio's 95 % interval)"
+                + (f" and {own[1]}" if own is not None else "") for n in both.loc[rounds, f"rounds_{side}"]]
         both[f"{m}_verdict"] = [NONE_FINISHED["a"] if x == 0 else NONE_FINISHED["b"] if y == 0 else
-                                OUTLASTED["a"] if la_ else OUTLASTED["b"] if lb_ else verdict(r, n, better)
-                                for x, y, la_, lb_, r, n in zip(both[f"{m}_a"], both[f"{m}_b"], both["outlasted_a"],
-                                                                both["outlasted_b"], both[f"{m}_ratio"], both[f"{m}_band"])]
+                                OUTLASTED["a"] if la_ else OUTLASTED["b"] if lb_ else
+                                interval_verdict(r, lo, hi, machine_band, better) if by_rounds else verdict(r, n, better)
+                                for x, y, la_, lb_, r, n, lo, hi, by_rounds in zip(
+                                    both[f"{m}_a"], both[f"{m}_b"], both["outlasted_a"], both["outlasted_b"],
+                                    both[f"{m}_ratio"], both[f"{m}_band"], both[f"{m}_low"], both[f"{m}_high"], rounds)]
     order = list(KEYS[:-2]) + ["_users", "_rate"]
     both = (both.assign(_users=pd.to_numeric(both["users"], errors="coerce"),
                         _rate=pd.to_numeric(both["rate"], errors="coerce"))

@@ -27,7 +27,10 @@ against A again, and A again against C (the two neighbours in time), point by po
 The held pair is judged against the A/A pair's band (the A/A points' own scatter): a hold slows
 a run's busy points and not its idle ones, which widens the held pair's own scatter and would
 hide the very move it is to show (compare.aa_band_of: every comparison on this machine, notebook
-and scale takes that band where its points have none of their own).
+and scale takes that band where its points have none of their own). Given `-p rounds N` (03's
+sweeps in N interleaved rounds, N >= compare.ROUNDS), a point of both runs is judged by its
+ratio's 95 % interval over the rounds instead, and the rows count those points (`in_rounds`) and
+keep the parameters the runs were given (`parameters`).
 
 And for the run as a whole (compare's `overall`: the median of the points' ratios and its
 interval): the A/A pair's is the machine's drift between two runs (stored, it is the floor of
@@ -38,6 +41,8 @@ One row per metric and check goes to results.db's `power` table (`rows`), with t
 compared: the lab's smallest detectable change on this machine, at that scale, stated.
 """
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 
@@ -53,10 +58,11 @@ METRIC_WORDS = {"rps": "throughput", "p99_ms": "p99 latency"}
 
 
 def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_held: str,
-         db=None, interleaved: bool = False) -> list[dict]:
+         db=None, interleaved: bool = False, parameters: dict | None = None) -> list[dict]:
     """The `power` rows of three stored runs (A, A again, A held back by `cap`) in `db`: per check
     and metric, the points compared, how many got the wanted verdict, their share and the goal;
-    `interleaved`: whether the runs took turns server by server (else one ran after the other)."""
+    `interleaved`: whether the runs took turns server by server (else one ran after the other);
+    `parameters`: the notebook parameters the three were given (`-p`; {}: none)."""
     # the A/A pair measures the machine's drift between two runs and a point's band (its points'
     # own scatter; no stored band or drift assumed); the held pair is judged against both, as any
     # comparison on this machine then is (compare.drift_of, compare.aa_band_of)
@@ -73,6 +79,9 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
     for check, c in (("aa", aa), ("held", held)):
         table = c.table if check == "aa" or not len(c.table) else c.table[slowed]
         others = c.table.iloc[0:0] if check == "aa" or not len(c.table) else c.table[~slowed]
+        # the points judged by their ratios' intervals over interleaved rounds (compare.ROUNDS)
+        in_rounds = (pd.Series([compare.in_rounds(x, y) for x, y in zip(table["rounds_a"], table["rounds_b"])],
+                               index=table.index, dtype=bool) if len(table) else pd.Series(dtype=bool))
         for metric, wanted in WANTED[check].items():
             verdicts = table[f"{metric}_verdict"] if len(table) else pd.Series(dtype=object)
             hit = int(verdicts.isin(wanted).sum())
@@ -93,6 +102,8 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
                 "run_verdict": whole.verdict if check == "held" else "the machine's drift",
                 "run_right": whole.verdict in wanted if check == "held" else None,
                 "interleaved": int(interleaved),
+                "parameters": json.dumps(parameters or {}, sort_keys=True),
+                "in_rounds": int(verdicts.index.isin(in_rounds[in_rounds].index).sum()) if len(verdicts) else 0,
                 "run_a": run_a if check == "aa" else run_a2, "run_b": run_a2 if check == "aa" else run_held,
                 "measured": now})
     return out
@@ -130,10 +141,14 @@ def said(r: dict, machine_label: str | None = None) -> str:
     band = f" (a point's band ±{pct(r['band'])}: the A/A points' scatter)" if known(r.get("band")) else ""
     how = ("taking turns server by server" if known(r.get("interleaved")) and r["interleaved"]
            else "one run after the other")
+    given = json.loads(r["parameters"]) if isinstance(r.get("parameters"), str) and r["parameters"] else {}
+    how += "".join(f", {name} {value}" for name, value in sorted(given.items()))
     what = (f"A/A (the same code twice, {how}): within noise{band}" if r["check"] == "aa"
             else f"held to {pct(r['cap'])} of its CPUs ({how}): flagged slower{band}")
     of = "points" if r["check"] == "aa" or not known(r.get("others")) else "points the hold slows"
     share = f"no {of} compared" if not r["points"] else f"{r['hits']} of {r['points']} {of} ({pct(r['share'])})"
+    if r["points"] and known(r.get("in_rounds")) and r["in_rounds"]:
+        share += f" ({int(r['in_rounds'])} of them judged by their ratio's interval over interleaved rounds)"
     rest = ""
     if r["check"] == "held" and known(r.get("others")) and r["others"]:
         rest = (f"; of the other {int(r['others'])} (their servers not busy enough to be held), "
