@@ -53,7 +53,7 @@ SCALES: dict[str, dict] = {
     # `rounds` (1 at both scales) runs every other sweep in interleaved rounds too, each round every
     # stack started afresh in an order shuffled from `order_seed`: what the power check asks for
     # (`python -m sqlitelab.compare --power 03 -p rounds 4 -p order_seed 1`), its points then judged
-    # by their ratios' intervals (report.compare.ROUNDS).
+    # by their ratios' intervals and the A/A band (report.compare.interval_verdict).
     # The peaks sweep: the article's two stacks at their peak levels again, interleaved, in rounds
     # until the rate's 95 % interval is within ±5 % or the rounds run out (the README's ratio).
     # So that quick holds every bundled stack (with all six, 03 quick took 205 s of its 150 on

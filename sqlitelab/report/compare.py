@@ -28,8 +28,9 @@ stores: sqlitelab.core.probe), shown, not used to adjust. Where both sides repea
 point, its ratio also carries its 95 % interval (`<metric>_low`, `_high`: Fieller's, over the
 repeats: sqlitelab.core.intervals). A point where a side finished no request in its window (its
 rate 0: a stall) has no ratio: its verdict is `none finished in a` (or b). A point both sides
-measured in ROUNDS interleaved rounds or more (sweep's `rounds`) is judged by that interval
-instead of a band: `faster` or `slower` where it leaves out 1, else `within noise`.
+measured in ROUNDS interleaved rounds or more (sweep's `rounds`) is judged by that interval and
+the band of the same code run twice together, in quadrature (interval_verdict; the table's
+`<metric>_in_rounds` marks it), not by its repeats' range.
 """
 from __future__ import annotations
 
@@ -367,6 +368,7 @@ def compare(a: Side, b: Side, drift: dict | None = None, band: dict | None = Non
         rounds = [in_rounds(x, y) and lo == lo and r == r and r > 0 and lo > 0 and hi < math.inf
                   for x, y, r, lo, hi in zip(both["rounds_a"], both["rounds_b"], both[f"{m}_ratio"],
                                              both[f"{m}_low"], both[f"{m}_high"])]
+        both[f"{m}_in_rounds"] = rounds
         machine_band = own[0] if own is not None else None
         both.loc[rounds, f"{m}_band"] = [
             math.exp(rounds_band(r, lo, hi, machine_band)) - 1

@@ -29,7 +29,8 @@ a run's busy points and not its idle ones, which widens the held pair's own scat
 hide the very move it is to show (compare.aa_band_of: every comparison on this machine, notebook
 and scale takes that band where its points have none of their own). Given `-p rounds N` (03's
 sweeps in N interleaved rounds, N >= compare.ROUNDS), a point of both runs is judged by its
-ratio's 95 % interval over the rounds instead, and the rows count those points (`in_rounds`) and
+ratio's 95 % interval over the rounds and that band together (compare.interval_verdict), and the
+rows count those points (`in_rounds`) and
 keep the parameters the runs were given (`parameters`).
 
 And for the run as a whole (compare's `overall`: the median of the points' ratios and its
@@ -79,9 +80,6 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
     for check, c in (("aa", aa), ("held", held)):
         table = c.table if check == "aa" or not len(c.table) else c.table[slowed]
         others = c.table.iloc[0:0] if check == "aa" or not len(c.table) else c.table[~slowed]
-        # the points judged by their ratios' intervals over interleaved rounds (compare.ROUNDS)
-        in_rounds = (pd.Series([compare.in_rounds(x, y) for x, y in zip(table["rounds_a"], table["rounds_b"])],
-                               index=table.index, dtype=bool) if len(table) else pd.Series(dtype=bool))
         for metric, wanted in WANTED[check].items():
             verdicts = table[f"{metric}_verdict"] if len(table) else pd.Series(dtype=object)
             hit = int(verdicts.isin(wanted).sum())
@@ -103,7 +101,8 @@ def rows(notebook: str, scale: str, cap: float, run_a: str, run_a2: str, run_hel
                 "run_right": whole.verdict in wanted if check == "held" else None,
                 "interleaved": int(interleaved),
                 "parameters": json.dumps(parameters or {}, sort_keys=True),
-                "in_rounds": int(verdicts.index.isin(in_rounds[in_rounds].index).sum()) if len(verdicts) else 0,
+                # the points compare judged by their ratios' intervals over interleaved rounds
+                "in_rounds": int(table[f"{metric}_in_rounds"].sum()) if len(table) else 0,
                 "run_a": run_a if check == "aa" else run_a2, "run_b": run_a2 if check == "aa" else run_held,
                 "measured": now})
     return out
