@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from sqlitelab.notebooks import studies
 from sqlitelab.report import plots  # noqa: E402
+from sqlitelab.report.plots import marks  # noqa: E402
 from sqlitelab.core import config, intervals
 from sqlitelab.core.vocabulary import link_label, link_title
 from sqlitelab.infra import servers
@@ -550,6 +551,33 @@ def test_a_note_with_no_clear_spot_on_its_panel_joins_the_caption_and_the_check_
     assert not [p for p in plots.problems(fig) if "no direct label" in p]
 
 
+def test_names_that_differ_at_their_end_are_written_once_in_a_note():
+    """04's peak-memory: "the lab's tuned writer, synchronous=FULL" and "…=NORMAL" drawn as one
+    line took two lines of the note each time; they are written once, their ends joined."""
+    names = ["the lab's tuned writer, synchronous=FULL", "the author's method, synchronous=FULL",
+             "the lab's tuned writer, synchronous=NORMAL"]
+    assert marks.compact_names(names) == ["the lab's tuned writer, synchronous=FULL / NORMAL",
+                                          "the author's method, synchronous=FULL"]
+    assert marks.compact_names(["Ruby · Puma", "Go · net/http"]) == ["Ruby · Puma", "Go · net/http"]
+    assert marks.compact_names(["batch, 10 rows", "batch, 100 rows"]) == ["batch, 10 rows / 100 rows"]
+
+
+def test_a_note_over_the_tick_labels_is_refused_and_notes_are_placed_inside_their_panel():
+    """04's seed peak-memory: a note centred near the panel's left edge ran over the y axis's
+    numbers. The check refuses it; a note placed by note_clear stays inside its panel."""
+    fig, ax = _one_line(plots.STACK_STYLES["go-nethttp"]["color"])
+    ax.set_ylim(0, 4)
+    note = ax.text(0.0, 3.0, "a note over the numbers", transform=ax.get_yaxis_transform(), ha="center",
+                   va="center")  # at the panel's left edge, level with the y axis's "3"
+    assert any("printed over its y tick label" in p for p in plots.problems(fig)), plots.problems(fig)
+    note.remove()
+    marks.note_clear(ax, "a note of several words\nthat must stay inside")
+    fig.draw_without_rendering()
+    box, area = ax.texts[0].get_window_extent(), ax.get_window_extent()
+    assert area.x0 <= box.x0 and box.x1 <= area.x1 and area.y0 <= box.y0 and box.y1 <= area.y1
+    assert plots.problems(fig) == []
+
+
 def test_the_machines_limits_are_drawn_in_view_or_named_above_the_chart():
     """A limit near the data is a dotted line named in the margin, within the y axis; one far
     above it (CEILING_STRETCH) is named in a band at the top instead of flattening the curves;
@@ -860,3 +888,17 @@ def test_a_minor_tick_label_touching_a_major_one_beside_it_is_dropped_whatever_o
     before = {t.get_text() for t in axes[2].xaxis.get_ticklabels(which="both") if t.get_text()}
     assert {"90", "100"} <= before
     assert not [p for p in plots.problems(plots.lay_out(fig)) if "printed over" in p]
+
+
+
+def test_a_caption_says_when_every_point_is_one_run_with_no_interval():
+    """01's Puma workers at seed: one run per level, drawn bare; caption_for says the points carry
+    no interval, and says nothing of it where every point ran twice (or in two rounds)."""
+    base = pd.DataFrame([{"server": "ruby-rails", "profile": "rails71", "users": u, "repeat": 1,
+                          "rps": 100.0, "machine": "m", "generator": "loadgen", "server_pinning": "0",
+                          "generator_pinning": "1"} for u in (1, 4)])
+    assert plots.caption_for(base, extra="YJIT on").endswith("YJIT on · one run per point: no interval")
+    assert "no interval" not in plots.caption_for(pd.concat([base, base.assign(repeat=2)], ignore_index=True))
+    rounds = pd.concat([base.assign(round=1), base.assign(round=2)], ignore_index=True)
+    assert "no interval" not in plots.caption_for(rounds)
+    assert "no interval" not in plots.caption_for(base.drop(columns="repeat"))  # not stored points: not said

@@ -17,7 +17,7 @@ What it asserts, mechanically:
 - no bar on a log axis (a bar's length is its value);
 - no series drawn entirely under another without a direct label (marks.label_coincident);
 - no text printed over another: tick labels of one axis, the panels' titles, the words drawn
-  inside one panel (overlapping_texts);
+  inside one panel, among themselves and over its tick labels (overlapping_texts);
 - no text on data: a note, label or legend drawn in a panel whose box a series crosses — a line,
   a marker, a bar, a line of a collection (text_on_data) — and no title wider than the canvas
   (wide_titles);
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import re
-import textwrap
 from types import ModuleType
 
 import matplotlib.colors as mcolors
@@ -40,8 +39,8 @@ from matplotlib.text import Text
 from sqlitelab.core import config
 from sqlitelab.infra.servers import STACKS, load_profiles
 from sqlitelab.load.scenarios import SCENARIOS
-from sqlitelab.report.plots.marks import (DIRECT_LABEL, coincidence_notes, data_under, drawn_data, overlaps,
-                                          renderer_of, words_in)
+from sqlitelab.report.plots.marks import (DIRECT_LABEL, coincidence_notes, data_under, drawn_data, named_in,
+                                          overlaps, renderer_of, words_in)
 from sqlitelab.report.plots.style import STACK_GID, STACK_STYLES
 from sqlitelab.studies.declarations import experiment_patterns
 
@@ -162,7 +161,7 @@ def hidden_series(fig) -> list[str]:
         labelled = {t.get_text() for t in ax.texts if t.get_gid() == DIRECT_LABEL} | captions
         for names, head in coincidence_notes(ax):
             # any note naming them: the label's looser tolerance may see a longer stretch
-            if not any("one line" in t.lower() and all(textwrap.shorten(n, 44) in t for n in names)
+            if not any("one line" in t.lower() and all(named_in(t, n) for n in names)
                        for t in labelled):
                 found.append(f"{' and '.join(names)} drawn on one line ({head.rstrip(':')}) with no direct label")
     return found
@@ -172,17 +171,20 @@ TICK_GAP_PT = 1.0  # two tick labels of one axis closer than this read as one nu
 
 
 def _clashes(texts, renderer, where: str, gap_px: float = 0.0) -> list[str]:
-    # a text's own box (Text's: an annotation's would take in its leader line too)
-    shown = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts
-             if t.get_visible() and t.get_text().strip()]
+    shown = _boxes(texts, renderer)  # a text's own box (Text's: an annotation's would take in its leader line too)
     return [f"{where}: {a!r} printed over {b!r}"
             for i, (a, ea) in enumerate(shown) for b, eb in shown[i + 1:] if overlaps(ea, eb, gap_px)]
+
+
+def _boxes(texts, renderer) -> list[tuple[str, object]]:
+    return [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts
+            if t.get_visible() and t.get_text().strip()]
 
 
 def overlapping_texts(fig) -> list[str]:
     """Texts printed over each other: the tick labels of one axis (long category names side by
     side, or numbers closer than TICK_GAP_PT), the panels' titles, and the words drawn inside one
-    panel (direct labels, notes)."""
+    panel (direct labels, notes, a legend), among themselves and over the panel's tick labels."""
     renderer = renderer_of(fig)  # every text where the saved file will put it
     gap = TICK_GAP_PT * fig.dpi / 72
     found = []
@@ -194,6 +196,9 @@ def overlapping_texts(fig) -> list[str]:
             drawn = axis._update_ticks()  # the ticks inside the view, as draw() takes them
             labels = [lab for t in drawn for lab in (t.label1, t.label2)]
             found += _clashes(labels, renderer, f"{which} tick labels of {name!r}", gap)
+            found += [f"{words!r} inside {name!r} printed over its {which} tick label {tick!r}"
+                      for _, words, box in words_in(ax, renderer) for tick, tbox in _boxes(labels, renderer)
+                      if overlaps(box, tbox)]
         found += _clashes(ax.texts, renderer, f"words inside {name!r}")
     titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
     return found + _clashes(titles, renderer, "panel titles")

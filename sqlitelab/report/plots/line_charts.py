@@ -289,7 +289,7 @@ def calibration_chart(points: pd.DataFrame, calibrations: pd.DataFrame):
     right.set_title("p99 against wrk")
     fig = fit_legends(fig)
     for ax, label, k in labels:  # every line drawn first: the first generator's above, the next's below
-        if not place_clear(ax, label, POINT_LABEL_SPOTS[k % 2:] + POINT_LABEL_SPOTS[:k % 2]):
+        if not place_clear(ax, label, POINT_LABEL_SPOTS[k % 2:] + POINT_LABEL_SPOTS[:k % 2], inside=False):
             label.set_visible(False)  # no spot clear of the lines: left out (every level is in the printed table)
     return fig
 

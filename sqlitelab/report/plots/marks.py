@@ -283,14 +283,16 @@ def coincident_runs(ax, tolerance_px: float = 2.0) -> list[tuple[list, float, fl
 
 
 def _x_words(ax, x: float) -> str:
-    """An x value as its axis prints it (a share as "50%"), else as a plain number."""
+    """An x value as its axis prints it (a share as "50%"), else as a plain number: a whole one
+    as it is, another to two significant figures (where a stretch of latency starts and ends,
+    read off a distribution: "from 1 to 3.7", not "from 1.014 to 3.689")."""
     try:
         words = str(ax.xaxis.get_major_formatter()(x)).strip()
     except (TypeError, ValueError, IndexError):
         words = ""
-    if not words or "$" in words:  # a log axis's unlabelled value, or mathtext
-        return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.3g}"
-    return words
+    if "%" in words or (words and "$" not in words and float(x).is_integer()):
+        return words
+    return f"{x:,.0f}" if float(x).is_integer() else f"{float(f'{x:.2g}'):,g}"  # unlabelled, mathtext, a fraction
 
 
 def coincidence_notes(ax, tolerance_px: float = 2.0) -> list[tuple[list[str], str]]:
@@ -335,8 +337,45 @@ def label_coincident(ax) -> None:
         if head != "one line:" and any(g <= set(names) for g in whole):  # a line joins a group over a stretch
             head = head.replace("one line from", "with them from")
             names = [n for n in names if not any(n in g for g in whole if g <= set(names))]
-        sections.append(head + "\n" + "\n".join(textwrap.shorten(n, 44) for n in names))
+        sections.append(head + "\n" + "\n".join(textwrap.shorten(n, NOTE_NAME_WIDTH) for n in compact_names(names)))
     note_clear(ax, "\n".join(sorted(sections, key=lambda t: not t.startswith("one line:"))), gid=DIRECT_LABEL)
+
+
+NOTE_NAME_WIDTH = 52  # a series' name in a note, cut to this many characters
+
+
+def _stem(name: str) -> tuple[str, str]:
+    """A series' name cut after its last "=" or ", ": (what names share, its own end); (name, "")
+    where it has neither."""
+    cut = max(name.rfind("="), name.rfind(", ") + 1)
+    return (name[:cut + 1], name[cut + 1:]) if cut > 0 else (name, "")
+
+
+def compact_names(names: list[str]) -> list[str]:
+    """Series names as a note lists them: names that differ only after their last "=" or ", "
+    written once, their differing ends joined by " / " ("the lab's writer, synchronous=FULL /
+    NORMAL"), in the order first named; other names as they are."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        head, tail = _stem(name)
+        out.setdefault(head if tail else name, []).append(tail)
+    return [head + " / ".join(t.strip() for t in tails) if tails != [""] and len(tails) > 1
+            else head + tails[0] for head, tails in out.items()]
+
+
+def named_in(note: str, name: str) -> bool:
+    """Whether a note (or the caption it joined) names a series: its name as a note cuts it, or
+    written once with others' (compact_names: its shared part, then its end among the " / ")."""
+    if textwrap.shorten(name, NOTE_NAME_WIDTH) in note:
+        return True
+    head, tail = _stem(name)
+    if not tail:
+        return False
+    for part in note.split(head)[1:]:
+        ends = re.split(r"[\n;·]", part, maxsplit=1)[0]
+        if tail.strip() in [e.strip() for e in ends.split(" / ")]:
+            return True
+    return False
 
 
 def settle_notes(fig) -> int:
@@ -369,7 +408,7 @@ def _to_caption(fig, ax, text) -> int:
         else:
             sections[-1].append(line)
     flat = " · ".join(f"{s[0]} {'; '.join(s[1:])}" if len(s) > 1 else s[0] for s in sections)
-    title = next((t for t in (ax.get_title(loc) for loc in ("center", "left", "right")) if t), "")
+    title = " ".join(next((t for t in (ax.get_title(loc) for loc in ("center", "left", "right")) if t), "").split())
     line = f"{title}: {flat}" if title and sum(a.axison for a in fig.axes) > 1 else flat
     line = line[0:1].upper() + line[1:]
     text.remove()
@@ -522,20 +561,32 @@ def data_under(ax, box: Bbox, drawn: list, renderer=None) -> tuple[str, str] | N
     return None
 
 
-def place_clear(ax, text, positions: list[dict]) -> bool:
+def tick_label_boxes(ax, renderer) -> list[Bbox]:
+    """The boxes of the tick labels a panel's axes print (those inside the view, as drawn)."""
+    if not ax.axison:
+        return []
+    labels = [lab for axis in (ax.xaxis, ax.yaxis) if axis.get_visible()
+              for t in axis._update_ticks() for lab in (t.label1, t.label2)]
+    return [Text.get_window_extent(t, renderer) for t in labels if t.get_visible() and t.get_text().strip()]
+
+
+def place_clear(ax, text, positions: list[dict], inside: bool = True) -> bool:
     """Put `text` (a Text or an annotation of `ax`) at the first of `positions` — each a dict of
     its properties: `position` (an annotation's offset with xytext), ha, va — where it covers no
-    data and no other words of the panel. True when one was; else it stays at the first (and the
-    figure check names it)."""
+    data, no other words of the panel and none of its tick labels and, `inside`, within the panel. True when one was; else it stays at the first (and the figure check
+    names it)."""
     fig = ax.figure
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     drawn = drawn_data(ax, renderer)
-    others = [box for artist, _, box in words_in(ax, renderer) if artist is not text]
+    others = [box for artist, _, box in words_in(ax, renderer) if artist is not text] + tick_label_boxes(ax, renderer)
+    area = ax.get_window_extent(renderer)
     for props in positions:
         text.update(props)
         box = Text.get_window_extent(text, renderer)
-        if data_under(ax, box, drawn, renderer) is None and not any(overlaps(box, o) for o in others):
+        within = area.x0 <= box.x0 and box.x1 <= area.x1 and area.y0 <= box.y0 and box.y1 <= area.y1
+        if ((within or not inside)
+                and data_under(ax, box, drawn, renderer) is None and not any(overlaps(box, o) for o in others)):
             return True
     text.update(positions[0])
     return False
