@@ -239,11 +239,12 @@ CAPACITY_INTERVAL = "95 % interval of the capacity over its level's runs"  # its
 
 
 def _dumbbell(ax, y: float, server: str, st: dict, peaks: pd.DataFrame, slos: pd.DataFrame,
-              value: str) -> tuple[float, bool, tuple[float, float] | None]:
+              value: str) -> tuple[float, bool, tuple[float, float] | None, float]:
     """One stack's row of capacity_chart: its capacity's dot joined to its naive peak's tick, a
     ring where a load generator set the pace, and the capacity's 95 % interval as an error bar in
     its colour where its frame row has one (`<value>_low`, `<value>_high`). Returns the capacity,
-    whether it is a lower bound (a generator set the pace there) and its interval (or None)."""
+    whether it is a lower bound (a generator set the pace there), its interval (or None) and the
+    naive peak."""
     peak_rows, slo_rows = peaks[peaks["server"] == server], slos[slos["server"] == server]
     peak = float(peak_rows[value].max()) if len(peak_rows) else 0.0
     cap = float(slo_rows[value].max()) if len(slo_rows) else 0.0
@@ -275,7 +276,7 @@ def _dumbbell(ax, y: float, server: str, st: dict, peaks: pd.DataFrame, slos: pd
                     markeredgecolor=m["color"], markeredgewidth=1.1, linestyle="none", zorder=5,
                     gid="limit", label=m["label"])
             lower |= is_cap
-    return cap, lower, interval
+    return cap, lower, interval, peak
 
 
 def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
@@ -349,7 +350,7 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
         top.tick_params(labelsize=8)
         ax.text(1.01, -0.6, "daily users", transform=ax.get_yaxis_transform(), fontsize=8, ha="left",
                 va="bottom", color="#222222", fontweight="bold", gid="daily-users")
-        for yr, cap, lower, interval in ends:
+        for yr, cap, lower, interval, _ in ends:
             words = (("≥ " if lower else "") + _users(cap * per_rps)) if cap > 0 else "objective not met"
             if cap > 0 and interval:
                 words += f" ({_users(interval[0] * per_rps)}–{_users(interval[1] * per_rps)})"
@@ -363,15 +364,19 @@ def capacity_chart(frame: pd.DataFrame, title: str, caption: str | None = None,
     if slo_kind:
         handles.append(Line2D([], [], color=KEY_GREY, marker="o", linestyle="none",
                               label=f"capacity at the objective ({slo_kind})"))
-    if peak_kind:
+    if peak_kind:  # a capacity that is its naive peak hides the tick under its dot: said in the key
+        hidden = any(cap > 0 and cap >= peak for _, cap, _, _, peak in ends)
         handles.append(Line2D([], [], color=KEY_GREY, marker="|", markersize=10, markeredgewidth=2,
-                              linestyle="none", label=peak_kind))
+                              linestyle="none", label=peak_kind + (" (under the dot where the capacity is the "
+                                                                   "peak)" if hidden else "")))
     if any(e[3] for e in ends):  # an error bar's key, drawn by the legend alone
+        bare = any(cap > 0 and not interval for _, cap, _, interval, _ in ends)
         handles.append(ErrorbarContainer(
             (Line2D([], [], color=KEY_GREY, linestyle="none"),
              (Line2D([], [], color=KEY_GREY, marker="|", markersize=INTERVAL_CAPSIZE * 1.2),),
              (LineCollection([], colors=KEY_GREY, linewidths=1),)),
-            has_xerr=True, has_yerr=False, label=CAPACITY_INTERVAL + " (daily users: its ends)"))
+            has_xerr=True, has_yerr=False,
+            label=CAPACITY_INTERVAL + " (daily users: its ends" + ("; none: one run" if bare else "") + ")"))
     handles += _extra_handles(ax)
     _legend_below(ax, handles, ncols=2)
     fit_legends(fig)

@@ -23,6 +23,7 @@ from sqlitelab.report.plots.legends import (ClippedLegendError, _extra_handles, 
 from sqlitelab.report.plots.marks import overlaps, settle_notes, spread_line_names
 from sqlitelab.report.plots.style import _order, value_title
 from sqlitelab.infra.servers import profile_knobs, profile_title
+from sqlitelab.report.compare import KEYS
 
 def use_style() -> None:
     plt.style.use("sqlitelab.report.blog")
@@ -342,7 +343,8 @@ def _profile_holds(rows: pd.DataFrame, profile: str) -> bool:
 def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     """One human line under a figure: the machine, where the server and the load generator ran,
     the profile in plain words (when the points have one or two and ran as it says) and `extra`
-    (the figure's key knob). The full configuration is in the report's method table, not here."""
+    (the figure's key knob), and that the points carry no interval where each ran once
+    (one_run_each). The full configuration is in the report's method table, not here."""
     if df.empty:
         return extra
     first = df.iloc[0]
@@ -362,4 +364,17 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
             parts.append(" and ".join(profile_title(p) for p in profiles))
     if extra:
         parts.append(extra)
+    if one_run_each(df):
+        parts.append("one run per point: no interval")
     return " · ".join(parts)
+
+
+def one_run_each(df: pd.DataFrame) -> bool:
+    """Stored points (a `repeat` column) of which each point (compare.KEYS) ran once: one
+    repeat, in one round."""
+    if df.empty or "repeat" not in df:
+        return False
+    keys = [k for k in KEYS if k in df]
+    runs = df["repeat"].astype(str) + "/" + (df["round"].astype(str) if "round" in df else "")
+    counts = runs.groupby([df[k] for k in keys], dropna=False).nunique() if keys else pd.Series([runs.nunique()])
+    return bool(len(counts)) and int(counts.max()) == 1
