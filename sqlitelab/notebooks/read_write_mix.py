@@ -185,6 +185,8 @@ ARTICLE = Article(ID, "002", "“SQLite is Enough” (2025)", (
     Detail("warm-up", "none: after its 1,000 rows the tool sends the level's requests, all counted",
            "param:warmup", expect=0, why="the lab starts counting after a short warm-up"),
     Detail("repeats", "one run per level", "param:repeats", expect=1, why="repeated"),
+    Detail("rounds", "one: stack after stack", "param:rounds", expect=1,
+           why="in interleaved rounds, every stack started afresh in an order shuffled each round"),
     Detail("statistic", "rps and p50/p95/p99 over each level's requests", _statistic,
            expect=None, why="the lab counts the first N requests (or, without a count, those) that "
                             "start in its window after the warm-up, if any, and finish, from an "
