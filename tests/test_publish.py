@@ -25,7 +25,7 @@ def _png() -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _executed(path, run_id, scale="quick", exception=False, replay=None):
+def _executed(path, run_id, scale="quick", exception=False, replay=None, duration=None):
     v4 = nbformat.v4
     nb = v4.new_notebook()
     nb.cells = [
@@ -48,7 +48,7 @@ def _executed(path, run_id, scale="quick", exception=False, replay=None):
     nb.metadata["papermill"] = {"parameters": {"scale": scale, "run_id": run_id, **({"replay": replay} if replay else {})},
                                 "start_time": f"2026-11-25T10:00:{len(run_id) % 60:02d}",
                                 "end_time": "2026-11-25T10:05:00",
-                                "exception": exception or None}
+                                "exception": exception or None, **({"duration": duration} if duration else {})}
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path

@@ -1,10 +1,12 @@
 """The README's tables of the reference run are generated from its committed export: the
 block equals what `python -m sqlitelab.readme` writes, and a number typed over fails."""
+import pandas as pd
 import pytest
 
 from sqlitelab import notebooks, readme
 from sqlitelab.core import intervals
 from sqlitelab.report import reference_tables, summaries
+from sqlitelab.studies import scales
 from sqlitelab import notebooks
 
 
@@ -91,3 +93,21 @@ def test_02s_row_leads_with_the_articles_tool_and_says_what_its_own_runs_cannot_
     first = runs[runs["users"] == runs["users"].max()].iloc[0]
     share = intervals.shown_share(intervals.share_interval(first["busy_errors"], first["requests"]))
     assert f"**{first['setup']}**: the lab's generator {share}" in alone and "here, the lab's generator tells them apart" in alone
+
+
+def test_each_notebooks_time_is_judged_against_its_budget_both_ways():
+    """The block's line of times: each notebook's seconds beside the budget its module declares,
+    and the verdict computed from them: within, or which notebook ran over."""
+    every = notebooks.studies()
+    first = next(n for n, s in every.items() if scales.budget(s, "seed"))
+    allowed = scales.budget(every[first], "seed")
+    row = {"notebook": first, "run_id": "r", "scale": "seed", "started": "2026-12-02T13:00:00",
+           "finished": "2026-12-02T13:10:00", "seconds": allowed - 1, "git_commit": "abcdef0123", "machine": "m"}
+    rows = [{**row, "notebook": n, "seconds": scales.budget(s, "seed") - 1} for n, s in every.items()
+            if scales.budget(s, "seed")]
+    within = readme.times({reference_tables.TIMINGS: pd.DataFrame(rows)})[-1]
+    assert f"{first[:2]} {allowed - 1:,.1f} s of {allowed:,.0f}" in within and "`abcdef0`" in within
+    assert within.endswith("every notebook within its budget."), within
+    over = readme.times({reference_tables.TIMINGS: pd.DataFrame([{**row, "seconds": allowed + 1}])})[-1]
+    assert f"over its budget: {first[:2]}; no finished run: " in over
+    assert readme.times({}) == [] and readme.times({reference_tables.TIMINGS: pd.DataFrame()}) == []

@@ -1,5 +1,6 @@
 """The committed reference run's export: every row of the exported runs and nothing else, no
 histograms, the same files from the same rows, read back with the columns the lab's functions use."""
+import pandas as pd
 import pytest
 
 from sqlitelab.core import results
@@ -91,6 +92,9 @@ def test_the_power_checks_of_the_runs_machine_go_beside_them_and_into_the_readme
     assert list(zip(power["scale"], power["check"], power["hits"])) == [("quick", "aa", 9), ("quick", "held", 7),
                                                                          ("seed", "aa", 9)]
     assert "| `power.csv` | 3 |" in (out / "README.md").read_text()
+    again, again_runs = _store(tmp_path / "later")  # the run exported again from a store with no check
+    reference_run.export(publish.newest("quick", runs_dir=again_runs, db=again), out, again, again_runs)
+    assert reference_tables.load(out)["power"].equals(power)  # the checks exported before are kept
     block = "\n".join(readme.lab_power(x))
     assert "1 check at seed among them" in block
     assert ("- notebook 03 at quick · throughput · held to 80 % of its CPUs (one run after the other): flagged "
@@ -153,3 +157,27 @@ def test_the_calibrations_the_runs_used_go_beside_them(tmp_path):
         assert (out / "calibrations.csv").exists() == bool(want)
         assert list(cal.get("calib_id", [])) == want and list(cal.get("hello_wrk_rps", [])) == [1000.0] * len(want)
     assert "| `calibrations.csv` | 1 |" in (out / "README.md").read_text()
+
+
+def test_the_timings_are_papermills_of_each_newest_run_and_a_re_making_is_refused(tmp_path, capsys):
+    """timings.csv holds how long the newest run of each notebook took by papermill's clock,
+    survives the export that follows it, and is refused from a re-made notebook (its time is
+    the re-making's)."""
+    db, runs_dir = _store(tmp_path)
+    for nb_run, seconds in zip(RUNS, (60.0, 61.34)):
+        _executed(runs_dir / nb_run / f"{NOTEBOOK}.ipynb", nb_run, duration=seconds)
+    out = tmp_path / "export"
+    assert reference_run.main(["--timings", "--scale", "quick", "--out", str(out), "--db", str(db),
+                               "--runs-dir", str(runs_dir)]) == 0
+    t = pd.read_csv(out / "timings.csv")
+    assert list(t["run_id"]) == [RUNS[1]] and list(t["seconds"]) == [61.3] and list(t["notebook"]) == [NOTEBOOK]
+    reference_run.export(publish.newest("quick", runs_dir=runs_dir, db=db), out, db, runs_dir)
+    x = reference_tables.load(out)
+    assert x["manifest"]["tables"]["timings"] == 1 and len(x["timings"]) == 1
+    assert "| `timings.csv` | 1 | How long the newest run" in (out / "README.md").read_text()
+    _executed(runs_dir / RUNS[1] / f"{NOTEBOOK}.ipynb", RUNS[1], replay=True, duration=5.0)
+    with pytest.raises(ValueError, match="re-making"):
+        reference_run.timings("quick", runs_dir, db)
+    assert reference_run.main(["--timings", "--scale", "quick", "--out", str(out), "--db", str(db),
+                               "--runs-dir", str(runs_dir)]) == 2
+    assert "before the pages are re-made" in capsys.readouterr().err

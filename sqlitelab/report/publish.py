@@ -65,6 +65,11 @@ def _papermill(nb) -> dict:
     return nb.metadata.get("papermill", {}) or {}
 
 
+def papermill_of(path: Path) -> dict:
+    """What papermill recorded of an executed notebook: its parameters, start, end, duration."""
+    return _papermill(nbformat.read(path, as_version=4))
+
+
 def provenance(run_id: str, db: Path) -> dict:
     """The run's commit, machine, lock and times from the results store (the first of its sweeps'
     rows: every sweep of a notebook run shares them); {} when the notebook stored no sweep (06)."""

@@ -103,7 +103,9 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
     try:
         frames = {table: _rows(con, table, ids) for table in reference_tables.TABLES}
         machines = sorted({str(r.provenance.get("machine")) for r in runs})
-        frames[reference_tables.POWER] = _power(con, machines)
+        kept = out / f"{reference_tables.POWER}.csv"  # the checks exported before: not a run's own rows
+        frames[reference_tables.POWER] = _judgements(pd.concat(
+            [pd.read_csv(kept) if kept.is_file() else pd.DataFrame(), _power(con, machines)], ignore_index=True))
         frames[reference_tables.CALIBRATIONS] = _calibrations(con, frames["runs"])
         for table, df in frames.items():
             path = out / f"{table}.csv"
@@ -113,6 +115,9 @@ def export(runs: list[publish.Run], out_dir: Path | None = None, db: Path | None
                 written[table] = path
     finally:
         con.close()
+    kept = out / f"{reference_tables.TIMINGS}.csv"  # written before the pages are re-made (add_timings)
+    if kept.exists():
+        written[reference_tables.TIMINGS] = kept
     for r in runs:
         method = runs_dir / r.run_id / "method.csv"
         if method.exists():
@@ -155,6 +160,43 @@ def add_power(out_dir: Path | None = None, db: Path | None = None) -> Path:
     return path
 
 
+def timings(scale: str = "seed", runs_dir: Path | None = None, db: Path | None = None) -> pd.DataFrame:
+    """How long the newest run of each notebook at `scale` took, as papermill timed its executed
+    notebook (its start, end and duration), with its commit and machine: one row per notebook,
+    in their order. Refuses a run whose executed notebook is a re-making (replay): its time is
+    the re-making's, not the run's (take the timings before the exported pages are re-made)."""
+    rows = []
+    for r in publish.newest(scale, None, runs_dir=runs_dir, db=db):
+        pm = publish.papermill_of(r.executed)
+        if pm.get("parameters", {}).get("replay"):
+            raise ValueError(f"{r.executed} is a re-making of its run (replay): its time is not the run's; "
+                             "take the timings before the pages are re-made")
+        rows.append({"notebook": r.notebook, "run_id": r.run_id, "scale": r.scale,
+                     "started": pm.get("start_time"), "finished": pm.get("end_time"),
+                     "seconds": round(float(pm["duration"]), 1),
+                     "git_commit": r.provenance.get("git_commit"),
+                     "machine": r.provenance.get("machine")})
+    if not rows:
+        raise ValueError(f"no finished {scale}-scale run to time: run `make {scale}` first")
+    return pd.DataFrame(rows)
+
+
+def add_timings(scale: str = "seed", out_dir: Path | None = None, db: Path | None = None,
+                runs_dir: Path | None = None) -> Path:
+    """The export's timings.csv written from the newest run of each notebook at `scale`
+    (timings), and counted in its manifest when there is one."""
+    out = Path(out_dir or reference_tables.REFERENCE_DIR)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{reference_tables.TIMINGS}.csv"
+    timings(scale, runs_dir, db).to_csv(path, index=False)
+    if (out / "manifest.json").exists():
+        manifest = json.loads((out / "manifest.json").read_text())
+        manifest["tables"][reference_tables.TIMINGS] = len(pd.read_csv(path))
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (out / "README.md").write_text(describe(manifest))
+    return path
+
+
 def describe(manifest: dict) -> str:
     """The export's README: what it is, which runs, each file, how to read it back."""
     lines = ["# The reference run", "",
@@ -164,7 +206,8 @@ def describe(manifest: dict) -> str:
              "| notebook | run | commit | machine |", "|---|---|---|---|"]
     lines += [f"| {r['notebook']} | `{r['run_id']}` | `{r['git_commit']}` | {r['machine']} |" for r in manifest["runs"]]
     lines += ["", "| file | rows | what |", "|---|---:|---|"]
-    lines += [f"| `{t}.csv` | {n:,} | {' '.join(schema.TABLES.get(t, {}).get('description', '').split())} |"
+    what = {**{t: d.get("description", "") for t, d in schema.TABLES.items()}, **reference_tables.DESCRIPTIONS}
+    lines += [f"| `{t}.csv` | {n:,} | {' '.join(what.get(t, '').split())} |"
               for t, n in manifest["tables"].items()]
     lines += ["| `methods/<notebook>.csv` | | each notebook's method table: the article's details beside the run's |",
               "| `reports/` | | each notebook run as a page without code (`index.md`) |", "",
@@ -185,9 +228,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs-dir", type=Path, default=None)
     ap.add_argument("--power", action="store_true",
                     help="only add the power checks stored in --db to the export's power.csv (nothing else exported)")
+    ap.add_argument("--timings", action="store_true",
+                    help="only write how long the newest run of each notebook at --scale took (timings.csv), "
+                         "before the exported runs' pages are re-made")
     args = ap.parse_args(argv)
     if args.power:
         print(f"power            {add_power(args.out, args.db)}")
+        return 0
+    if args.timings:
+        try:
+            print(f"timings          {add_timings(args.scale, args.out, args.db, args.runs_dir)}")
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
         return 0
     runs = publish.newest(args.scale, args.only, runs_dir=args.runs_dir, db=args.db)
     try:

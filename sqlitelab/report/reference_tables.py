@@ -25,6 +25,14 @@ POWER = "power"
 # The generator calibrations the exported runs used (runs.calibrations: stored once per machine,
 # not per run): their flags' thresholds and HTTP alone, wrk's rate on /hello.
 CALIBRATIONS = "calibrations"
+# How long the newest run of each notebook at the scale took, as papermill timed its executed
+# notebook (reference_run.timings: every notebook's, not only the exported ones'; taken before
+# the exported runs' pages are re-made, which a re-making's own time would replace).
+TIMINGS = "timings"
+# What each file that is no table of results.db holds (the export's README; schema.TABLES
+# describes the others).
+DESCRIPTIONS = {TIMINGS: "How long the newest run of each notebook at the scale took, as papermill "
+                         "timed its executed notebook, seconds."}
 
 
 def machine_of(x: dict) -> str | None:
@@ -41,7 +49,7 @@ def load(export_dir: Path | None = None) -> dict[str, pd.DataFrame]:
         raise FileNotFoundError(f"no reference run in {d} (no manifest.json): export one with "
                                 f"`python -m sqlitelab.report.reference_run --scale seed`")
     out: dict = {"manifest": json.loads((d / "manifest.json").read_text())}
-    for table in (*TABLES, POWER, CALIBRATIONS):
+    for table in (*TABLES, POWER, CALIBRATIONS, TIMINGS):
         path = d / f"{table}.csv"
         # .copy(): one block per dtype, not one per column as read_csv leaves a wide file
         out[table] = pd.read_csv(path, low_memory=False).copy() if path.exists() else pd.DataFrame()
