@@ -902,3 +902,5 @@ def test_a_caption_says_when_every_point_is_one_run_with_no_interval():
     rounds = pd.concat([base.assign(round=1), base.assign(round=2)], ignore_index=True)
     assert "no interval" not in plots.caption_for(rounds)
     assert "no interval" not in plots.caption_for(base.drop(columns="repeat"))  # not stored points: not said
+    mixed = pd.concat([base, base[base["users"] == 1].assign(repeat=2)], ignore_index=True)  # 1 user twice, 4 once
+    assert plots.caption_for(mixed).endswith("a point of one run has no interval")

@@ -29,7 +29,7 @@ COUNTED_AS = {"wrk": "rps",       # the exact window's, as wrk's
 TUNED_VARIANT = "lab"
 METHOD_TITLES = {"article": "the author's method", "tuned": "the lab's tuned writer"}
 VARIANT_TITLES = {"as_published": "as published", "one_connection": "one connection",
-                  "sync_normal": "synchronous= NORMAL", "no_ckpt_on_close": "no checkpoint on close",
+                  "sync_normal": "synchronous=NORMAL", "no_ckpt_on_close": "no checkpoint on close",
                   "page_size_8192": "8 KiB pages", "py311_gc": "closed when Python frees it", "no_logging": "no logging"}
 
 # Each operation of sqlitelab.infra.operations (its OPERATIONS: tests/test_operations.py holds the

@@ -340,11 +340,16 @@ def _profile_holds(rows: pd.DataFrame, profile: str) -> bool:
     return all(set(rows[k].dropna().astype(str)) <= {str(v)} for k, v in knobs.items() if k in rows)
 
 
+# What caption_for says of points without an interval (runs_per_point): every one, or some.
+EVERY_POINT_ONE_RUN = "one run per point: no interval"
+A_POINT_ONE_RUN = "a point of one run has no interval"
+
+
 def caption_for(df: pd.DataFrame, extra: str = "") -> str:
     """One human line under a figure: the machine, where the server and the load generator ran,
     the profile in plain words (when the points have one or two and ran as it says) and `extra`
-    (the figure's key knob), and that the points carry no interval where each ran once
-    (one_run_each). The full configuration is in the report's method table, not here."""
+    (the figure's key knob), and that the points carry no interval where each ran once, or that a
+    point of one run has none where some did (runs_per_point). The full configuration is in the report's method table, not here."""
     if df.empty:
         return extra
     first = df.iloc[0]
@@ -364,17 +369,20 @@ def caption_for(df: pd.DataFrame, extra: str = "") -> str:
             parts.append(" and ".join(profile_title(p) for p in profiles))
     if extra:
         parts.append(extra)
-    if one_run_each(df):
-        parts.append("one run per point: no interval")
+    once = runs_per_point(df)
+    if len(once) and int(once.max()) == 1:
+        parts.append(EVERY_POINT_ONE_RUN)
+    elif len(once) and int(once.min()) == 1:
+        parts.append(A_POINT_ONE_RUN)
     return " · ".join(parts)
 
 
-def one_run_each(df: pd.DataFrame) -> bool:
-    """Stored points (a `repeat` column) of which each point (compare.KEYS) ran once: one
-    repeat, in one round."""
+def runs_per_point(df: pd.DataFrame) -> pd.Series:
+    """How many runs (repeats, and rounds where they ran) each of the stored points of `df` (a
+    `repeat` column) is over, by what identifies a point (compare.KEYS); empty for rows that are
+    not stored points."""
     if df.empty or "repeat" not in df:
-        return False
+        return pd.Series(dtype=int)
     keys = [k for k in KEYS if k in df]
     runs = df["repeat"].astype(str) + "/" + (df["round"].astype(str) if "round" in df else "")
-    counts = runs.groupby([df[k] for k in keys], dropna=False).nunique() if keys else pd.Series([runs.nunique()])
-    return bool(len(counts)) and int(counts.max()) == 1
+    return runs.groupby([df[k] for k in keys], dropna=False).nunique() if keys else pd.Series([runs.nunique()])

@@ -12,8 +12,8 @@ from matplotlib.patches import Patch
 
 from sqlitelab.core.vocabulary import OPERATION_TITLES
 from sqlitelab.report.analysis import flagged, rate_interval, rate_points
-from sqlitelab.report.plots.figure import (_titled, finish_legend, new_figure, new_panels, panel_grid,
-                                           panel_title, panel_values)
+from sqlitelab.report.plots.figure import (A_POINT_ONE_RUN, _titled, finish_legend, new_figure, new_panels,
+                                           panel_grid, panel_title, panel_values)
 from sqlitelab.report.plots.legends import _extra_handles, fit_legends, panel_legend
 from sqlitelab.report.plots.marks import (PlainLogFormatter, _users_axis, draw_ceilings,
                                           draw_reference, label_coincident, mark_limits, place_clear,
@@ -49,11 +49,11 @@ def level_intervals(s: pd.DataFrame, runs: Callable[[str, str, int], list[float]
                                   columns=["estimate", "low", "high", "n", "level"]).reindex(s.index)
 
 
-def interval_words(bars: pd.DataFrame) -> str:
+def interval_words(bars: pd.DataFrame, caption: str | None = None) -> str:
     """What a chart's interval bars (level_intervals) are, in a reader's words, for its caption:
     "Bars: 95 % interval of each point's mean over its 3 runs (Student's t), drawn from zero where
     it reaches below; a point of one run has none." — each clause only where it holds; "" when
-    no bar is drawn."""
+    no bar is drawn; the last clause left out where `caption` says it already (caption_for)."""
     drawn = bars[bars["low"].notna() & bars["high"].notna()]
     if not len(drawn):
         return ""
@@ -64,7 +64,7 @@ def interval_words(bars: pd.DataFrame) -> str:
     words = f"Bars: {level} interval of each point's mean over its {runs} runs (Student's t)"
     if (drawn["low"] < 0).any():  # drawn from zero: a rate is never negative
         words += ", drawn from zero where it reaches below"
-    if (bars["n"] == 1).any():
+    if (bars["n"] == 1).any() and A_POINT_ONE_RUN not in (caption or ""):  # caption_for's may say it
         words += "; a point of one run has none"
     return words + "."
 
@@ -86,7 +86,7 @@ def throughput_chart(df: pd.DataFrame, title: str = "Throughput vs concurrent us
     are (interval_words) when one is drawn."""
     s = summarise(df)
     bars = level_intervals(s, runs) if runs is not None else None
-    words = interval_words(bars) if bars is not None else ""
+    words = interval_words(bars, caption) if bars is not None else ""
     if words:
         caption = f"{caption}\n{words}" if caption else words
     values = panel_values(s, "profile")
