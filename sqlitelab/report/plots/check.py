@@ -40,7 +40,7 @@ from sqlitelab.core import config
 from sqlitelab.infra.servers import STACKS, load_profiles
 from sqlitelab.load.scenarios import SCENARIOS
 from sqlitelab.report.plots.marks import (DIRECT_LABEL, coincidence_notes, data_under, drawn_data, named_in,
-                                          overlaps, renderer_of, words_in)
+                                          overlaps, renderer_of, tick_labels, words_in)
 from sqlitelab.report.plots.style import STACK_GID, STACK_STYLES
 from sqlitelab.studies.declarations import experiment_patterns
 
@@ -171,14 +171,11 @@ TICK_GAP_PT = 1.0  # two tick labels of one axis closer than this read as one nu
 
 
 def _clashes(texts, renderer, where: str, gap_px: float = 0.0) -> list[str]:
-    shown = _boxes(texts, renderer)  # a text's own box (Text's: an annotation's would take in its leader line too)
+    # a text's own box (Text's: an annotation's would take in its leader line too)
+    shown = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts
+             if t.get_visible() and t.get_text().strip()]
     return [f"{where}: {a!r} printed over {b!r}"
             for i, (a, ea) in enumerate(shown) for b, eb in shown[i + 1:] if overlaps(ea, eb, gap_px)]
-
-
-def _boxes(texts, renderer) -> list[tuple[str, object]]:
-    return [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts
-            if t.get_visible() and t.get_text().strip()]
 
 
 def overlapping_texts(fig) -> list[str]:
@@ -196,9 +193,9 @@ def overlapping_texts(fig) -> list[str]:
             drawn = axis._update_ticks()  # the ticks inside the view, as draw() takes them
             labels = [lab for t in drawn for lab in (t.label1, t.label2)]
             found += _clashes(labels, renderer, f"{which} tick labels of {name!r}", gap)
-            found += [f"{words!r} inside {name!r} printed over its {which} tick label {tick!r}"
-                      for _, words, box in words_in(ax, renderer) for tick, tbox in _boxes(labels, renderer)
-                      if overlaps(box, tbox)]
+        found += [f"{words!r} inside {name!r} printed over its {which} tick label {tick!r}"
+                  for _, words, box in words_in(ax, renderer) for which, tick, tbox in tick_labels(ax, renderer)
+                  if overlaps(box, tbox)]
         found += _clashes(ax.texts, renderer, f"words inside {name!r}")
     titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
     return found + _clashes(titles, renderer, "panel titles")

@@ -561,25 +561,28 @@ def data_under(ax, box: Bbox, drawn: list, renderer=None) -> tuple[str, str] | N
     return None
 
 
-def tick_label_boxes(ax, renderer) -> list[Bbox]:
-    """The boxes of the tick labels a panel's axes print (those inside the view, as drawn)."""
+def tick_labels(ax, renderer) -> list[tuple[str, str, Bbox]]:
+    """The tick labels a panel's axes print (those inside the view, as draw() takes them), each
+    as (its axis, "x" or "y"; its text; its box)."""
     if not ax.axison:
         return []
-    labels = [lab for axis in (ax.xaxis, ax.yaxis) if axis.get_visible()
-              for t in axis._update_ticks() for lab in (t.label1, t.label2)]
-    return [Text.get_window_extent(t, renderer) for t in labels if t.get_visible() and t.get_text().strip()]
+    return [(which, lab.get_text(), Text.get_window_extent(lab, renderer))
+            for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")) if axis.get_visible()
+            for t in axis._update_ticks() for lab in (t.label1, t.label2)
+            if lab.get_visible() and lab.get_text().strip()]
 
 
 def place_clear(ax, text, positions: list[dict], inside: bool = True) -> bool:
     """Put `text` (a Text or an annotation of `ax`) at the first of `positions` — each a dict of
     its properties: `position` (an annotation's offset with xytext), ha, va — where it covers no
-    data, no other words of the panel and none of its tick labels and, `inside`, within the panel. True when one was; else it stays at the first (and the figure check
-    names it)."""
+    data, no other words of the panel and none of its tick labels and, `inside`, lies within the
+    panel. True when one was; else it stays at the first (and the figure check names it)."""
     fig = ax.figure
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     drawn = drawn_data(ax, renderer)
-    others = [box for artist, _, box in words_in(ax, renderer) if artist is not text] + tick_label_boxes(ax, renderer)
+    others = ([box for artist, _, box in words_in(ax, renderer) if artist is not text]
+              + [box for _, _, box in tick_labels(ax, renderer)])
     area = ax.get_window_extent(renderer)
     for props in positions:
         text.update(props)
